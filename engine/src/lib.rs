@@ -1,0 +1,1 @@
+//! Ladder's deterministic matching engine: books, matching, ledger, markets, API keys.

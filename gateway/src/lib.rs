@@ -1,0 +1,1 @@
+//! Ladder's HTTP/1.1 and WebSocket gateway on mio.

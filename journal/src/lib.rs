@@ -1,0 +1,1 @@
+//! Ladder's memory-mapped, segmented, checksummed append-only journal.

@@ -1,0 +1,1 @@
+//! Ladder's single writer: rings in, journal, engine, responses out.

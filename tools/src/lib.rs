@@ -1,0 +1,1 @@
+//! Ladder client library.
