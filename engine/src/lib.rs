@@ -1,1 +1,60 @@
-//! Ladder's deterministic matching engine: books, matching, ledger, markets, API keys.
+//! Ladder's deterministic matching engine.
+//!
+//! A pure state machine: [`Command`]s in, a [`Reply`] and [`Event`]s out. No I/O, no
+//! clock, no threads, no randomness: the sequencer stamps each command with its sequence
+//! number and time, and the same commands always give the same state and events, byte for
+//! byte (checked by [`Engine::state_hash`]).
+//!
+//! One book per market on the Yes-price axis (CONTRACT 7): BUY Yes and SELL No are bids,
+//! SELL Yes and BUY No are asks. A taker matches at each maker's price, in price-time
+//! priority, by COMPLEMENTARY, MINT or MERGE according to the pair of orders.
+//!
+//! # Reads
+//!
+//! The engine answers queries (`queries` module) from its own state. The sequencer owns
+//! the engine, so reads are served by the sequencer thread between batches, or by a
+//! replica engine fed the same journal (the standby): gateway threads never lock engine
+//! state. See `engine/README.md`.
+
+mod book;
+mod cancel;
+mod claims;
+mod command;
+mod engine;
+mod event;
+mod fill;
+mod invariants;
+mod ledger;
+mod market;
+mod orders;
+mod placement;
+mod price_bits;
+mod queries;
+mod reject;
+mod reply;
+mod settlement;
+mod state_hash;
+mod timers;
+mod trades;
+mod types;
+
+pub use book::{Book, Level};
+pub use claims::{payout_units, ClaimReason};
+pub use command::{
+    ApiKeySpec, Asset, Command, MarketSpec, NewOrder, Resolution, SignedFields, TradeStatus,
+};
+pub use engine::{ApiKeyRecord, ClosedOrder, Engine, EngineLimits};
+pub use event::{
+    Event, FillParty, MarketChange, OrderEventKind, OrderStatus, OrderView, TradeView,
+};
+pub use ledger::Balance;
+pub use market::{LastTrade, MarketState, TICK_SIZES_ALLOWED};
+pub use placement::{resting_reservation_units, taker_fee_units, taker_reservation_units};
+pub use queries::*;
+pub use reject::{
+    format_price, format_shares, Reject, FOK_NOT_FILLED, NOT_ENOUGH_BALANCE,
+    POST_ONLY_NEEDS_RESTING_TYPE, POST_ONLY_WOULD_CROSS,
+};
+pub use reply::{CancelReport, NotCanceled, Placement, Reply};
+pub use trades::{batch_hash, trade_id};
+pub use types::*;

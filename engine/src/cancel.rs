@@ -1,0 +1,242 @@
+//! Taking orders off the book: cancels by id, by market and for a whole account, and the
+//! bookkeeping every order's end shares (account list, expiry index, reservation, fate).
+
+use crate::engine::Engine;
+use crate::event::{Event, OrderEventKind, OrderStatus, OrderView};
+use crate::orders::{OrderPlace, Slot, NIL};
+use crate::reply::{CancelReport, NotCanceled, Reply};
+use crate::types::{Address, ConditionId, OrderId, Outcome, Side, TokenId, Units};
+
+impl Engine {
+    /// Cancels one order for `requester`.
+    pub(crate) fn cancel_one(&mut self, requester: &Address, order_id: OrderId) -> CancelReport {
+        let mut report = CancelReport::default();
+        let account = self.ledger.find(requester);
+        match self.orders.slot_of(order_id) {
+            Some(slot) if Some(self.orders.get(slot).account) == account => {
+                self.cancel_slot(slot);
+                report.canceled.push(order_id);
+            }
+            Some(_) => report.not_canceled.push((order_id, NotCanceled::NotOwner)),
+            None => {
+                let reason = match self.order_fates.get((order_id as usize).wrapping_sub(1)) {
+                    None => NotCanceled::NotFound,
+                    Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
+                    Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
+                    Some(_) => NotCanceled::AlreadyCanceled,
+                };
+                report.not_canceled.push((order_id, reason));
+            }
+        }
+        report
+    }
+
+    /// Cancels the requester's orders on one market (one token of it, when given).
+    pub(crate) fn cancel_market(
+        &mut self,
+        requester: &Address,
+        condition_id: &ConditionId,
+        token_id: Option<&TokenId>,
+    ) -> Reply {
+        let Some(market) = self.markets.find(condition_id) else {
+            return Reply::Rejected(crate::reject::Reject::UnknownMarket);
+        };
+        let outcome: Option<Outcome> = match token_id {
+            None => None,
+            Some(token) => match self.markets.find_token(token) {
+                Some((m, outcome)) if m == market => Some(outcome),
+                _ => return Reply::Rejected(crate::reject::Reject::UnknownToken),
+            },
+        };
+        let ids = self.account_order_ids(requester, |o| {
+            o.market == market && outcome.is_none_or(|x| x == o.outcome)
+        });
+        Reply::Canceled(self.cancel_ids(&ids))
+    }
+
+    /// Cancels every open order of the requester.
+    pub(crate) fn cancel_all(&mut self, requester: &Address) -> CancelReport {
+        let ids = self.account_order_ids(requester, |_| true);
+        self.cancel_ids(&ids)
+    }
+
+    fn cancel_ids(&mut self, ids: &[OrderId]) -> CancelReport {
+        let mut report = CancelReport::default();
+        for &id in ids {
+            if let Some(slot) = self.orders.slot_of(id) {
+                self.cancel_slot(slot);
+                report.canceled.push(id);
+            }
+        }
+        report
+    }
+
+    /// Ids of `requester`'s open orders that pass `keep`, oldest first.
+    fn account_order_ids(
+        &self,
+        requester: &Address,
+        keep: impl Fn(&crate::orders::Order) -> bool,
+    ) -> Vec<OrderId> {
+        let mut ids = Vec::new();
+        let Some(account) = self.ledger.find(requester) else {
+            return ids;
+        };
+        let mut slot = self.ledger.account(account).open_head;
+        while slot != NIL {
+            let order = self.orders.get(slot);
+            if keep(order) {
+                ids.push(order.id);
+            }
+            slot = order.account_next;
+        }
+        ids
+    }
+
+    /// Ids of every open order (resting or delayed) of `market`, ascending.
+    pub(crate) fn open_order_ids_in_market(&self, market: u32) -> Vec<OrderId> {
+        let mut ids: Vec<OrderId> = self
+            .orders
+            .iter()
+            .filter(|o| o.market == market)
+            .map(|o| o.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Cancels the open order in `slot`: it leaves its book or the delay queue, its
+    /// reservation is released, and a CANCELLATION event is published.
+    pub(crate) fn cancel_slot(&mut self, slot: Slot) {
+        let order = self.orders.get(slot);
+        let (market, place, id, due_ns) = (order.market, order.place, order.id, order.due_ns);
+        match place {
+            OrderPlace::Resting => {
+                let (side, price) = (order.axis_side(), order.axis_price());
+                self.markets
+                    .get_mut(market)
+                    .book
+                    .unlink(&mut self.orders, slot);
+                self.push_level_event(market, side, price);
+            }
+            OrderPlace::Delayed => {
+                self.delayed.remove(&(due_ns, id));
+            }
+            OrderPlace::Taking => {}
+        }
+        self.push_order_event_with(OrderEventKind::Cancellation, slot, OrderStatus::Canceled);
+        self.close_slot(slot, OrderStatus::Canceled);
+    }
+
+    /// Removes the order in `slot` from the table for good, releasing what it still
+    /// reserves. It must already be off its book and out of the delay queue.
+    pub(crate) fn close_slot(&mut self, slot: Slot, fate: OrderStatus) {
+        self.unlink_account_order(slot);
+        let order = self.orders.remove(slot);
+        if order.expiration_s != 0 {
+            self.expiries.remove(&(order.expiration_s, order.id));
+        }
+        self.release_reservation(
+            order.account,
+            order.market,
+            order.outcome,
+            order.side,
+            order.reserved_units,
+        );
+        self.order_fates[(order.id - 1) as usize].status = fate;
+    }
+
+    /// Gives back `units` reserved by an order of `account`.
+    pub(crate) fn release_reservation(
+        &mut self,
+        account: u32,
+        market: u32,
+        outcome: Outcome,
+        side: Side,
+        units: Units,
+    ) {
+        if units == 0 {
+            return;
+        }
+        match side {
+            Side::Buy => self.ledger.collateral_mut(account).release(units),
+            Side::Sell => self
+                .ledger
+                .position_mut(account, market, outcome)
+                .release(units),
+        }
+    }
+
+    /// Appends the order in `slot` to its account's open-order list.
+    pub(crate) fn link_account_order(&mut self, account: u32, slot: Slot) {
+        let tail = self.ledger.account(account).open_tail;
+        if tail == NIL {
+            self.ledger.account_mut(account).open_head = slot;
+        } else {
+            self.orders.get_mut(tail).account_next = slot;
+        }
+        let order = self.orders.get_mut(slot);
+        order.account_prev = tail;
+        order.account_next = NIL;
+        let acct = self.ledger.account_mut(account);
+        acct.open_tail = slot;
+        acct.open_count += 1;
+    }
+
+    fn unlink_account_order(&mut self, slot: Slot) {
+        let order = self.orders.get(slot);
+        let (account, prev, next) = (order.account, order.account_prev, order.account_next);
+        if prev != NIL {
+            self.orders.get_mut(prev).account_next = next;
+        } else {
+            self.ledger.account_mut(account).open_head = next;
+        }
+        if next != NIL {
+            self.orders.get_mut(next).account_prev = prev;
+        } else {
+            self.ledger.account_mut(account).open_tail = prev;
+        }
+        self.ledger.account_mut(account).open_count -= 1;
+    }
+
+    /// A view of the order in `slot` with `status`.
+    pub(crate) fn order_view(&self, slot: Slot, status: OrderStatus) -> OrderView {
+        let order = self.orders.get(slot);
+        let market = self.markets.get(order.market);
+        OrderView {
+            id: order.id,
+            hash: order.hash,
+            maker: self.ledger.account(order.account).address,
+            condition_id: market.spec.condition_id,
+            token_id: market.token_id(order.outcome),
+            outcome: order.outcome,
+            side: order.side,
+            price_ticks: order.price_ticks,
+            size_units: order.size_units,
+            filled_units: order.filled_units,
+            status,
+            created_ns: order.created_ns,
+            expiration_s: order.expiration_s,
+            order_type: order.order_type,
+        }
+    }
+
+    /// Publishes an order event with the order's current status.
+    pub(crate) fn push_order_event(&mut self, kind: OrderEventKind, slot: Slot) {
+        let status = match self.orders.get(slot).place {
+            OrderPlace::Delayed => OrderStatus::Delayed,
+            OrderPlace::Resting | OrderPlace::Taking => OrderStatus::Live,
+        };
+        self.push_order_event_with(kind, slot, status);
+    }
+
+    /// Publishes an order event with `status`.
+    pub(crate) fn push_order_event_with(
+        &mut self,
+        kind: OrderEventKind,
+        slot: Slot,
+        status: OrderStatus,
+    ) {
+        let order = self.order_view(slot, status);
+        self.events.push(Event::Order { kind, order });
+    }
+}

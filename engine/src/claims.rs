@@ -1,0 +1,45 @@
+//! What positions are worth after a market ends (SPEC 2.9, CONTRACT 11).
+
+use crate::command::Resolution;
+use crate::types::{Outcome, Units};
+
+/// Collateral paid for `held_units` of `outcome` when the market ended as `resolution`:
+/// one unit per winning token, nothing for a losing one, half a unit per token of either
+/// outcome in a voided market.
+pub fn payout_units(resolution: Resolution, outcome: Outcome, held_units: Units) -> Units {
+    match (resolution, outcome) {
+        (Resolution::Void, _) => held_units / 2,
+        (Resolution::Yes, Outcome::Yes) | (Resolution::No, Outcome::No) => held_units,
+        _ => 0,
+    }
+}
+
+/// Why a position is claimable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimReason {
+    /// A winning token of a resolved market.
+    ResolvedWinner,
+    /// A token of a voided market.
+    VoidedRefund,
+}
+
+impl ClaimReason {
+    /// `resolved_winner` or `voided_refund`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimReason::ResolvedWinner => "resolved_winner",
+            ClaimReason::VoidedRefund => "voided_refund",
+        }
+    }
+
+    /// Whether a position of `outcome` is claimable after `resolution`, and why.
+    pub fn of(resolution: Resolution, outcome: Outcome) -> Option<ClaimReason> {
+        match (resolution, outcome) {
+            (Resolution::Void, _) => Some(ClaimReason::VoidedRefund),
+            (Resolution::Yes, Outcome::Yes) | (Resolution::No, Outcome::No) => {
+                Some(ClaimReason::ResolvedWinner)
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Commands: the engine's only input, and what the journal stores (versioned by the
+//! journal's record type, encoded with bincode).
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{
+    Address, ConditionId, Hash32, OrderId, OrderType, PriceTicks, Side, TokenId, Units,
+};
+
+/// One state change, as stamped and journaled by the sequencer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Create a market (CONTRACT 12).
+    CreateMarket(MarketSpec),
+    /// Stop accepting orders on a market; resting orders stay, cancels still work.
+    PauseMarket {
+        /// The market.
+        condition_id: ConditionId,
+    },
+    /// Accept orders on a paused market again.
+    ResumeMarket {
+        /// The market.
+        condition_id: ConditionId,
+    },
+    /// Resolve a market to a winner, or void it; cancels its open orders.
+    ResolveMarket {
+        /// The market.
+        condition_id: ConditionId,
+        /// Yes, No or void.
+        resolution: Resolution,
+    },
+    /// Change a market's minimum tick size (finer or coarser).
+    SetTickSize {
+        /// The market.
+        condition_id: ConditionId,
+        /// The new tick in price ticks of 0.0001.
+        tick_size_ticks: PriceTicks,
+    },
+    /// Record that `owner` controls smart account `account` (built-in registry).
+    LinkAccount {
+        /// The smart account.
+        account: Address,
+        /// An EOA that controls it.
+        owner: Address,
+    },
+    /// Remove a link made by `LinkAccount`.
+    UnlinkAccount {
+        /// The smart account.
+        account: Address,
+        /// The EOA.
+        owner: Address,
+    },
+    /// Record a new API key (its secret is derived outside the engine and never stored).
+    CreateApiKey(ApiKeySpec),
+    /// Delete an API key.
+    DeleteApiKey {
+        /// The address that owns the key.
+        address: Address,
+        /// The key id (UUID bytes).
+        key_id: [u8; 16],
+    },
+    /// Credit base units of collateral or of a token.
+    Deposit {
+        /// The credited address.
+        address: Address,
+        /// Collateral or a token.
+        asset: Asset,
+        /// Base units.
+        amount: Units,
+    },
+    /// Debit base units; never below what open orders reserve.
+    Withdraw {
+        /// The debited address.
+        address: Address,
+        /// Collateral or a token.
+        asset: Asset,
+        /// Base units.
+        amount: Units,
+    },
+    /// Place an order already authenticated and validated for form by the gateway.
+    PlaceOrder(NewOrder),
+    /// Cancel one order.
+    CancelOrder {
+        /// Who asks (the API key's address).
+        requester: Address,
+        /// The order.
+        order_id: OrderId,
+    },
+    /// Cancel the requester's orders on one market, optionally one token only.
+    CancelMarket {
+        /// Who asks.
+        requester: Address,
+        /// The market.
+        condition_id: ConditionId,
+        /// Only this token's orders, when given.
+        token_id: Option<TokenId>,
+    },
+    /// Cancel all the requester's open orders.
+    CancelAll {
+        /// Who asks.
+        requester: Address,
+    },
+    /// Time passes: expire GTD orders and match delayed ones that are due.
+    Tick,
+    /// A settlement batch changed status.
+    SettlementUpdate {
+        /// The batch's transaction hash.
+        transaction_hash: Hash32,
+        /// Its new status.
+        status: TradeStatus,
+    },
+    /// An on-chain redemption of `address`'s positions in a resolved or voided market.
+    RecordRedemption {
+        /// The redeeming address.
+        address: Address,
+        /// The market.
+        condition_id: ConditionId,
+    },
+}
+
+impl Command {
+    /// A short stable name for logs, metrics and `ladder journal dump --type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Command::CreateMarket(_) => "create_market",
+            Command::PauseMarket { .. } => "pause_market",
+            Command::ResumeMarket { .. } => "resume_market",
+            Command::ResolveMarket { .. } => "resolve_market",
+            Command::SetTickSize { .. } => "set_tick_size",
+            Command::LinkAccount { .. } => "link_account",
+            Command::UnlinkAccount { .. } => "unlink_account",
+            Command::CreateApiKey(_) => "create_api_key",
+            Command::DeleteApiKey { .. } => "delete_api_key",
+            Command::Deposit { .. } => "deposit",
+            Command::Withdraw { .. } => "withdraw",
+            Command::PlaceOrder(_) => "place_order",
+            Command::CancelOrder { .. } => "cancel_order",
+            Command::CancelMarket { .. } => "cancel_market",
+            Command::CancelAll { .. } => "cancel_all",
+            Command::Tick => "tick",
+            Command::SettlementUpdate { .. } => "settlement_update",
+            Command::RecordRedemption { .. } => "record_redemption",
+        }
+    }
+}
+
+/// A market's definition (CONTRACT 12).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketSpec {
+    /// The condition id.
+    pub condition_id: ConditionId,
+    /// The Yes token.
+    pub yes_token_id: TokenId,
+    /// The No token.
+    pub no_token_id: TokenId,
+    /// Minimum tick in price ticks of 0.0001 (100 = 0.01).
+    pub tick_size_ticks: PriceTicks,
+    /// Minimum order size in base units.
+    pub min_order_size_units: Units,
+    /// The neg-risk flag (reported, not acted on).
+    pub neg_risk: bool,
+    /// Taker delay in milliseconds (0 = none).
+    pub taker_delay_ms: u64,
+    /// Taker fee in basis points of the notional.
+    pub fee_rate_bps: u32,
+}
+
+/// How a market ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Resolution {
+    /// Yes won.
+    Yes,
+    /// No won.
+    No,
+    /// The market was voided: every position is refunded.
+    Void,
+}
+
+/// An API key record: what lets the gateway re-derive the secret, never the secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeySpec {
+    /// The address that created the key (L1).
+    pub address: Address,
+    /// The key id (UUID bytes).
+    pub key_id: [u8; 16],
+    /// The L1 nonce the key was derived with.
+    pub nonce: u64,
+    /// The per-address limit in force when the key was asked for.
+    pub max_keys_per_address: u32,
+}
+
+/// What a deposit or withdrawal moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Asset {
+    /// Collateral.
+    Collateral,
+    /// An outcome token.
+    Token(TokenId),
+}
+
+/// An order that the gateway has parsed, authenticated and checked for form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewOrder {
+    /// EIP-712 digest of the signed order.
+    pub order_hash: Hash32,
+    /// The funding account (the smart account).
+    pub maker: Address,
+    /// The EOA whose key signed.
+    pub signer: Address,
+    /// The token traded.
+    pub token_id: TokenId,
+    /// BUY or SELL.
+    pub side: Side,
+    /// Limit price in ticks of 0.0001, derived exactly from the signed amounts.
+    pub price_ticks: PriceTicks,
+    /// Size in base units of the token (a whole number of shares).
+    pub size_units: Units,
+    /// GTC, GTD, FOK or FAK.
+    pub order_type: OrderType,
+    /// Rest only, never take.
+    pub post_only: bool,
+    /// Unix seconds; 0 = none.
+    pub expiration_s: u64,
+    /// Whether the signer's control of the maker was already verified outside the engine
+    /// (ERC-1271 over RPC). When false, the engine's registry decides.
+    pub signer_verified: bool,
+    /// The signed order's remaining fields, kept in the journal for settlement and audit.
+    pub signed: SignedFields,
+}
+
+/// The parts of a signed order the engine does not match on, kept verbatim.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SignedFields {
+    /// Big-endian U256 salt.
+    pub salt: [u8; 32],
+    /// Beneficiary address.
+    pub beneficiary: Address,
+    /// Signed maker amount (base units).
+    pub maker_amount: Units,
+    /// Signed taker amount (base units).
+    pub taker_amount: Units,
+    /// Nonce (big-endian U256).
+    pub nonce: [u8; 32],
+    /// 16-byte identifier.
+    pub identifier: [u8; 16],
+    /// 32-byte metadata.
+    pub metadata: [u8; 32],
+    /// 0 EOA, 3 smart account.
+    pub signature_type: u8,
+    /// The 65-byte signature, r ‖ s ‖ v.
+    pub signature: Vec<u8>,
+}
+
+/// A trade's settlement status (SPEC 2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TradeStatus {
+    /// Matched by the engine, not yet on chain.
+    Matched,
+    /// Included in a block.
+    Mined,
+    /// Past the confirmation depth: final.
+    Confirmed,
+    /// Submission failed and is being retried.
+    Retrying,
+    /// Settlement failed: the ledger movement was reversed. Final.
+    Failed,
+}
+
+impl TradeStatus {
+    /// `MATCHED`, `MINED`, `CONFIRMED`, `RETRYING` or `FAILED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TradeStatus::Matched => "MATCHED",
+            TradeStatus::Mined => "MINED",
+            TradeStatus::Confirmed => "CONFIRMED",
+            TradeStatus::Retrying => "RETRYING",
+            TradeStatus::Failed => "FAILED",
+        }
+    }
+
+    /// Whether no further change can follow.
+    pub fn is_final(self) -> bool {
+        matches!(self, TradeStatus::Confirmed | TradeStatus::Failed)
+    }
+
+    /// Whether `next` may follow `self` (MATCHED → MINED → CONFIRMED, or via RETRYING to FAILED).
+    pub fn may_move_to(self, next: TradeStatus) -> bool {
+        use TradeStatus::*;
+        matches!(
+            (self, next),
+            (Matched, Mined)
+                | (Matched, Retrying)
+                | (Matched, Failed)
+                | (Mined, Confirmed)
+                | (Mined, Retrying)
+                | (Mined, Failed)
+                | (Retrying, Mined)
+                | (Retrying, Retrying)
+                | (Retrying, Failed)
+        )
+    }
+}

@@ -1,0 +1,464 @@
+//! The engine's state and its one entry point, `apply`: a command in, a reply and events
+//! out. Placing, cancelling, timers and settlement live in their own modules.
+
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+
+use crate::command::{ApiKeySpec, Asset, Command, MarketSpec, Resolution};
+use crate::event::{Event, MarketChange, OrderStatus};
+use crate::ledger::Ledger;
+use crate::market::{MarketState, Markets};
+use crate::orders::OrderTable;
+use crate::reject::Reject;
+use crate::reply::Reply;
+use crate::trades::TradeLog;
+use crate::types::{Address, AxisSide, Hash32, OrderId, TimestampNs, Units};
+
+/// Limits that bound the engine's memory (STYLE: a limit on everything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineLimits {
+    /// Open orders across all markets.
+    pub open_orders_max: usize,
+    /// Order slots made at start-up.
+    pub open_orders_preallocated: usize,
+    /// Markets.
+    pub markets_max: usize,
+    /// Largest order, in base units.
+    pub order_size_units_max: Units,
+    /// Largest balance any address may hold of one asset, in base units.
+    pub balance_units_max: Units,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        EngineLimits {
+            open_orders_max: 10_000_000,
+            open_orders_preallocated: 65_536,
+            markets_max: 100_000,
+            order_size_units_max: 1_000_000_000 * crate::types::UNITS_PER_SHARE,
+            balance_units_max: 1 << 62,
+        }
+    }
+}
+
+/// What happened to an order that is no longer open (for cancel replies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosedOrder {
+    /// The owner's account index.
+    pub account: u32,
+    /// `Matched` or `Canceled`.
+    pub status: OrderStatus,
+}
+
+/// An API key record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    /// The owning address.
+    pub address: Address,
+    /// The nonce it was derived with.
+    pub nonce: u64,
+}
+
+/// The deterministic state machine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Engine {
+    pub(crate) limits: EngineLimits,
+    pub(crate) markets: Markets,
+    pub(crate) orders: OrderTable,
+    pub(crate) ledger: Ledger,
+    pub(crate) trades: TradeLog,
+    pub(crate) seen_hashes: FxHashSet<Hash32>,
+    /// Fate of every order ever accepted, indexed by `id - 1` (open orders say `Live`).
+    pub(crate) order_fates: Vec<ClosedOrder>,
+    pub(crate) expiries: BTreeSet<(u64, OrderId)>,
+    pub(crate) delayed: BTreeSet<(TimestampNs, OrderId)>,
+    pub(crate) controllers: FxHashSet<(Address, Address)>,
+    pub(crate) api_keys: FxHashMap<[u8; 16], ApiKeyRecord>,
+    pub(crate) now_ns: TimestampNs,
+    pub(crate) last_seq: u64,
+    pub(crate) collateral_deposited_units: u128,
+    pub(crate) collateral_withdrawn_units: u128,
+    pub(crate) redemption_payouts_units: FxHashMap<u32, Units>,
+    #[serde(skip)]
+    pub(crate) events: Vec<Event>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new(EngineLimits::default())
+    }
+}
+
+impl Engine {
+    /// An empty engine.
+    pub fn new(limits: EngineLimits) -> Engine {
+        Engine {
+            limits,
+            markets: Markets::default(),
+            orders: OrderTable::new(limits.open_orders_max, limits.open_orders_preallocated),
+            ledger: Ledger::default(),
+            trades: TradeLog::default(),
+            seen_hashes: FxHashSet::default(),
+            order_fates: Vec::new(),
+            expiries: BTreeSet::new(),
+            delayed: BTreeSet::new(),
+            controllers: FxHashSet::default(),
+            api_keys: FxHashMap::default(),
+            now_ns: 0,
+            last_seq: 0,
+            collateral_deposited_units: 0,
+            collateral_withdrawn_units: 0,
+            redemption_payouts_units: FxHashMap::default(),
+            events: Vec::with_capacity(1024),
+        }
+    }
+
+    /// Applies one command stamped with sequence `seq` and time `now_ns`.
+    ///
+    /// Time never runs backwards inside the engine: an earlier stamp counts as the last one.
+    /// Timers that are due (GTD expiry, taker delay) fire first. The events of this command
+    /// are in `events()` until the next call.
+    pub fn apply(&mut self, seq: u64, now_ns: TimestampNs, command: &Command) -> Reply {
+        self.events.clear();
+        self.last_seq = seq;
+        self.now_ns = self.now_ns.max(now_ns);
+        self.fire_due_timers();
+        match command {
+            Command::PlaceOrder(order) => self.place(order),
+            Command::CancelOrder {
+                requester,
+                order_id,
+            } => Reply::Canceled(self.cancel_one(requester, *order_id)),
+            Command::CancelMarket {
+                requester,
+                condition_id,
+                token_id,
+            } => self.cancel_market(requester, condition_id, token_id.as_ref()),
+            Command::CancelAll { requester } => Reply::Canceled(self.cancel_all(requester)),
+            Command::Tick => Reply::Ok,
+            other => self
+                .apply_admin(other)
+                .map_or_else(Reply::Rejected, |()| Reply::Ok),
+        }
+    }
+
+    /// The events of the last command.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The sequence number of the last command applied.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// The engine's time: the latest stamp seen.
+    pub fn now_ns(&self) -> TimestampNs {
+        self.now_ns
+    }
+
+    /// The engine's limits.
+    pub fn limits(&self) -> &EngineLimits {
+        &self.limits
+    }
+
+    fn apply_admin(&mut self, command: &Command) -> Result<(), Reject> {
+        match command {
+            Command::CreateMarket(spec) => self.create_market(spec),
+            Command::PauseMarket { condition_id } => {
+                self.set_market_state(condition_id, MarketState::Paused)
+            }
+            Command::ResumeMarket { condition_id } => {
+                self.set_market_state(condition_id, MarketState::Active)
+            }
+            Command::ResolveMarket {
+                condition_id,
+                resolution,
+            } => self.resolve_market(condition_id, *resolution),
+            Command::SetTickSize {
+                condition_id,
+                tick_size_ticks,
+            } => self.set_tick_size(condition_id, *tick_size_ticks),
+            Command::LinkAccount { account, owner } => {
+                self.controllers.insert((*account, *owner));
+                Ok(())
+            }
+            Command::UnlinkAccount { account, owner } => {
+                self.controllers.remove(&(*account, *owner));
+                Ok(())
+            }
+            Command::CreateApiKey(spec) => self.create_api_key(spec),
+            Command::DeleteApiKey { address, key_id } => self.delete_api_key(address, key_id),
+            Command::Deposit {
+                address,
+                asset,
+                amount,
+            } => self.deposit(*address, *asset, *amount),
+            Command::Withdraw {
+                address,
+                asset,
+                amount,
+            } => self.withdraw(address, *asset, *amount),
+            Command::SettlementUpdate {
+                transaction_hash,
+                status,
+            } => self.update_settlement(transaction_hash, *status),
+            Command::RecordRedemption {
+                address,
+                condition_id,
+            } => self.record_redemption(address, condition_id),
+            Command::PlaceOrder(_)
+            | Command::CancelOrder { .. }
+            | Command::CancelMarket { .. }
+            | Command::CancelAll { .. }
+            | Command::Tick => unreachable!("handled by apply"),
+        }
+    }
+
+    fn create_market(&mut self, spec: &MarketSpec) -> Result<(), Reject> {
+        if self.markets.len() >= self.limits.markets_max {
+            return Err(Reject::TooManyMarkets);
+        }
+        let market = self.markets.create(spec.clone())?;
+        self.push_market_event(market, MarketChange::Created);
+        Ok(())
+    }
+
+    fn market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
+        self.markets.find(condition_id).ok_or(Reject::UnknownMarket)
+    }
+
+    fn set_market_state(
+        &mut self,
+        condition_id: &Hash32,
+        state: MarketState,
+    ) -> Result<(), Reject> {
+        let index = self.market_index(condition_id)?;
+        let market = self.markets.get_mut(index);
+        if let MarketState::Resolved(_) = market.state {
+            return Err(Reject::MarketNotActive {
+                state: market.state.describe(),
+            });
+        }
+        if market.state == state {
+            return Ok(());
+        }
+        market.state = state;
+        let change = match state {
+            MarketState::Paused => MarketChange::Paused,
+            _ => MarketChange::Resumed,
+        };
+        self.push_market_event(index, change);
+        Ok(())
+    }
+
+    fn set_tick_size(&mut self, condition_id: &Hash32, tick_ticks: u32) -> Result<(), Reject> {
+        if !crate::market::TICK_SIZES_ALLOWED.contains(&tick_ticks) {
+            return Err(Reject::InvalidTickSize);
+        }
+        let index = self.market_index(condition_id)?;
+        let market = self.markets.get_mut(index);
+        let old_tick_ticks = market.spec.tick_size_ticks;
+        if old_tick_ticks == tick_ticks {
+            return Ok(());
+        }
+        market.spec.tick_size_ticks = tick_ticks;
+        self.push_market_event(index, MarketChange::TickSize { old_tick_ticks });
+        Ok(())
+    }
+
+    fn resolve_market(
+        &mut self,
+        condition_id: &Hash32,
+        resolution: Resolution,
+    ) -> Result<(), Reject> {
+        let index = self.market_index(condition_id)?;
+        let market = self.markets.get(index);
+        if let MarketState::Resolved(_) = market.state {
+            return Err(Reject::MarketNotActive {
+                state: market.state.describe(),
+            });
+        }
+        for id in self.open_order_ids_in_market(index) {
+            if let Some(slot) = self.orders.slot_of(id) {
+                self.cancel_slot(slot);
+            }
+        }
+        self.markets.get_mut(index).state = MarketState::Resolved(resolution);
+        self.push_market_event(index, MarketChange::Resolved);
+        Ok(())
+    }
+
+    pub(crate) fn push_market_event(&mut self, market: u32, change: MarketChange) {
+        let published = matches!(
+            change,
+            MarketChange::Resolved | MarketChange::TickSize { .. }
+        );
+        let state = self.markets.get_mut(market);
+        if published {
+            state.event_seq += 1;
+        }
+        let market_seq = state.event_seq;
+        self.events.push(Event::Market {
+            market,
+            change,
+            market_seq,
+        });
+    }
+
+    /// Records a level change of `market`'s book as an event; every change of one command
+    /// in one market belongs to one `price_change` and shares its sequence number.
+    pub(crate) fn push_level_event(&mut self, market: u32, side: AxisSide, price_ticks: u32) {
+        let seq = self.last_seq;
+        let state = self.markets.get_mut(market);
+        if state.level_change_seq != seq || state.event_seq == 0 {
+            state.event_seq += 1;
+            state.level_change_seq = seq;
+            state.level_change_market_seq = state.event_seq;
+        }
+        let market_seq = state.level_change_market_seq;
+        let total_units = state.book.level(side, price_ticks).total_units;
+        self.events.push(Event::Level {
+            market,
+            side,
+            price_ticks,
+            total_units,
+            market_seq,
+        });
+    }
+
+    fn create_api_key(&mut self, spec: &ApiKeySpec) -> Result<(), Reject> {
+        if self.api_keys.contains_key(&spec.key_id) {
+            return Err(Reject::ApiKeyExists);
+        }
+        let account = self.ledger.find_or_open(spec.address);
+        let keys = &mut self.ledger.account_mut(account).api_keys;
+        if keys.len() >= spec.max_keys_per_address as usize {
+            return Err(Reject::ApiKeyLimit);
+        }
+        keys.push(spec.key_id);
+        self.api_keys.insert(
+            spec.key_id,
+            ApiKeyRecord {
+                address: spec.address,
+                nonce: spec.nonce,
+            },
+        );
+        Ok(())
+    }
+
+    fn delete_api_key(&mut self, address: &Address, key_id: &[u8; 16]) -> Result<(), Reject> {
+        match self.api_keys.get(key_id) {
+            Some(record) if record.address == *address => {}
+            _ => return Err(Reject::UnknownApiKey),
+        }
+        self.api_keys.remove(key_id);
+        if let Some(account) = self.ledger.find(address) {
+            self.ledger
+                .account_mut(account)
+                .api_keys
+                .retain(|k| k != key_id);
+        }
+        Ok(())
+    }
+
+    fn deposit(&mut self, address: Address, asset: Asset, amount: Units) -> Result<(), Reject> {
+        if amount == 0 {
+            return Err(Reject::ZeroAmount);
+        }
+        let token = match asset {
+            Asset::Collateral => None,
+            Asset::Token(token_id) => Some(
+                self.markets
+                    .find_token(&token_id)
+                    .ok_or(Reject::UnknownToken)?,
+            ),
+        };
+        let balance_max = self.limits.balance_units_max;
+        let account = self.ledger.find_or_open(address);
+        let balance = match token {
+            None => self.ledger.collateral_mut(account),
+            Some((market, outcome)) => self.ledger.position_mut(account, market, outcome),
+        };
+        match balance.total().checked_add(amount) {
+            Some(total) if total <= balance_max => balance.credit(amount),
+            _ => return Err(Reject::Overflow),
+        }
+        match token {
+            None => self.collateral_deposited_units += u128::from(amount),
+            Some((market, outcome)) => {
+                self.markets.get_mut(market).deposited_units[outcome.index()] += amount
+            }
+        }
+        Ok(())
+    }
+
+    fn withdraw(&mut self, address: &Address, asset: Asset, amount: Units) -> Result<(), Reject> {
+        if amount == 0 {
+            return Err(Reject::ZeroAmount);
+        }
+        let token = match asset {
+            Asset::Collateral => None,
+            Asset::Token(token_id) => Some(
+                self.markets
+                    .find_token(&token_id)
+                    .ok_or(Reject::UnknownToken)?,
+            ),
+        };
+        let account = self.ledger.find(address);
+        let balance = match (account, token) {
+            (None, _) => {
+                return Err(Reject::WithdrawalExceedsFree {
+                    amount_units: amount,
+                    free_units: 0,
+                })
+            }
+            (Some(account), None) => self.ledger.collateral_mut(account),
+            (Some(account), Some((market, outcome))) => {
+                self.ledger.position_mut(account, market, outcome)
+            }
+        };
+        if balance.free < amount {
+            return Err(Reject::WithdrawalExceedsFree {
+                amount_units: amount,
+                free_units: balance.free,
+            });
+        }
+        balance.spend_free(amount);
+        match token {
+            None => self.collateral_withdrawn_units += u128::from(amount),
+            Some((market, outcome)) => {
+                self.markets.get_mut(market).withdrawn_units[outcome.index()] += amount
+            }
+        }
+        Ok(())
+    }
+
+    fn record_redemption(
+        &mut self,
+        address: &Address,
+        condition_id: &Hash32,
+    ) -> Result<(), Reject> {
+        let index = self.market_index(condition_id)?;
+        let resolution = match self.markets.get(index).state {
+            MarketState::Resolved(resolution) => resolution,
+            _ => return Err(Reject::MarketNotResolved),
+        };
+        let Some(account) = self.ledger.find(address) else {
+            return Ok(());
+        };
+        let mut payout: Units = 0;
+        for outcome in [crate::types::Outcome::Yes, crate::types::Outcome::No] {
+            let position = self.ledger.position_mut(account, index, outcome);
+            let held = position.free;
+            position.free = 0;
+            payout += crate::claims::payout_units(resolution, outcome, held);
+            self.markets.get_mut(index).redeemed_units[outcome.index()] += held;
+        }
+        self.ledger.collateral_mut(account).credit(payout);
+        *self.redemption_payouts_units.entry(index).or_default() += payout;
+        Ok(())
+    }
+}

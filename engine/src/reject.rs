@@ -1,0 +1,248 @@
+//! Why a command was refused: one variant per cause, each with one stable message
+//! (CONTRACT 6) that names the offending value and the allowed one.
+
+use std::fmt;
+
+use crate::types::{PriceTicks, Units, PRICE_SCALE, UNITS_PER_SHARE};
+
+/// The text of a FOK that could not fill entirely (SPEC 7, CONTRACT 6).
+pub const FOK_NOT_FILLED: &str =
+    "order couldn't be fully filled, FOK orders are fully filled or killed";
+/// The text of a reservation that cannot be met (CONTRACT 7).
+pub const NOT_ENOUGH_BALANCE: &str = "not enough balance / allowance";
+/// The text of a post-only FAK or FOK order (SPEC 4.4).
+pub const POST_ONLY_NEEDS_RESTING_TYPE: &str = "postOnly orders must use orderType GTC or GTD";
+/// The text of a post-only order that would match (SPEC 4.4).
+pub const POST_ONLY_WOULD_CROSS: &str = "post-only order would cross resting liquidity";
+
+/// A refusal, as the placement result's `errorMsg` or an admin error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The signature does not recover to the signer.
+    InvalidSignature,
+    /// The order is not signed as a smart-account order.
+    UnsupportedSignatureType {
+        /// The signature type given.
+        given: u8,
+    },
+    /// The order's maker is not the API key's address.
+    MakerMismatch,
+    /// The signer does not control the maker account.
+    SignerNotController,
+    /// No market has this token.
+    UnknownToken,
+    /// No market has this condition id.
+    UnknownMarket,
+    /// A market with this condition id or token already exists.
+    MarketExists,
+    /// The market refuses orders.
+    MarketNotActive {
+        /// Why: paused, resolved or voided.
+        state: &'static str,
+    },
+    /// The price is not a multiple of the market's tick.
+    PriceOffTick {
+        /// The order's price.
+        price_ticks: PriceTicks,
+        /// The market's tick.
+        tick_ticks: PriceTicks,
+    },
+    /// The price lies outside `[tick, 1 - tick]`.
+    PriceOutOfRange {
+        /// The order's price.
+        price_ticks: PriceTicks,
+        /// The market's tick.
+        tick_ticks: PriceTicks,
+    },
+    /// The share amount is not a whole number of shares, or is zero.
+    SizeNotWhole {
+        /// The order's size.
+        size_units: Units,
+    },
+    /// The size is below the market's minimum.
+    BelowMinimumSize {
+        /// The order's size.
+        size_units: Units,
+        /// The market's minimum.
+        minimum_units: Units,
+    },
+    /// A GTD order without an expiration.
+    GtdWithoutExpiration,
+    /// An expiration at or before the current time.
+    ExpirationPast {
+        /// The order's expiration.
+        expiration_s: u64,
+        /// The sequencer's time.
+        now_s: u64,
+    },
+    /// A non-GTD order with an expiration.
+    ExpirationNotGtd,
+    /// An order with this hash was placed before.
+    DuplicateOrder,
+    /// The reservation cannot be met.
+    NotEnoughBalance,
+    /// A FOK order could not fill entirely.
+    FokNotFilled,
+    /// A FAK order found nothing to match.
+    FakNoMatch,
+    /// A post-only order would match.
+    PostOnlyWouldCross,
+    /// A post-only order with an order type that does not rest.
+    PostOnlyNeedsRestingType,
+    /// The open-order table is full.
+    TooManyOrders,
+    /// The market table is full.
+    TooManyMarkets,
+    /// The address has the maximum number of API keys.
+    ApiKeyLimit,
+    /// No such API key for this address.
+    UnknownApiKey,
+    /// An API key with this id already exists.
+    ApiKeyExists,
+    /// A withdrawal would go below what is reserved.
+    WithdrawalExceedsFree {
+        /// Asked for.
+        amount_units: Units,
+        /// Free to withdraw.
+        free_units: Units,
+    },
+    /// A zero amount.
+    ZeroAmount,
+    /// The tick size is not one of 0.1, 0.01, 0.001, 0.0001.
+    InvalidTickSize,
+    /// A settlement update for a transaction hash the engine does not know.
+    UnknownTransaction,
+    /// The settlement status cannot follow the current one.
+    InvalidStatusChange,
+    /// The market is not resolved or voided.
+    MarketNotResolved,
+    /// A balance would overflow.
+    Overflow,
+}
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let price = |t: PriceTicks| format_price(t);
+        match *self {
+            Reject::InvalidSignature => f.write_str("invalid signature"),
+            Reject::UnsupportedSignatureType { given } => write!(
+                f,
+                "unsupported signature type {given}: only smart-account orders (signatureType 3) are accepted"
+            ),
+            Reject::MakerMismatch => f.write_str("order maker does not match the API key's address"),
+            Reject::SignerNotController => {
+                f.write_str("invalid signature: signer does not control the maker account")
+            }
+            Reject::UnknownToken => f.write_str("unknown token: no market has this tokenId"),
+            Reject::UnknownMarket => f.write_str("unknown market: no market has this condition id"),
+            Reject::MarketExists => f.write_str("market already exists"),
+            Reject::MarketNotActive { state } => write!(f, "market not active: it is {state}"),
+            Reject::PriceOffTick { price_ticks, tick_ticks } => write!(
+                f,
+                "invalid price {}: must be a multiple of the tick size {}",
+                price(price_ticks),
+                price(tick_ticks)
+            ),
+            Reject::PriceOutOfRange { price_ticks, tick_ticks } => write!(
+                f,
+                "invalid price {}: must be between {} and {}",
+                price(price_ticks),
+                price(tick_ticks),
+                price(PRICE_SCALE - tick_ticks)
+            ),
+            Reject::SizeNotWhole { size_units } => write!(
+                f,
+                "invalid size {size_units} base units: must be a non-zero whole number of shares ({UNITS_PER_SHARE} base units each)"
+            ),
+            Reject::BelowMinimumSize { size_units, minimum_units } => write!(
+                f,
+                "order size {} is below the market's min_order_size {}",
+                format_shares(size_units),
+                format_shares(minimum_units)
+            ),
+            Reject::GtdWithoutExpiration => {
+                f.write_str("GTD orders need a non-zero expiration")
+            }
+            Reject::ExpirationPast { expiration_s, now_s } => write!(
+                f,
+                "expiration {expiration_s} is not in the future (server time {now_s})"
+            ),
+            Reject::ExpirationNotGtd => {
+                f.write_str("only GTD orders may have a non-zero expiration")
+            }
+            Reject::DuplicateOrder => f.write_str("duplicate order: an order with this hash was already placed"),
+            Reject::NotEnoughBalance => f.write_str(NOT_ENOUGH_BALANCE),
+            Reject::FokNotFilled => f.write_str(FOK_NOT_FILLED),
+            Reject::FakNoMatch => f.write_str("no orders found to match with FAK order"),
+            Reject::PostOnlyWouldCross => f.write_str(POST_ONLY_WOULD_CROSS),
+            Reject::PostOnlyNeedsRestingType => f.write_str(POST_ONLY_NEEDS_RESTING_TYPE),
+            Reject::TooManyOrders => f.write_str("the exchange is at its open-order limit, try later"),
+            Reject::TooManyMarkets => f.write_str("the exchange is at its market limit"),
+            Reject::ApiKeyLimit => f.write_str("api key limit reached"),
+            Reject::UnknownApiKey => f.write_str("api key not found"),
+            Reject::ApiKeyExists => f.write_str("api key already exists"),
+            Reject::WithdrawalExceedsFree { amount_units, free_units } => write!(
+                f,
+                "withdrawal of {amount_units} exceeds the free (unreserved) balance {free_units}"
+            ),
+            Reject::ZeroAmount => f.write_str("amount must be greater than 0"),
+            Reject::InvalidTickSize => {
+                f.write_str("minimum_tick_size must be one of 0.1, 0.01, 0.001, 0.0001")
+            }
+            Reject::UnknownTransaction => f.write_str("unknown transaction hash"),
+            Reject::InvalidStatusChange => f.write_str("trade status cannot move that way"),
+            Reject::MarketNotResolved => f.write_str("market is not resolved or voided"),
+            Reject::Overflow => f.write_str("amount too large"),
+        }
+    }
+}
+
+impl std::error::Error for Reject {}
+
+/// A price in ticks as a trimmed decimal (`5500` → `0.55`).
+pub fn format_price(price_ticks: PriceTicks) -> String {
+    let whole = price_ticks / PRICE_SCALE;
+    let frac = price_ticks % PRICE_SCALE;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:04}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+/// Base units as human shares; exact for whole shares, else with decimals.
+pub fn format_shares(units: Units) -> String {
+    let whole = units / UNITS_PER_SHARE;
+    let frac = units % UNITS_PER_SHARE;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:06}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_are_trimmed_decimals() {
+        assert_eq!(format_price(5_500), "0.55");
+        assert_eq!(format_price(5_000), "0.5");
+        assert_eq!(format_price(10), "0.001");
+        assert_eq!(format_price(1), "0.0001");
+        assert_eq!(format_price(10_000), "1");
+    }
+
+    #[test]
+    fn fok_message_is_the_contract_text() {
+        assert_eq!(
+            Reject::FokNotFilled.to_string(),
+            "order couldn't be fully filled, FOK orders are fully filled or killed"
+        );
+        assert_eq!(
+            Reject::NotEnoughBalance.to_string(),
+            "not enough balance / allowance"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! Replies: what a command answers to whoever sent it.
+
+use crate::event::OrderStatus;
+use crate::reject::Reject;
+use crate::types::{Hash32, OrderId, Units};
+
+/// The answer to one command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Done, nothing to report.
+    Ok,
+    /// An order was accepted.
+    Placed(Placement),
+    /// Cancels were applied.
+    Canceled(CancelReport),
+    /// The command was refused; nothing changed.
+    Rejected(Reject),
+}
+
+/// The result of an accepted order (SPEC 2.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The numeric id.
+    pub order_id: OrderId,
+    /// The order's EIP-712 hash.
+    pub order_hash: Hash32,
+    /// `live`, `matched` or `delayed`.
+    pub status: OrderStatus,
+    /// Collateral units paid (BUY) or shares given, in base units (SELL).
+    pub making_units: Units,
+    /// Shares received in base units (BUY) or collateral units received (SELL).
+    pub taking_units: Units,
+    /// Ids of the trades this order made, in match order.
+    pub trade_ids: Vec<Hash32>,
+    /// The settlement batch's transaction hash, when it traded.
+    pub transaction_hash: Option<Hash32>,
+}
+
+/// Why an order was not cancelled (SPEC 2.5, CONTRACT 8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotCanceled {
+    /// No order has this id.
+    NotFound,
+    /// The order belongs to someone else.
+    NotOwner,
+    /// The order filled entirely.
+    AlreadyFilled,
+    /// The order was cancelled before.
+    AlreadyCanceled,
+}
+
+impl NotCanceled {
+    /// The reason text of `notCanceled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotCanceled::NotFound => "not found",
+            NotCanceled::NotOwner => "not owner",
+            NotCanceled::AlreadyFilled => "already filled",
+            NotCanceled::AlreadyCanceled => "already canceled",
+        }
+    }
+}
+
+/// The result of a cancel (SPEC 2.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CancelReport {
+    /// Orders cancelled, by id.
+    pub canceled: Vec<OrderId>,
+    /// Orders not cancelled, with the reason.
+    pub not_canceled: Vec<(OrderId, NotCanceled)>,
+}

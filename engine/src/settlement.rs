@@ -1,0 +1,94 @@
+//! Settlement status of trades: each batch moves MATCHED → MINED → CONFIRMED, or through
+//! RETRYING to FAILED, in which case its ledger movement is reversed exactly.
+
+use crate::command::TradeStatus;
+use crate::engine::Engine;
+use crate::event::{Event, FillParty, TradeView};
+use crate::reject::Reject;
+use crate::types::{notional_units, Hash32, MatchType, Side, Units};
+
+impl Engine {
+    /// Moves every trade of the batch `transaction_hash` to `status`.
+    pub(crate) fn update_settlement(
+        &mut self,
+        transaction_hash: &Hash32,
+        status: TradeStatus,
+    ) -> Result<(), Reject> {
+        let batch = self
+            .trades
+            .batch(transaction_hash)
+            .ok_or(Reject::UnknownTransaction)?;
+        let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);
+        for index in range.clone() {
+            if !self.trades.get(index).status.may_move_to(status) {
+                return Err(Reject::InvalidStatusChange);
+            }
+        }
+        for index in range {
+            let trade = self.trades.get_mut(index);
+            trade.status = status;
+            trade.last_update_ns = self.now_ns;
+            let trade = *trade;
+            if status == TradeStatus::Failed {
+                self.reverse_trade(&trade);
+            }
+            self.events.push(Event::Trade(trade));
+        }
+        Ok(())
+    }
+
+    /// Undoes a trade's ledger movement for both sides; what a side no longer holds
+    /// becomes debt. The orders stay filled.
+    fn reverse_trade(&mut self, trade: &TradeView) {
+        let market = self
+            .markets
+            .find(&trade.condition_id)
+            .expect("a trade's market exists");
+        self.reverse_party(
+            market,
+            &trade.taker,
+            trade.size_units,
+            trade.taker_fee_units,
+        );
+        self.reverse_party(market, &trade.maker, trade.size_units, 0);
+        self.ledger.fees_collected_units -= trade.taker_fee_units;
+        let state = self.markets.get_mut(market);
+        match trade.match_type {
+            MatchType::Mint => state.full_sets_units -= trade.size_units as i64,
+            MatchType::Merge => state.full_sets_units += trade.size_units as i64,
+            MatchType::Complementary => {}
+        }
+    }
+
+    fn reverse_party(
+        &mut self,
+        market: u32,
+        party: &FillParty,
+        size_units: Units,
+        fee_units: Units,
+    ) {
+        let account = self
+            .ledger
+            .find(&party.address)
+            .expect("a trade's parties have accounts");
+        let notional = notional_units(party.price_ticks, size_units);
+        match party.side {
+            Side::Buy => {
+                self.ledger
+                    .collateral_mut(account)
+                    .credit(notional + fee_units);
+                self.ledger
+                    .position_mut(account, market, party.outcome)
+                    .debit_forced(size_units);
+            }
+            Side::Sell => {
+                self.ledger
+                    .position_mut(account, market, party.outcome)
+                    .credit(size_units);
+                self.ledger
+                    .collateral_mut(account)
+                    .debit_forced(notional - fee_units);
+            }
+        }
+    }
+}

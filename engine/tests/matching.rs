@@ -1,0 +1,672 @@
+//! Every match path and order type, with exact fills and balances.
+
+mod support;
+
+use ladder_engine::*;
+use support::*;
+
+#[test]
+fn complementary_fill_happens_at_the_makers_price() {
+    let mut h = Harness::new();
+    let maker = h.gtc(1, YES, Side::Sell, 4_000, 10);
+    assert_eq!(maker.status, OrderStatus::Live);
+    let taker = h.gtc(2, YES, Side::Buy, 5_500, 10);
+    assert_eq!(taker.status, OrderStatus::Matched);
+    assert_eq!(
+        taker.making_units,
+        4 * USDC,
+        "the taker pays 0.40 x 10, not its 0.55 limit"
+    );
+    assert_eq!(taker.taking_units, 10 * SHARE);
+    assert_eq!(taker.trade_ids.len(), 1);
+    assert!(taker.transaction_hash.is_some());
+    assert_eq!(h.collateral(2), free(996 * USDC));
+    assert_eq!(h.tokens(2, YES), free(510 * SHARE));
+    assert_eq!(h.collateral(1), free(1_004 * USDC));
+    assert_eq!(h.tokens(1, YES), free(490 * SHARE));
+    let trade = h.engine.trade(&taker.trade_ids[0]).unwrap();
+    assert_eq!(trade.match_type, MatchType::Complementary);
+    assert_eq!(trade.taker.price_ticks, 4_000);
+    assert_eq!(trade.maker.order_id, maker.order_id);
+    assert_eq!(trade.status, TradeStatus::Matched);
+}
+
+#[test]
+fn mint_turns_both_buyers_collateral_into_a_full_set() {
+    let mut h = Harness::new();
+    // BUY No at 0.45 rests as a Yes ask at 0.55.
+    h.gtc(1, NO, Side::Buy, 4_500, 10);
+    assert_eq!(
+        h.collateral(1),
+        Balance {
+            free: 995_500_000,
+            reserved: 4_500_000,
+            debt: 0
+        }
+    );
+    let taker = h.gtc(2, YES, Side::Buy, 6_000, 10);
+    assert_eq!(taker.status, OrderStatus::Matched);
+    assert_eq!(
+        taker.making_units, 5_500_000,
+        "the Yes buyer pays 1 - 0.45 per share"
+    );
+    assert_eq!(h.collateral(1), free(995_500_000));
+    assert_eq!(h.tokens(1, NO), free(510 * SHARE));
+    assert_eq!(h.collateral(2), free(994_500_000));
+    assert_eq!(h.tokens(2, YES), free(510 * SHARE));
+    let trade = h.engine.trade(&taker.trade_ids[0]).unwrap();
+    assert_eq!(trade.match_type, MatchType::Mint);
+    assert_eq!(trade.maker.price_ticks, 4_500);
+    assert_eq!(trade.taker.price_ticks, 5_500);
+}
+
+#[test]
+fn merge_turns_a_yes_and_a_no_back_into_collateral() {
+    let mut h = Harness::new();
+    // SELL No at 0.35 rests as a Yes bid at 0.65.
+    h.gtc(1, NO, Side::Sell, 3_500, 10);
+    assert_eq!(
+        h.tokens(1, NO),
+        Balance {
+            free: 490 * SHARE,
+            reserved: 10 * SHARE,
+            debt: 0
+        }
+    );
+    let taker = h.gtc(2, YES, Side::Sell, 6_000, 10);
+    assert_eq!(taker.status, OrderStatus::Matched);
+    assert_eq!(
+        taker.taking_units, 6_500_000,
+        "the Yes seller gets 1 - 0.35 per share"
+    );
+    assert_eq!(h.collateral(1), free(1_003_500_000));
+    assert_eq!(h.tokens(1, NO), free(490 * SHARE));
+    assert_eq!(h.collateral(2), free(1_006_500_000));
+    assert_eq!(h.tokens(2, YES), free(490 * SHARE));
+    let trade = h.engine.trade(&taker.trade_ids[0]).unwrap();
+    assert_eq!(trade.match_type, MatchType::Merge);
+}
+
+#[test]
+fn price_time_priority_fills_the_best_price_then_the_oldest() {
+    let mut h = Harness::new();
+    let first_at_50 = h.gtc(1, YES, Side::Sell, 5_000, 5);
+    let second_at_50 = h.gtc(2, YES, Side::Sell, 5_000, 5);
+    let at_45 = h.gtc(3, YES, Side::Sell, 4_500, 5);
+    let taker = h.gtc(4, YES, Side::Buy, 5_000, 8);
+    assert_eq!(taker.trade_ids.len(), 2);
+    let makers: Vec<_> = taker
+        .trade_ids
+        .iter()
+        .map(|id| {
+            let t = h.engine.trade(id).unwrap();
+            (t.maker.order_id, t.size_units / SHARE)
+        })
+        .collect();
+    assert_eq!(
+        makers,
+        vec![(at_45.order_id, 5), (first_at_50.order_id, 3)],
+        "0.45 first, then the older 0.50"
+    );
+    let _ = second_at_50;
+    assert_eq!(taker.making_units, 5 * 450_000 + 3 * 500_000);
+    let book = h.engine.book(&YES, 10).unwrap();
+    assert_eq!(book.asks, vec![(5_000, 7 * SHARE)]);
+}
+
+#[test]
+fn a_remainder_rests_and_reserves_only_what_it_needs() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 4_000, 4);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    assert_eq!(taker.status, OrderStatus::Live);
+    assert_eq!(taker.making_units, 1_600_000);
+    assert_eq!(
+        h.collateral(2),
+        Balance {
+            free: 1_000 * USDC - 1_600_000 - 3 * USDC,
+            reserved: 3 * USDC,
+            debt: 0
+        }
+    );
+    let open = h.engine.open_orders(&account(2), &OrderFilter::default());
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].filled_units, 4 * SHARE);
+    assert_eq!(open[0].status, OrderStatus::Live);
+}
+
+#[test]
+fn fok_that_cannot_fill_entirely_is_killed_and_the_book_is_untouched() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 5);
+    let before = h.engine.book(&YES, 10).unwrap();
+    let mut fok = h.order(2, YES, Side::Buy, 5_000, 6);
+    fok.order_type = OrderType::Fok;
+    assert_eq!(h.reject(fok), Reject::FokNotFilled);
+    assert_eq!(h.engine.book(&YES, 10).unwrap(), before);
+    assert_eq!(h.collateral(2), free(1_000 * USDC));
+}
+
+#[test]
+fn fok_that_can_fill_fills_entirely() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 5);
+    h.gtc(3, NO, Side::Buy, 5_000, 5); // a Yes ask at 0.50 by MINT
+    let mut fok = h.order(2, YES, Side::Buy, 5_000, 10);
+    fok.order_type = OrderType::Fok;
+    let p = h.place(fok);
+    assert_eq!(p.status, OrderStatus::Matched);
+    assert_eq!(p.taking_units, 10 * SHARE);
+    assert!(h
+        .engine
+        .open_orders(&account(2), &OrderFilter::default())
+        .is_empty());
+}
+
+#[test]
+fn fak_fills_what_it_can_and_cancels_the_rest() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 3);
+    let mut fak = h.order(2, YES, Side::Buy, 6_000, 10);
+    fak.order_type = OrderType::Fak;
+    let p = h.place(fak);
+    assert_eq!(p.status, OrderStatus::Matched);
+    assert_eq!(p.taking_units, 3 * SHARE);
+    assert_eq!(h.collateral(2), free(1_000 * USDC - 1_500_000));
+    assert!(h
+        .engine
+        .open_orders(&account(2), &OrderFilter::default())
+        .is_empty());
+    let mut fak = h.order(2, YES, Side::Buy, 6_000, 10);
+    fak.order_type = OrderType::Fak;
+    assert_eq!(h.reject(fak), Reject::FakNoMatch);
+}
+
+#[test]
+fn post_only_rests_or_is_refused_if_it_would_cross_by_any_path() {
+    let mut h = Harness::new();
+    h.gtc(1, NO, Side::Buy, 4_500, 5); // Yes ask at 0.55 (MINT liquidity)
+    let mut cross = h.order(2, YES, Side::Buy, 5_500, 5);
+    cross.post_only = true;
+    assert_eq!(h.reject(cross), Reject::PostOnlyWouldCross);
+    let mut rest = h.order(2, YES, Side::Buy, 5_400, 5);
+    rest.post_only = true;
+    assert_eq!(h.place(rest).status, OrderStatus::Live);
+    let mut fak = h.order(2, YES, Side::Buy, 5_400, 5);
+    fak.post_only = true;
+    fak.order_type = OrderType::Fak;
+    assert_eq!(h.reject(fak), Reject::PostOnlyNeedsRestingType);
+}
+
+#[test]
+fn self_trade_prevention_cancels_the_resting_order_and_continues() {
+    let mut h = Harness::new();
+    let own = h.gtc(2, YES, Side::Sell, 4_000, 5);
+    let other = h.gtc(1, YES, Side::Sell, 4_500, 5);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 5);
+    assert_eq!(taker.status, OrderStatus::Matched);
+    assert_eq!(taker.trade_ids.len(), 1);
+    let trade = h.engine.trade(&taker.trade_ids[0]).unwrap();
+    assert_eq!(trade.maker.order_id, other.order_id);
+    let cancelled: Vec<_> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Order {
+                kind: OrderEventKind::Cancellation,
+                order,
+            } => Some(order.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, vec![own.order_id]);
+    assert_eq!(
+        h.tokens(2, YES),
+        free(505 * SHARE),
+        "own sell cancelled and released, 5 bought from trader 1"
+    );
+}
+
+#[test]
+fn tick_range_size_and_expiration_rules_reject_with_their_reason() {
+    let mut h = Harness::new();
+    let o = h.order(1, YES, Side::Buy, 5_050, 1);
+    assert_eq!(
+        h.reject(o),
+        Reject::PriceOffTick {
+            price_ticks: 5_050,
+            tick_ticks: 100
+        }
+    );
+    let o = h.order(1, YES, Side::Buy, 9_950, 1);
+    assert!(matches!(h.reject(o), Reject::PriceOutOfRange { .. }));
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
+    o.size_units = SHARE / 2;
+    assert!(matches!(h.reject(o), Reject::SizeNotWhole { .. }));
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
+    o.order_type = OrderType::Gtd;
+    assert_eq!(h.reject(o), Reject::GtdWithoutExpiration);
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
+    o.order_type = OrderType::Gtd;
+    o.expiration_s = 1_000;
+    assert!(matches!(h.reject(o), Reject::ExpirationPast { .. }));
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
+    o.expiration_s = 2_000_000_000;
+    assert_eq!(h.reject(o), Reject::ExpirationNotGtd);
+    let o = h.order(1, Bytes32([9; 32]), Side::Buy, 5_000, 1);
+    assert_eq!(h.reject(o), Reject::UnknownToken);
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
+    o.signer = signer(2);
+    assert_eq!(h.reject(o), Reject::SignerNotController);
+    let o = h.order(1, YES, Side::Buy, 5_000, 10_000);
+    assert_eq!(h.reject(o), Reject::NotEnoughBalance);
+    let o = h.order(1, YES, Side::Sell, 5_000, 501);
+    assert_eq!(h.reject(o), Reject::NotEnoughBalance);
+}
+
+#[test]
+fn below_minimum_size_is_rejected() {
+    let mut spec = market_spec();
+    spec.min_order_size_units = 5 * SHARE;
+    let mut h = Harness::with_market(spec);
+    let o = h.order(1, YES, Side::Buy, 5_000, 4);
+    assert_eq!(
+        h.reject(o),
+        Reject::BelowMinimumSize {
+            size_units: 4 * SHARE,
+            minimum_units: 5 * SHARE
+        }
+    );
+}
+
+#[test]
+fn a_duplicate_hash_is_rejected_even_after_the_first_is_gone() {
+    let mut h = Harness::new();
+    let o = h.order(1, YES, Side::Buy, 5_000, 1);
+    let p = h.place(o.clone());
+    h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: p.order_id,
+    });
+    assert_eq!(h.reject(o), Reject::DuplicateOrder);
+}
+
+#[test]
+fn gtd_orders_leave_the_book_at_their_expiration() {
+    let mut h = Harness::new();
+    let now_s = h.now_ns / NANOS_PER_SECOND;
+    let mut o = h.order(1, YES, Side::Buy, 5_000, 2);
+    o.order_type = OrderType::Gtd;
+    o.expiration_s = now_s + 5;
+    h.place(o);
+    assert_eq!(h.collateral(1).reserved, USDC);
+    assert_eq!(
+        h.engine.next_deadline_ns(),
+        Some((now_s + 5) * NANOS_PER_SECOND)
+    );
+    h.advance_ms(3_000);
+    h.apply(Command::Tick);
+    assert_eq!(
+        h.engine
+            .open_orders(&account(1), &OrderFilter::default())
+            .len(),
+        1
+    );
+    h.advance_ms(2_000);
+    h.apply(Command::Tick);
+    assert!(h
+        .engine
+        .open_orders(&account(1), &OrderFilter::default())
+        .is_empty());
+    assert_eq!(h.collateral(1), free(1_000 * USDC));
+    assert!(h.events().iter().any(|e| matches!(
+        e,
+        Event::Order {
+            kind: OrderEventKind::Cancellation,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn a_taker_delay_answers_delayed_and_matches_when_it_is_over() {
+    let mut spec = market_spec();
+    spec.taker_delay_ms = 250;
+    let mut h = Harness::with_market(spec);
+    h.gtc(1, YES, Side::Sell, 5_000, 4);
+    let p = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    assert_eq!(p.status, OrderStatus::Delayed);
+    let open = h.engine.open_orders(&account(2), &OrderFilter::default());
+    assert_eq!(open[0].status, OrderStatus::Delayed);
+    assert_eq!(h.collateral(2).reserved, 5 * USDC);
+    h.advance_ms(300);
+    h.apply(Command::Tick);
+    let open = h.engine.open_orders(&account(2), &OrderFilter::default());
+    assert_eq!(open[0].status, OrderStatus::Live);
+    assert_eq!(open[0].filled_units, 4 * SHARE);
+    assert_eq!(h.tokens(2, YES), free(504 * SHARE));
+    assert_eq!(
+        h.collateral(2),
+        Balance {
+            free: 1_000 * USDC - 5 * USDC,
+            reserved: 3 * USDC,
+            debt: 0
+        }
+    );
+    // A non-marketable order is not delayed.
+    let p = h.gtc(3, YES, Side::Buy, 4_000, 1);
+    assert_eq!(p.status, OrderStatus::Live);
+}
+
+#[test]
+fn cancel_reasons_name_what_happened() {
+    let mut h = Harness::new();
+    let resting = h.gtc(1, YES, Side::Buy, 4_000, 2);
+    let filled = h.gtc(1, YES, Side::Sell, 6_000, 2);
+    h.gtc(2, YES, Side::Buy, 6_000, 2);
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(2),
+        order_id: resting.order_id,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![],
+            not_canceled: vec![(resting.order_id, NotCanceled::NotOwner)]
+        })
+    );
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: filled.order_id,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![],
+            not_canceled: vec![(filled.order_id, NotCanceled::AlreadyFilled)]
+        })
+    );
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: resting.order_id,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![resting.order_id],
+            not_canceled: vec![]
+        })
+    );
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: resting.order_id,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![],
+            not_canceled: vec![(resting.order_id, NotCanceled::AlreadyCanceled)]
+        })
+    );
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: 999,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![],
+            not_canceled: vec![(999, NotCanceled::NotFound)]
+        })
+    );
+}
+
+#[test]
+fn cancel_market_and_cancel_all_take_only_the_requesters_orders() {
+    let mut h = Harness::new();
+    let a = h.gtc(1, YES, Side::Buy, 4_000, 1);
+    let b = h.gtc(1, NO, Side::Buy, 4_000, 1);
+    h.gtc(2, YES, Side::Buy, 4_000, 1);
+    let reply = h.apply(Command::CancelMarket {
+        requester: account(1),
+        condition_id: CONDITION,
+        token_id: Some(NO),
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![b.order_id],
+            not_canceled: vec![]
+        })
+    );
+    let reply = h.apply(Command::CancelAll {
+        requester: account(1),
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![a.order_id],
+            not_canceled: vec![]
+        })
+    );
+    assert_eq!(
+        h.engine
+            .open_orders(&account(2), &OrderFilter::default())
+            .len(),
+        1
+    );
+    assert_eq!(h.collateral(1), free(1_000 * USDC));
+}
+
+#[test]
+fn resolution_cancels_orders_and_lists_winners_as_claimable() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Buy, 4_000, 3);
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Yes,
+    });
+    assert_eq!(h.collateral(1), free(1_000 * USDC));
+    let claims = h.engine.claimable(&account(1));
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].outcome, Outcome::Yes);
+    assert_eq!(claims[0].balance_units, 500 * SHARE);
+    assert_eq!(claims[0].reason, ClaimReason::ResolvedWinner);
+    let o = h.order(2, YES, Side::Buy, 4_000, 1);
+    assert!(matches!(h.reject(o), Reject::MarketNotActive { .. }));
+    h.ok(Command::RecordRedemption {
+        address: account(1),
+        condition_id: CONDITION,
+    });
+    assert!(h.engine.claimable(&account(1)).is_empty());
+    assert_eq!(h.collateral(1), free(1_500 * USDC));
+}
+
+#[test]
+fn a_voided_market_refunds_both_outcomes() {
+    let mut h = Harness::new();
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Void,
+    });
+    let claims = h.engine.claimable(&account(3));
+    assert_eq!(
+        claims.iter().map(|c| c.reason).collect::<Vec<_>>(),
+        vec![ClaimReason::VoidedRefund; 2]
+    );
+    h.ok(Command::RecordRedemption {
+        address: account(3),
+        condition_id: CONDITION,
+    });
+    assert_eq!(h.collateral(3), free(1_500 * USDC));
+}
+
+#[test]
+fn a_paused_market_keeps_resting_orders_refuses_new_ones_and_accepts_cancels() {
+    let mut h = Harness::new();
+    let p = h.gtc(1, YES, Side::Buy, 4_000, 1);
+    h.ok(Command::PauseMarket {
+        condition_id: CONDITION,
+    });
+    let o = h.order(2, YES, Side::Sell, 4_000, 1);
+    assert_eq!(h.reject(o), Reject::MarketNotActive { state: "paused" });
+    assert_eq!(h.engine.book(&YES, 10).unwrap().bids, vec![(4_000, SHARE)]);
+    let reply = h.apply(Command::CancelOrder {
+        requester: account(1),
+        order_id: p.order_id,
+    });
+    assert!(matches!(reply, Reply::Canceled(r) if r.canceled == vec![p.order_id]));
+    h.ok(Command::ResumeMarket {
+        condition_id: CONDITION,
+    });
+    h.gtc(2, YES, Side::Sell, 4_000, 1);
+}
+
+#[test]
+fn a_failed_settlement_reverses_exactly_its_own_movement() {
+    let mut h = Harness::new();
+    h.gtc(1, NO, Side::Buy, 4_500, 10);
+    let taker = h.gtc(2, YES, Side::Buy, 6_000, 10);
+    let tx = taker.transaction_hash.unwrap();
+    h.ok(Command::SettlementUpdate {
+        transaction_hash: tx,
+        status: TradeStatus::Retrying,
+    });
+    h.ok(Command::SettlementUpdate {
+        transaction_hash: tx,
+        status: TradeStatus::Failed,
+    });
+    for n in 1..=2 {
+        assert_eq!(h.collateral(n), free(1_000 * USDC));
+        assert_eq!(h.tokens(n, YES), free(500 * SHARE));
+        assert_eq!(h.tokens(n, NO), free(500 * SHARE));
+    }
+    assert_eq!(
+        h.engine.trade(&taker.trade_ids[0]).unwrap().status,
+        TradeStatus::Failed
+    );
+    let again = h.apply(Command::SettlementUpdate {
+        transaction_hash: tx,
+        status: TradeStatus::Mined,
+    });
+    assert_eq!(again, Reply::Rejected(Reject::InvalidStatusChange));
+}
+
+#[test]
+fn settlement_moves_matched_to_mined_to_confirmed() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 1);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 1);
+    let tx = taker.transaction_hash.unwrap();
+    h.ok(Command::SettlementUpdate {
+        transaction_hash: tx,
+        status: TradeStatus::Mined,
+    });
+    h.ok(Command::SettlementUpdate {
+        transaction_hash: tx,
+        status: TradeStatus::Confirmed,
+    });
+    assert_eq!(
+        h.engine.trade(&taker.trade_ids[0]).unwrap().status,
+        TradeStatus::Confirmed
+    );
+    assert!(matches!(h.events()[0], Event::Trade(t) if t.status == TradeStatus::Confirmed));
+}
+
+#[test]
+fn the_taker_pays_the_markets_fee_in_collateral() {
+    let mut spec = market_spec();
+    spec.fee_rate_bps = 100; // 1%
+    let mut h = Harness::with_market(spec);
+    h.gtc(1, YES, Side::Sell, 5_000, 10);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    assert_eq!(taker.making_units, 5 * USDC);
+    assert_eq!(h.collateral(2), free(1_000 * USDC - 5 * USDC - 50_000));
+    assert_eq!(h.collateral(1), free(1_005 * USDC), "the maker pays no fee");
+}
+
+#[test]
+fn withdrawals_never_go_below_what_is_reserved() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Buy, 5_000, 1_000); // reserves 500 USDC
+    let reply = h.apply(Command::Withdraw {
+        address: account(1),
+        asset: Asset::Collateral,
+        amount: 501 * USDC,
+    });
+    assert_eq!(
+        reply,
+        Reply::Rejected(Reject::WithdrawalExceedsFree {
+            amount_units: 501 * USDC,
+            free_units: 500 * USDC
+        })
+    );
+    h.ok(Command::Withdraw {
+        address: account(1),
+        asset: Asset::Collateral,
+        amount: 500 * USDC,
+    });
+}
+
+#[test]
+fn api_keys_are_limited_per_address() {
+    let mut h = Harness::new();
+    for i in 0..2u8 {
+        h.ok(Command::CreateApiKey(ApiKeySpec {
+            address: account(1),
+            key_id: [i; 16],
+            nonce: u64::from(i),
+            max_keys_per_address: 2,
+        }));
+    }
+    let reply = h.apply(Command::CreateApiKey(ApiKeySpec {
+        address: account(1),
+        key_id: [9; 16],
+        nonce: 9,
+        max_keys_per_address: 2,
+    }));
+    assert_eq!(reply, Reply::Rejected(Reject::ApiKeyLimit));
+    h.ok(Command::DeleteApiKey {
+        address: account(1),
+        key_id: [0; 16],
+    });
+    assert_eq!(h.engine.api_keys_of(&account(1)), vec![[1; 16]]);
+    assert_eq!(h.engine.api_key(&[0; 16]), None);
+}
+
+#[test]
+fn the_no_token_sees_the_mirrored_book() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Buy, 4_000, 2); // Yes bid 0.40 = No ask 0.60
+    h.gtc(1, NO, Side::Buy, 3_000, 3); // No bid 0.30 = Yes ask 0.70
+    let yes = h.engine.book(&YES, 10).unwrap();
+    assert_eq!(
+        (yes.bids.clone(), yes.asks.clone()),
+        (vec![(4_000, 2 * SHARE)], vec![(7_000, 3 * SHARE)])
+    );
+    let no = h.engine.book(&NO, 10).unwrap();
+    assert_eq!(
+        (no.bids, no.asks),
+        (vec![(3_000, 3 * SHARE)], vec![(6_000, 2 * SHARE)])
+    );
+    assert_eq!(h.engine.best_price(&NO, Side::Buy), Some(3_000));
+    assert_eq!(h.engine.best_price(&NO, Side::Sell), Some(6_000));
+}
+
+#[test]
+fn a_snapshot_restores_the_same_state_hash_and_keeps_working() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 5);
+    h.gtc(2, NO, Side::Buy, 4_000, 5);
+    h.gtc(3, YES, Side::Buy, 5_000, 2);
+    let bytes = h.engine.snapshot_bytes();
+    let mut restored = Engine::from_snapshot_bytes(&bytes).unwrap();
+    assert_eq!(restored.state_hash(), h.engine.state_hash());
+    let order = h.order(4, YES, Side::Buy, 6_000, 4);
+    let command = Command::PlaceOrder(order);
+    let a = h.engine.apply(100, h.now_ns, &command);
+    let b = restored.apply(100, h.now_ns, &command);
+    assert_eq!(a, b);
+    assert_eq!(restored.state_hash(), h.engine.state_hash());
+    assert_eq!(restored.events(), h.engine.events());
+}
