@@ -24,12 +24,45 @@ pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
 pub const NANOS_PER_MILLI: u64 = 1_000_000;
 
 /// A 20-byte account address (EOA or smart account).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Address(pub [u8; 20]);
 
 /// A 32-byte value: a token id (big-endian U256), a condition id, an order hash, a trade id.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Bytes32(pub [u8; 32]);
+
+/// Fixed-size byte strings: `0x` hex for human-readable formats (JSON, the journal dump),
+/// raw bytes for binary ones (bincode: the journal and snapshots).
+macro_rules! hex_serde {
+    ($ty:ident, $n:expr) => {
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                if serializer.is_human_readable() {
+                    serializer.serialize_str(&format!("0x{}", hex::encode(self.0)))
+                } else {
+                    self.0.serialize(serializer)
+                }
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                if deserializer.is_human_readable() {
+                    let text = String::deserialize(deserializer)?;
+                    let digits = text.strip_prefix("0x").unwrap_or(&text);
+                    let mut out = [0u8; $n];
+                    hex::decode_to_slice(digits, &mut out).map_err(serde::de::Error::custom)?;
+                    Ok($ty(out))
+                } else {
+                    <[u8; $n]>::deserialize(deserializer).map($ty)
+                }
+            }
+        }
+    };
+}
+
+hex_serde!(Address, 20);
+hex_serde!(Bytes32, 32);
 
 /// A token id, big-endian U256.
 pub type TokenId = Bytes32;
