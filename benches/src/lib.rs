@@ -1,1 +1,5 @@
-//! Criterion benchmarks live in `benches/`.
+//! Benchmark support shared by the criterion benches and `ladder bench engine`: an
+//! exchange-core-style command stream and open- and closed-loop replays of it.
+
+pub mod engine_replay;
+pub mod engine_stream;

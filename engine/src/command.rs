@@ -56,6 +56,8 @@ pub enum Command {
     DeleteApiKey {
         /// The address that owns the key.
         address: Address,
+        /// Who signed the request: the address itself, or an owner of that smart account.
+        signer: Address,
         /// The key id (UUID bytes).
         key_id: [u8; 16],
     },
@@ -181,6 +183,8 @@ pub enum Resolution {
 pub struct ApiKeySpec {
     /// The address that created the key (L1).
     pub address: Address,
+    /// Who signed the L1 request: the address itself, or an owner of that smart account.
+    pub signer: Address,
     /// The key id (UUID bytes).
     pub key_id: [u8; 16],
     /// The L1 nonce the key was derived with.
@@ -224,8 +228,9 @@ pub struct NewOrder {
     /// Whether the signer's control of the maker was already verified outside the engine
     /// (ERC-1271 over RPC). When false, the engine's registry decides.
     pub signer_verified: bool,
-    /// The signed order's remaining fields, kept in the journal for settlement and audit.
-    pub signed: SignedFields,
+    /// The signed order's remaining fields, kept in the journal for settlement and audit
+    /// (boxed: the engine never reads them, and commands stay small).
+    pub signed: Option<Box<SignedFields>>,
 }
 
 /// The parts of a signed order the engine does not match on, kept verbatim.

@@ -190,7 +190,11 @@ impl Engine {
                 Ok(())
             }
             Command::CreateApiKey(spec) => self.create_api_key(spec),
-            Command::DeleteApiKey { address, key_id } => self.delete_api_key(address, key_id),
+            Command::DeleteApiKey {
+                address,
+                signer,
+                key_id,
+            } => self.delete_api_key(address, signer, key_id),
             Command::Deposit {
                 address,
                 asset,
@@ -333,6 +337,9 @@ impl Engine {
         if self.api_keys.contains_key(&spec.key_id) {
             return Err(Reject::ApiKeyExists);
         }
+        if spec.signer != spec.address && !self.controllers.contains(&(spec.address, spec.signer)) {
+            return Err(Reject::SignerNotController);
+        }
         let account = self.ledger.find_or_open(spec.address);
         let keys = &mut self.ledger.account_mut(account).api_keys;
         if keys.len() >= spec.max_keys_per_address as usize {
@@ -349,7 +356,15 @@ impl Engine {
         Ok(())
     }
 
-    fn delete_api_key(&mut self, address: &Address, key_id: &[u8; 16]) -> Result<(), Reject> {
+    fn delete_api_key(
+        &mut self,
+        address: &Address,
+        signer: &Address,
+        key_id: &[u8; 16],
+    ) -> Result<(), Reject> {
+        if signer != address && !self.controllers.contains(&(*address, *signer)) {
+            return Err(Reject::SignerNotController);
+        }
         match self.api_keys.get(key_id) {
             Some(record) if record.address == *address => {}
             _ => return Err(Reject::UnknownApiKey),

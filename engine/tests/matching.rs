@@ -614,6 +614,7 @@ fn api_keys_are_limited_per_address() {
     for i in 0..2u8 {
         h.ok(Command::CreateApiKey(ApiKeySpec {
             address: account(1),
+            signer: signer(1),
             key_id: [i; 16],
             nonce: u64::from(i),
             max_keys_per_address: 2,
@@ -621,6 +622,7 @@ fn api_keys_are_limited_per_address() {
     }
     let reply = h.apply(Command::CreateApiKey(ApiKeySpec {
         address: account(1),
+        signer: signer(1),
         key_id: [9; 16],
         nonce: 9,
         max_keys_per_address: 2,
@@ -628,10 +630,31 @@ fn api_keys_are_limited_per_address() {
     assert_eq!(reply, Reply::Rejected(Reject::ApiKeyLimit));
     h.ok(Command::DeleteApiKey {
         address: account(1),
+        signer: account(1),
         key_id: [0; 16],
     });
     assert_eq!(h.engine.api_keys_of(&account(1)), vec![[1; 16]]);
     assert_eq!(h.engine.api_key(&[0; 16]), None);
+}
+
+#[test]
+fn an_api_key_for_a_smart_account_needs_a_signer_that_controls_it() {
+    let mut h = Harness::new();
+    let reply = h.apply(Command::CreateApiKey(ApiKeySpec {
+        address: account(1),
+        signer: signer(2),
+        key_id: [5; 16],
+        nonce: 0,
+        max_keys_per_address: 5,
+    }));
+    assert_eq!(reply, Reply::Rejected(Reject::SignerNotController));
+    h.ok(Command::CreateApiKey(ApiKeySpec {
+        address: signer(3),
+        signer: signer(3),
+        key_id: [6; 16],
+        nonce: 0,
+        max_keys_per_address: 5,
+    }));
 }
 
 #[test]

@@ -1,1 +1,14 @@
 //! Ladder's HTTP/1.1 and WebSocket gateway on mio.
+//!
+//! Gateway threads parse requests, authenticate them (L1 wallet signatures, L2 HMAC),
+//! recover order signatures and validate input, all in parallel and off the sequencer's
+//! thread; they send commands and reads to the sequencer through their own rings and
+//! write the answers back in request order.
+
+pub mod conn;
+pub mod handler;
+pub mod http;
+pub mod server;
+
+pub use handler::{Completer, Outcome};
+pub use server::{prepare, spawn, GatewaySink, Loop, ServerLimits, ServerShared, Service};

@@ -1,1 +1,44 @@
 //! Ladder's memory-mapped, segmented, checksummed append-only journal.
+//!
+//! The journal stores opaque payloads, each with a sequence number, a timestamp and a `u16`
+//! record type; callers encode their own commands. One [`Journal`] writes (the sequencer
+//! thread); any number of [`JournalReader`]s, in this or other processes, read and follow it.
+//! [`verify`], [`repair`] and the snapshot functions serve the `ladder journal` tools and
+//! recovery. The on-disk format is described in `journal/README.md` and [`layout`].
+//!
+//! Data path: `Journal::append` writes a frame into the mapped active segment and publishes
+//! it with one release store; `Journal::commit(Durability::Sync)` msyncs the dirty range.
+//! `Journal::open` recovers: a torn tail is cut away and reported, damage before the last good
+//! record is [`JournalError::Corrupt`].
+
+mod error;
+mod frame;
+pub mod layout;
+mod lock;
+mod options;
+mod reader;
+mod record;
+mod recovery;
+mod repair;
+mod scan;
+mod segment;
+pub mod snapshot;
+mod truncate;
+mod verify;
+mod writer;
+
+#[cfg(not(target_has_atomic = "64"))]
+compile_error!("the journal publishes frames with 64-bit atomic stores");
+
+pub use error::{Fault, JournalError, Result};
+pub use lock::LOCK_FILE_NAME;
+pub use options::{Durability, JournalOptions};
+pub use reader::JournalReader;
+pub use record::{Record, RecordRef};
+pub use recovery::{RecoveryReport, TornTail};
+pub use repair::{repair, truncate_after, RepairReport, RepairedDamage};
+pub use segment::{journal_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
+pub use snapshot::{latest_valid_snapshot, prune_snapshots, write_snapshot, Snapshot};
+pub use truncate::BACKUPS_PER_SEGMENT_MAX;
+pub use verify::{verify, VerifyReport};
+pub use writer::Journal;

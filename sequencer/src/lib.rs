@@ -1,1 +1,23 @@
 //! Ladder's single writer: rings in, journal, engine, responses out.
+//!
+//! Gateway threads each own a bounded ring ([`Submitter`]) into the sequencer thread.
+//! The sequencer drains the rings in batches, journals every command before applying it,
+//! commits the batch once (group commit), and then hands each gateway thread its
+//! completions ([`CompletionSink`]) and publishes the batch's events. Reads ([`Query`])
+//! travel the same rings and run between commands, so a read sees every command
+//! acknowledged before it and gateway threads never lock engine state.
+
+mod codec;
+mod recovery;
+mod sequencer;
+mod submission;
+
+pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
+pub use recovery::{recover_engine, Recovered};
+pub use sequencer::{
+    start, Published, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats,
+};
+pub use submission::{
+    Completion, CompletionSink, Query, QueryOutput, Submission, SubmitError, Submitter, Ticket,
+    Work,
+};

@@ -1,1 +1,27 @@
-fn main() {}
+//! `ladder`: the one entry point (CONTRACT 17). Exit codes: 0 success, 1 failure with a
+//! one-line reason on stderr, 2 bad usage.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match cmd::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    cmd::init_logging(&cli.log);
+    match cmd::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(reason) => {
+            eprintln!("ladder: {reason}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -132,7 +132,7 @@ impl Harness {
             post_only: false,
             expiration_s: 0,
             signer_verified: false,
-            signed: SignedFields::default(),
+            signed: None,
         }
     }
 

@@ -1,0 +1,103 @@
+//! Replaying a stream through the engine alone: closed loop (as fast as it goes) or open
+//! loop at an offered rate, where each command has a planned time and its latency counts
+//! from that time, so queueing is never hidden (no coordinated omission).
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use ladder_engine::{Engine, EngineLimits};
+
+use crate::engine_stream::Stream;
+
+/// What a replay measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReplayResult {
+    /// Commands measured.
+    pub commands: u64,
+    /// Commands per second over the measured part.
+    pub ops_per_sec: f64,
+    /// Median latency per command.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Worst.
+    pub max_ns: u64,
+}
+
+/// An engine with the stream's set-up applied; returns it and the next sequence number.
+pub fn prepared_engine(stream: &Stream) -> (Engine, u64) {
+    let limits = EngineLimits {
+        open_orders_preallocated: 1 << 20,
+        ..EngineLimits::default()
+    };
+    let mut engine = Engine::new(limits);
+    let mut seq = 0;
+    for command in &stream.setup {
+        seq += 1;
+        engine.apply(seq, seq * 1_000, command);
+    }
+    (engine, seq + 1)
+}
+
+/// Replays as fast as possible: throughput from a pass with no per-command timing, then
+/// latencies from a second pass on a fresh engine that times each command.
+pub fn closed_loop(stream: &Stream) -> ReplayResult {
+    let (mut engine, first_seq) = prepared_engine(stream);
+    let started = Instant::now();
+    for (i, command) in stream.measured.iter().enumerate() {
+        let seq = first_seq + i as u64;
+        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
+    }
+    let elapsed = started.elapsed();
+    let (mut engine, first_seq) = prepared_engine(stream);
+    let mut histogram = new_histogram();
+    for (i, command) in stream.measured.iter().enumerate() {
+        let seq = first_seq + i as u64;
+        let t0 = Instant::now();
+        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
+        let _ = histogram.record(t0.elapsed().as_nanos() as u64);
+    }
+    result(
+        stream.measured.len() as u64,
+        elapsed.as_secs_f64(),
+        &histogram,
+    )
+}
+
+/// Replays at `rate` commands per second: command `i` is planned at `i / rate` after the
+/// start and waits for that time; its latency runs from the planned time to its end.
+pub fn open_loop(stream: &Stream, rate: u64) -> ReplayResult {
+    let (mut engine, first_seq) = prepared_engine(stream);
+    let mut histogram = new_histogram();
+    let interval_ns = 1e9 / rate.max(1) as f64;
+    let started = Instant::now();
+    for (i, command) in stream.measured.iter().enumerate() {
+        let planned_ns = (i as f64 * interval_ns) as u64;
+        while (started.elapsed().as_nanos() as u64) < planned_ns {
+            std::hint::spin_loop();
+        }
+        let seq = first_seq + i as u64;
+        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
+        let done_ns = started.elapsed().as_nanos() as u64;
+        let _ = histogram.record(done_ns.saturating_sub(planned_ns).max(1));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    result(stream.measured.len() as u64, elapsed, &histogram)
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+fn result(commands: u64, elapsed_s: f64, h: &Histogram<u64>) -> ReplayResult {
+    ReplayResult {
+        commands,
+        ops_per_sec: commands as f64 / elapsed_s.max(1e-9),
+        p50_ns: h.value_at_quantile(0.50),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+        max_ns: h.max(),
+    }
+}

@@ -1,0 +1,251 @@
+//! A generated command stream modelled on exchange-core's benchmark: several markets, books
+//! pre-filled to about a thousand resting orders each, then mostly passive placements,
+//! cancels and moves (cancel + replace) with a few percent of aggressive orders that cross
+//! the spread. Deterministic for a seed (its own xorshift generator, no `rand`).
+//!
+//! Every placement is accepted (balances are ample and aggressive orders are GTC, so they
+//! rest what they do not fill), which lets the generator know each order's id: the engine
+//! numbers accepted orders 1, 2, 3, ...
+
+use ladder_engine::{
+    Address, Asset, Bytes32, Command, MarketSpec, NewOrder, OrderType, Side, UNITS_PER_SHARE,
+};
+
+/// Shape of the stream.
+#[derive(Clone, Debug)]
+pub struct StreamSpec {
+    /// Markets (books).
+    pub markets: usize,
+    /// Traders (accounts).
+    pub traders: usize,
+    /// Resting orders placed per book before the measured part.
+    pub resting_per_book: usize,
+    /// Commands in the measured part.
+    pub commands: usize,
+    /// Percent of measured commands that are aggressive (crossing) orders.
+    pub aggressive_percent: u32,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+impl Default for StreamSpec {
+    fn default() -> Self {
+        StreamSpec {
+            markets: 8,
+            traders: 2_000,
+            resting_per_book: 1_000,
+            commands: 1_000_000,
+            aggressive_percent: 3,
+            seed: 0x1add_e55e,
+        }
+    }
+}
+
+/// A stream: set-up commands (markets, links, deposits, initial books), then the measured ones.
+pub struct Stream {
+    /// Commands that build the starting state.
+    pub setup: Vec<Command>,
+    /// Commands to measure.
+    pub measured: Vec<Command>,
+}
+
+/// Tick of the generated markets: 0.001 (10 price ticks), so books have many levels.
+pub const TICK: u32 = 10;
+const MID: u32 = 5_000;
+const HALF_RANGE_TICKS: u32 = 150;
+const AGGRESSIVE_DEPTH_TICKS: u32 = 100;
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Condition id of generated market `m`.
+pub fn condition(m: usize) -> Bytes32 {
+    let mut b = [0xc0; 32];
+    b[..8].copy_from_slice(&(m as u64).to_be_bytes());
+    Bytes32(b)
+}
+
+/// Token id of generated market `m`'s outcome (`0` Yes, `1` No).
+pub fn token(m: usize, outcome: u8) -> Bytes32 {
+    let mut b = [0x70 + outcome; 32];
+    b[..8].copy_from_slice(&(m as u64).to_be_bytes());
+    Bytes32(b)
+}
+
+/// Address of generated trader `t`.
+pub fn trader(t: usize) -> Address {
+    let mut b = [0xa0; 20];
+    b[..8].copy_from_slice(&(t as u64).to_be_bytes());
+    Address(b)
+}
+
+struct Generator {
+    spec: StreamSpec,
+    rng: XorShift,
+    placed: u64,
+    /// Ids this generator placed that may still rest, per market.
+    live: Vec<Vec<u64>>,
+}
+
+impl Generator {
+    fn order(&mut self, market: usize, aggressive: bool) -> Command {
+        let trader_index = self.rng.below(self.spec.traders as u64) as usize;
+        let yes = self.rng.below(2) == 0;
+        let bid = self.rng.below(2) == 0;
+        let offset = TICK * (1 + self.rng.below(u64::from(HALF_RANGE_TICKS / TICK)) as u32);
+        // Axis price: bids below the mid, asks above; an aggressive order goes deep across.
+        let axis = match (bid, aggressive) {
+            (true, false) => MID - offset,
+            (false, false) => MID + offset,
+            (true, true) => MID + AGGRESSIVE_DEPTH_TICKS,
+            (false, true) => MID - AGGRESSIVE_DEPTH_TICKS,
+        };
+        // Yes bid = BUY Yes; Yes ask = SELL Yes; on No the side flips and the price mirrors.
+        let (side, price_ticks, outcome) = match (yes, bid) {
+            (true, true) => (Side::Buy, axis, 0),
+            (true, false) => (Side::Sell, axis, 0),
+            (false, true) => (Side::Sell, 10_000 - axis, 1),
+            (false, false) => (Side::Buy, 10_000 - axis, 1),
+        };
+        let shares = 1 + self.rng.below(if aggressive { 40 } else { 20 });
+        self.placed += 1;
+        let id = self.placed;
+        self.live[market].push(id);
+        let mut hash = [0u8; 32];
+        hash[..8].copy_from_slice(&id.to_be_bytes());
+        hash[8] = 0x0b;
+        let maker = trader(trader_index);
+        Command::PlaceOrder(NewOrder {
+            order_hash: Bytes32(hash),
+            maker,
+            signer: maker,
+            token_id: token(market, outcome),
+            side,
+            price_ticks,
+            size_units: shares * UNITS_PER_SHARE,
+            order_type: OrderType::Gtc,
+            post_only: false,
+            expiration_s: 0,
+            signer_verified: true,
+            signed: None,
+        })
+    }
+
+    fn cancel(&mut self, market: usize) -> Option<Command> {
+        let live = &mut self.live[market];
+        if live.is_empty() {
+            return None;
+        }
+        let pick = self.rng.below(live.len() as u64) as usize;
+        let id = live.swap_remove(pick);
+        // The requester is filled in by `with_owner` from the order's maker.
+        Some(Command::CancelOrder {
+            requester: Address::default(),
+            order_id: id,
+        })
+    }
+}
+
+/// Generates the stream of `spec`.
+pub fn generate(spec: &StreamSpec) -> Stream {
+    let mut gen = Generator {
+        spec: spec.clone(),
+        rng: XorShift(spec.seed | 1),
+        placed: 0,
+        live: vec![Vec::new(); spec.markets],
+    };
+    let mut owners: Vec<Address> = vec![Address::default()];
+    let mut setup = Vec::new();
+    for m in 0..spec.markets {
+        setup.push(Command::CreateMarket(MarketSpec {
+            condition_id: condition(m),
+            yes_token_id: token(m, 0),
+            no_token_id: token(m, 1),
+            tick_size_ticks: TICK,
+            min_order_size_units: UNITS_PER_SHARE,
+            neg_risk: false,
+            taker_delay_ms: 0,
+            fee_rate_bps: 0,
+        }));
+    }
+    let plenty = 1u64 << 50;
+    for t in 0..spec.traders {
+        setup.push(Command::Deposit {
+            address: trader(t),
+            asset: Asset::Collateral,
+            amount: plenty,
+        });
+        for m in 0..spec.markets {
+            for outcome in 0..2 {
+                setup.push(Command::Deposit {
+                    address: trader(t),
+                    asset: Asset::Token(token(m, outcome)),
+                    amount: plenty,
+                });
+            }
+        }
+    }
+    for _ in 0..spec.resting_per_book {
+        for m in 0..spec.markets {
+            let command = gen.order(m, false);
+            owners.push(maker_of(&command));
+            setup.push(command);
+        }
+    }
+    let mut measured = Vec::with_capacity(spec.commands + spec.commands / 8);
+    while measured.len() < spec.commands {
+        let market = gen.rng.below(spec.markets as u64) as usize;
+        let roll = gen.rng.below(100) as u32;
+        if roll < spec.aggressive_percent {
+            let command = gen.order(market, true);
+            owners.push(maker_of(&command));
+            measured.push(command);
+        } else if roll < 50 {
+            let command = gen.order(market, false);
+            owners.push(maker_of(&command));
+            measured.push(command);
+        } else if roll < 85 {
+            if let Some(cancel) = gen.cancel(market) {
+                measured.push(with_owner(cancel, &owners));
+            }
+        } else if let Some(cancel) = gen.cancel(market) {
+            // A move: cancel, then place again nearby.
+            measured.push(with_owner(cancel, &owners));
+            let command = gen.order(market, false);
+            owners.push(maker_of(&command));
+            measured.push(command);
+        }
+    }
+    Stream { setup, measured }
+}
+
+fn maker_of(command: &Command) -> Address {
+    match command {
+        Command::PlaceOrder(order) => order.maker,
+        _ => Address::default(),
+    }
+}
+
+fn with_owner(command: Command, owners: &[Address]) -> Command {
+    match command {
+        Command::CancelOrder { order_id, .. } => Command::CancelOrder {
+            requester: owners[order_id as usize],
+            order_id,
+        },
+        other => other,
+    }
+}

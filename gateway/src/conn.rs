@@ -1,0 +1,174 @@
+//! One client connection: bytes in, requests parsed in order, responses out in the same
+//! order even when later requests are answered before earlier ones (pipelining).
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use mio::net::TcpStream;
+
+use crate::handler::Completer;
+use crate::http::{Response, BODY_BYTES_MAX, HEADER_BYTES_MAX};
+
+/// Most requests of one connection waiting for an answer; past it, parsing pauses.
+pub const IN_FLIGHT_MAX: usize = 64;
+/// Largest buffered input: one full request plus a little of the next.
+pub const READ_BUFFER_MAX: usize = HEADER_BYTES_MAX + BODY_BYTES_MAX + 4096;
+/// Largest unsent output before the connection is considered stuck and closed.
+pub const WRITE_BUFFER_MAX: usize = 8 * 1024 * 1024;
+
+/// A response slot in request order.
+pub enum Slot {
+    /// Waiting for the sequencer.
+    Pending {
+        /// Serial number of the request on this connection.
+        serial: u64,
+        /// Turns the completion into the response.
+        completer: Completer,
+        /// Whether the request was HEAD.
+        head_only: bool,
+    },
+    /// Ready to write.
+    Ready(Vec<u8>),
+}
+
+/// A client connection.
+pub struct Connection {
+    /// The socket.
+    pub stream: TcpStream,
+    /// The peer.
+    pub peer: SocketAddr,
+    /// Unparsed input.
+    pub read_buf: Vec<u8>,
+    /// Output not yet written.
+    pub write_buf: Vec<u8>,
+    /// Responses in request order.
+    pub slots: VecDeque<Slot>,
+    /// Serial of the next request.
+    pub next_serial: u64,
+    /// When the first byte of the request being received arrived.
+    pub request_started: Option<Instant>,
+    /// Last time anything happened.
+    pub last_active: Instant,
+    /// Close once everything queued is written.
+    pub close_after_flush: bool,
+    /// Parse no further requests (the last one asked to close).
+    pub stop_reading: bool,
+    /// Token generation, to tell a reused token from this connection.
+    pub generation: u32,
+}
+
+impl Connection {
+    /// A new connection.
+    pub fn new(stream: TcpStream, peer: SocketAddr, generation: u32) -> Connection {
+        Connection {
+            stream,
+            peer,
+            read_buf: Vec::with_capacity(4096),
+            write_buf: Vec::with_capacity(4096),
+            slots: VecDeque::new(),
+            next_serial: 0,
+            request_started: None,
+            last_active: Instant::now(),
+            close_after_flush: false,
+            stop_reading: false,
+            generation,
+        }
+    }
+
+    /// Reads what the socket has. Returns `Ok(false)` when the peer closed.
+    pub fn fill(&mut self) -> io::Result<bool> {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if self.read_buf.len() >= READ_BUFFER_MAX {
+                return Ok(true);
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    if self.read_buf.is_empty() && self.request_started.is_none() {
+                        self.request_started = Some(Instant::now());
+                    }
+                    self.read_buf.extend_from_slice(&chunk[..n]);
+                    self.last_active = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Queues a ready response.
+    pub fn push_ready(&mut self, response: &Response, head_only: bool) {
+        let mut bytes = Vec::with_capacity(response.body.len() + 128);
+        response.write_to(&mut bytes, head_only);
+        if response.close {
+            self.close_after_flush = true;
+        }
+        self.slots.push_back(Slot::Ready(bytes));
+    }
+
+    /// Fills the pending slot `serial` with its response.
+    pub fn complete(&mut self, serial: u64, response_of: impl FnOnce(Completer) -> Response) {
+        for slot in self.slots.iter_mut() {
+            if let Slot::Pending { serial: s, .. } = slot {
+                if *s == serial {
+                    let Slot::Pending {
+                        completer,
+                        head_only,
+                        ..
+                    } = std::mem::replace(slot, Slot::Ready(Vec::new()))
+                    else {
+                        unreachable!("matched a pending slot");
+                    };
+                    let response = response_of(completer);
+                    if response.close {
+                        self.close_after_flush = true;
+                    }
+                    let mut bytes = Vec::with_capacity(response.body.len() + 128);
+                    response.write_to(&mut bytes, head_only);
+                    *slot = Slot::Ready(bytes);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Number of requests waiting for an answer.
+    pub fn pending(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Pending { .. }))
+            .count()
+    }
+
+    /// Moves ready responses at the front into the write buffer and writes what the
+    /// socket takes. Returns `Ok(true)` when everything queued is written.
+    pub fn flush(&mut self) -> io::Result<bool> {
+        while let Some(Slot::Ready(_)) = self.slots.front() {
+            if let Some(Slot::Ready(bytes)) = self.slots.pop_front() {
+                self.write_buf.extend_from_slice(&bytes);
+            }
+        }
+        let mut written = 0;
+        while written < self.write_buf.len() {
+            match self.stream.write(&self.write_buf[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        self.write_buf.drain(..written);
+        if written > 0 {
+            self.last_active = Instant::now();
+        }
+        if self.write_buf.len() > WRITE_BUFFER_MAX {
+            return Err(io::Error::other("client does not read its responses"));
+        }
+        Ok(self.write_buf.is_empty() && self.slots.is_empty())
+    }
+}

@@ -1,0 +1,32 @@
+//! What a route handler returns: a response now, or work for the sequencer and how to turn
+//! its completion into a response.
+
+use ladder_sequencer::{Completion, Work};
+
+use crate::http::{Response, Status};
+
+/// Turns a completion into the response (runs on the gateway thread).
+pub type Completer = Box<dyn FnOnce(Completion) -> Response + Send>;
+
+/// A handler's decision.
+pub enum Outcome {
+    /// Answer now.
+    Respond(Response),
+    /// Send `work` to the sequencer; answer with `completer` once it completes.
+    Submit(Work, Completer),
+}
+
+impl Outcome {
+    /// An error response now.
+    pub fn error(status: Status, message: &str) -> Outcome {
+        Outcome::Respond(Response::error(status, message))
+    }
+}
+
+/// The response to a completion the completer did not expect (a refusal, typically).
+pub fn unexpected(completion: Completion) -> Response {
+    match completion {
+        Completion::Refused { reason, .. } => Response::error(Status::Unavailable, reason),
+        _ => Response::error(Status::Internal, "internal error"),
+    }
+}

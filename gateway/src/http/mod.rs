@@ -1,0 +1,10 @@
+//! HTTP/1.1 on bytes: parsing requests (httparse) and writing responses, with every size
+//! bounded. No I/O here: the connection code feeds bytes in and takes bytes out.
+
+mod request;
+mod response;
+
+pub use request::{
+    parse_request, HttpError, Method, Request, BODY_BYTES_MAX, HEADERS_MAX, HEADER_BYTES_MAX,
+};
+pub use response::{Response, Status};

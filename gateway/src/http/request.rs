@@ -1,0 +1,253 @@
+//! Parsing one HTTP/1.1 request from the front of a buffer.
+
+/// Largest header section (CONTRACT 18: past it, 431).
+pub const HEADER_BYTES_MAX: usize = 16 * 1024;
+/// Largest body (CONTRACT 15: past it, 413).
+pub const BODY_BYTES_MAX: usize = 64 * 1024;
+/// Most header lines in one request.
+pub const HEADERS_MAX: usize = 64;
+
+/// The methods Ladder serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// POST.
+    Post,
+    /// DELETE.
+    Delete,
+    /// PUT.
+    Put,
+    /// HEAD.
+    Head,
+    /// OPTIONS.
+    Options,
+    /// PATCH.
+    Patch,
+}
+
+impl Method {
+    fn parse(text: &str) -> Option<Method> {
+        Some(match text {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "DELETE" => Method::Delete,
+            "PUT" => Method::Put,
+            "HEAD" => Method::Head,
+            "OPTIONS" => Method::Options,
+            "PATCH" => Method::Patch,
+            _ => return None,
+        })
+    }
+
+    /// The method as sent (and as signed in L2).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Delete => "DELETE",
+            Method::Put => "PUT",
+            Method::Head => "HEAD",
+            Method::Options => "OPTIONS",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+/// A complete request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The method.
+    pub method: Method,
+    /// The target as sent: path and query (what L2 signs).
+    pub target: String,
+    /// Header names (lowercase) and values.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Whether the connection stays open after the response.
+    pub keep_alive: bool,
+}
+
+impl Request {
+    /// The path without the query.
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+
+    /// The query string, without `?`.
+    pub fn query(&self) -> &str {
+        self.target.split_once('?').map(|(_, q)| q).unwrap_or("")
+    }
+
+    /// The first header named `name` (lowercase), ignoring `_`/`-` differences, so that
+    /// `SVC_API_KEY` and `Svc-Api-Key` are one header (CONTRACT 4).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| header_names_equal(n, name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn header_names_equal(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes().zip(b.bytes()).all(|(x, y)| {
+            let norm = |c: u8| {
+                if c == b'-' {
+                    b'_'
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            };
+            norm(x) == norm(y)
+        })
+}
+
+/// Why a request cannot be served; each maps to one status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpError {
+    /// Malformed request line or headers (400).
+    Malformed(&'static str),
+    /// Header section over `HEADER_BYTES_MAX` (431).
+    HeadersTooLarge,
+    /// Body over `BODY_BYTES_MAX` (413).
+    BodyTooLarge,
+    /// A method Ladder does not know (405 is for known methods on the wrong path; this is 501).
+    UnknownMethod,
+    /// Not HTTP/1.x (505).
+    Version,
+}
+
+/// Parses one request from the front of `buf`: `Ok(None)` when more bytes are needed,
+/// `Ok(Some((request, consumed)))` when one is complete.
+pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
+    let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let head_len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > HEADER_BYTES_MAX {
+                return Err(HttpError::HeadersTooLarge);
+            }
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
+        Err(httparse::Error::Version) => return Err(HttpError::Version),
+        Err(_) => return Err(HttpError::Malformed("malformed request line or header")),
+    };
+    if head_len > HEADER_BYTES_MAX {
+        return Err(HttpError::HeadersTooLarge);
+    }
+    let method = Method::parse(parsed.method.unwrap_or("")).ok_or(HttpError::UnknownMethod)?;
+    let target = parsed.path.unwrap_or("").to_string();
+    if !target.starts_with('/') {
+        return Err(HttpError::Malformed("request target must start with /"));
+    }
+    let version = parsed.version.unwrap_or(1);
+    let mut out_headers = Vec::with_capacity(parsed.headers.len());
+    let mut content_length: Option<usize> = None;
+    let mut keep_alive = version >= 1;
+    for h in parsed.headers.iter() {
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| HttpError::Malformed("header value is not UTF-8"))?
+            .trim()
+            .to_string();
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "content-length" => {
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| HttpError::Malformed("bad Content-Length"))?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(HttpError::Malformed("conflicting Content-Length"));
+                }
+                content_length = Some(n);
+            }
+            "transfer-encoding" => {
+                return Err(HttpError::Malformed(
+                    "Transfer-Encoding is not supported; send Content-Length",
+                ))
+            }
+            "connection" => {
+                let v = value.to_ascii_lowercase();
+                if v.contains("close") {
+                    keep_alive = false;
+                } else if v.contains("keep-alive") {
+                    keep_alive = true;
+                }
+            }
+            _ => {}
+        }
+        out_headers.push((name, value));
+    }
+    let body_len = content_length.unwrap_or(0);
+    if body_len > BODY_BYTES_MAX {
+        return Err(HttpError::BodyTooLarge);
+    }
+    if buf.len() < head_len + body_len {
+        return Ok(None);
+    }
+    let body = buf[head_len..head_len + body_len].to_vec();
+    Ok(Some((
+        Request {
+            method,
+            target,
+            headers: out_headers,
+            body,
+            keep_alive,
+        },
+        head_len + body_len,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_request_asks_for_more_bytes() {
+        assert_eq!(
+            parse_request(b"GET /time HTTP/1.1\r\nHost: x\r\n"),
+            Ok(None)
+        );
+        let req = b"POST /order HTTP/1.1\r\nContent-Length: 4\r\n\r\nab";
+        assert_eq!(parse_request(req), Ok(None));
+    }
+
+    #[test]
+    fn pipelined_requests_parse_one_at_a_time() {
+        let two = b"GET /a?x=1 HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+        let (first, used) = parse_request(two).unwrap().unwrap();
+        assert_eq!((first.path(), first.query()), ("/a", "x=1"));
+        let (second, used2) = parse_request(&two[used..]).unwrap().unwrap();
+        assert_eq!(second.body, b"{}");
+        assert_eq!(used + used2, two.len());
+    }
+
+    #[test]
+    fn header_names_ignore_case_and_dash_or_underscore() {
+        let req = b"GET / HTTP/1.1\r\nSvc-Api-Key: k\r\n\r\n";
+        let (r, _) = parse_request(req).unwrap().unwrap();
+        assert_eq!(r.header("svc_api_key"), Some("k"));
+        assert_eq!(r.header("SVC_API_KEY"), Some("k"));
+    }
+
+    #[test]
+    fn oversized_bodies_and_headers_are_refused() {
+        let big = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            BODY_BYTES_MAX + 1
+        );
+        assert_eq!(parse_request(big.as_bytes()), Err(HttpError::BodyTooLarge));
+        let mut huge = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        huge.extend(std::iter::repeat_n(b'a', HEADER_BYTES_MAX + 10));
+        assert_eq!(parse_request(&huge), Err(HttpError::HeadersTooLarge));
+    }
+
+    #[test]
+    fn http_1_0_closes_by_default() {
+        let (r, _) = parse_request(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!r.keep_alive);
+    }
+}

@@ -1,0 +1,175 @@
+//! The HTTP layer over real sockets, with a tiny service: pipelining in order, size limits,
+//! slow and idle clients, answers that come back from the sequencer.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ladder_engine::{Engine, EngineLimits};
+use ladder_gateway::http::{Request, Response, Status};
+use ladder_gateway::*;
+use ladder_journal::{Journal, JournalOptions};
+use ladder_sequencer::{Completion, QueryOutput, SequencerConfig, SequencerParts, Work};
+
+struct Echo;
+
+impl Service for Echo {
+    fn handle(&self, request: &Request, _peer: SocketAddr) -> Outcome {
+        match request.path() {
+            "/now" => Outcome::Respond(Response::json(Status::Ok, b"1".to_vec())),
+            "/seq" => {
+                let path = request.target.clone();
+                let query = Box::new(move |e: &Engine| Box::new(e.last_seq()) as QueryOutput);
+                Outcome::Submit(
+                    Work::Query(query),
+                    Box::new(move |c| match c {
+                        Completion::Answered { .. } => {
+                            Response::json(Status::Ok, format!("\"{path}\"").into_bytes())
+                        }
+                        _ => Response::error(Status::Internal, "unexpected"),
+                    }),
+                )
+            }
+            "/panic" => panic!("handler bug"),
+            _ => Outcome::error(Status::NotFound, "not found"),
+        }
+    }
+}
+
+fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(
+        dir.path(),
+        JournalOptions {
+            segment_size_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    let (loops, sinks, addr) = prepare("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let sinks = sinks
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn ladder_sequencer::CompletionSink>)
+        .collect();
+    let parts = SequencerParts {
+        engine: Engine::new(EngineLimits::default()),
+        journal,
+        sinks,
+        events: None,
+    };
+    let (handle, submitters) =
+        ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();
+    std::mem::forget(handle);
+    spawn(
+        loops,
+        submitters,
+        Arc::new(Echo),
+        limits,
+        Arc::new(ServerShared::default()),
+    )
+    .unwrap();
+    (addr, dir)
+}
+
+fn read_responses(stream: &mut TcpStream, count: usize) -> String {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while text.matches("HTTP/1.1").count() < count || !last_body_complete(&text) {
+        let n = stream.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        text.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+    }
+    text
+}
+
+fn last_body_complete(text: &str) -> bool {
+    let Some(head_end) = text.rfind("\r\n\r\n") else {
+        return false;
+    };
+    let head_start = text[..head_end].rfind("HTTP/1.1").unwrap_or(0);
+    let len: usize = text[head_start..head_end]
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    text.len() >= head_end + 4 + len
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /seq?a HTTP/1.1\r\n\r\nGET /now HTTP/1.1\r\n\r\nGET /seq?b HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n").unwrap();
+    let text = read_responses(&mut s, 4);
+    let bodies: Vec<&str> = text
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|r| r.split("\r\n\r\n").nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        bodies,
+        vec!["\"/seq?a\"", "1", "\"/seq?b\"", "{\"error\":\"not found\"}"]
+    );
+}
+
+#[test]
+fn oversized_bodies_get_413_and_headers_431() {
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"POST /now HTTP/1.1\r\nContent-Length: 70000\r\n\r\n")
+        .unwrap();
+    assert!(read_responses(&mut s, 1).starts_with("HTTP/1.1 413 "));
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut big = b"GET /now HTTP/1.1\r\nX-Big: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 17 * 1024));
+    let _ = s.write_all(&big);
+    assert!(read_responses(&mut s, 1).starts_with("HTTP/1.1 431 "));
+}
+
+#[test]
+fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /panic HTTP/1.1\r\n\r\nGET /now HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let text = read_responses(&mut s, 2);
+    assert!(text.starts_with("HTTP/1.1 500 "), "{text}");
+    assert!(text.contains("HTTP/1.1 200 OK"), "{text}");
+}
+
+#[test]
+fn a_client_that_trickles_bytes_is_cut_off_without_slowing_others() {
+    let limits = ServerLimits {
+        request_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    };
+    let (addr, _dir) = serve(limits);
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /now HTT").unwrap();
+    let mut fast = TcpStream::connect(addr).unwrap();
+    fast.write_all(b"GET /now HTTP/1.1\r\n\r\n").unwrap();
+    assert!(read_responses(&mut fast, 1).starts_with("HTTP/1.1 200 "));
+    std::thread::sleep(Duration::from_millis(1_200));
+    let text = read_responses(&mut slow, 1);
+    assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /seq HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(
+        all.starts_with("HTTP/1.1 200 ") && all.contains("Connection: close"),
+        "{all}"
+    );
+}

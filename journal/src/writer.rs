@@ -1,0 +1,377 @@
+//! The single writer: appends frames into the mapped active segment, rolls over to new
+//! segments, and makes appended records durable on `commit`.
+
+use std::convert::Infallible;
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::MmapMut;
+
+use crate::error::{JournalError, Result};
+use crate::layout::{self, FrameFields};
+use crate::lock::WriterLock;
+use crate::options::{Durability, JournalOptions};
+use crate::recovery::{recover, RecoveryReport};
+use crate::scan::ScannedSegment;
+use crate::segment::{create_segment, journal_dir, remove_temp_files};
+
+/// The journal's single writer. Holds the directory's writer lock while it lives.
+///
+/// Records are appended straight into the memory-mapped active segment (no allocation, no
+/// system call); `commit(Durability::Sync)` flushes everything appended since the last
+/// synced commit with one msync per touched segment (group commit).
+#[derive(Debug)]
+pub struct Journal {
+    data_dir: PathBuf,
+    journal_dir: PathBuf,
+    options: JournalOptions,
+    payload_max_bytes: usize,
+    active: Option<ActiveSegment>,
+    /// The segment before the active one while it still has unsynced bytes.
+    retired: Option<RetiredSegment>,
+    first_seq: Option<u64>,
+    next_seq: u64,
+    poisoned: bool,
+    _lock: WriterLock,
+}
+
+/// The segment being appended to.
+#[derive(Debug)]
+struct ActiveSegment {
+    map: MmapMut,
+    path: PathBuf,
+    frames_end: usize,
+    /// Where the next frame goes; every byte from here to `frames_end` is zero.
+    write_offset: usize,
+    /// Bytes before this offset are on stable storage.
+    synced_offset: usize,
+    /// The end-of-segment marker is written: the next append rolls over.
+    sealed: bool,
+}
+
+/// A segment the writer has left that still has bytes to flush.
+#[derive(Debug)]
+struct RetiredSegment {
+    map: MmapMut,
+    path: PathBuf,
+    synced_offset: usize,
+    end_offset: usize,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `<data_dir>/journal` for writing: takes the writer
+    /// lock, scans every segment, cuts away a torn tail (reported in the `RecoveryReport` and
+    /// logged), and fails with `JournalError::Corrupt` on damage before the last good record.
+    pub fn open(
+        data_dir: impl AsRef<Path>,
+        options: JournalOptions,
+    ) -> Result<(Journal, RecoveryReport)> {
+        options.validate()?;
+        let data_dir = data_dir.as_ref().to_path_buf();
+        let journal_dir = journal_dir(&data_dir);
+        fs::create_dir_all(&journal_dir).map_err(JournalError::io("create", &journal_dir))?;
+        let lock = WriterLock::acquire(&journal_dir)?;
+        remove_temp_files(&journal_dir)?;
+        let (scan, report) = recover(&data_dir)?;
+        let active = match scan.walked.last() {
+            Some(segment) => Some(ActiveSegment::open(segment)?),
+            None => None,
+        };
+        let journal = Journal {
+            payload_max_bytes: options.record_payload_max_bytes(),
+            data_dir,
+            journal_dir,
+            options,
+            active,
+            retired: None,
+            first_seq: scan.first_seq,
+            next_seq: scan.next_seq,
+            poisoned: false,
+            _lock: lock,
+        };
+        Ok((journal, report))
+    }
+
+    /// Appends one record. `seq` must be `last_seq() + 1`. The record is visible to readers
+    /// when this returns, durable after the next `commit(Durability::Sync)`.
+    pub fn append(
+        &mut self,
+        seq: u64,
+        timestamp_ns: u64,
+        record_type: u16,
+        payload: &[u8],
+    ) -> Result<()> {
+        self.append_with(seq, timestamp_ns, record_type, payload.len(), |area| {
+            area.copy_from_slice(payload);
+            Ok::<usize, Infallible>(payload.len())
+        })?;
+        Ok(())
+    }
+
+    /// Appends one record whose payload `encode` writes straight into the mapped segment.
+    /// `encode` gets exactly `payload_len_max` bytes and returns how many it used; space for
+    /// `payload_len_max` is reserved, so a smaller payload may roll over a little early. If
+    /// `encode` fails, nothing is appended. Returns the payload length written. An I/O error
+    /// while rolling over to a new segment is fatal: later calls return `Poisoned`.
+    pub fn append_with<F, E>(
+        &mut self,
+        seq: u64,
+        timestamp_ns: u64,
+        record_type: u16,
+        payload_len_max: usize,
+        encode: F,
+    ) -> Result<usize>
+    where
+        F: FnOnce(&mut [u8]) -> std::result::Result<usize, E>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.check_append(seq, payload_len_max)?;
+        let frame_len_max = layout::frame_len_bytes(payload_len_max);
+        let active = self.reserve(seq, frame_len_max)?;
+        let offset = active.write_offset;
+        let frame = &mut active.map[offset..offset + frame_len_max];
+        debug_assert!(frame[..layout::FRAME_HEADER_BYTES].iter().all(|&b| b == 0));
+        let fields = FrameFields {
+            seq,
+            timestamp_ns,
+            record_type,
+        };
+        fields.encode_into(frame);
+        let payload_area = &mut frame[layout::FRAME_HEADER_BYTES..][..payload_len_max];
+        let payload_len = match encode(payload_area) {
+            Ok(written) if written <= payload_len_max => written,
+            outcome => {
+                // Leave the bytes after the write offset zero, as readers and recovery expect.
+                frame[layout::FRAME_BODY_OFFSET..].fill(0);
+                return Err(match outcome {
+                    Ok(written) => JournalError::EncodedTooLong {
+                        written,
+                        payload_len_max,
+                    },
+                    Err(error) => JournalError::Encode(error.into()),
+                });
+            }
+        };
+        let frame_end = layout::FRAME_HEADER_BYTES + payload_len;
+        frame[frame_end..].fill(0);
+        let checksum = layout::frame_checksum(&frame[layout::FRAME_BODY_OFFSET..frame_end]);
+        active.publish(offset, layout::frame_word(payload_len as u32, checksum));
+        active.write_offset = offset + layout::frame_len_bytes(payload_len);
+        self.next_seq = seq + 1;
+        self.first_seq.get_or_insert(seq);
+        Ok(payload_len)
+    }
+
+    /// Ends a group of appends. `Durability::Sync` returns once everything appended since the
+    /// last synced commit is on stable storage (msync of the dirty byte range of each touched
+    /// segment, which on Linux is an fdatasync of that range); `Durability::Async` does nothing.
+    ///
+    /// A failed flush is fatal: it is never retried (the kernel may have dropped the dirty
+    /// pages), the journal refuses every later call with `Poisoned`, and the caller must stop
+    /// without acknowledging the records.
+    pub fn commit(&mut self, durability: Durability) -> Result<()> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        if durability == Durability::Async {
+            return Ok(());
+        }
+        if let Some(retired) = self.retired.take() {
+            let flushed = flush(
+                &retired.map,
+                &retired.path,
+                retired.synced_offset,
+                retired.end_offset,
+            );
+            self.poisoned |= flushed.is_err();
+            flushed?;
+        }
+        if let Some(active) = &mut self.active {
+            let flushed = flush(
+                &active.map,
+                &active.path,
+                active.synced_offset,
+                active.write_offset,
+            );
+            self.poisoned |= flushed.is_err();
+            flushed?;
+            active.synced_offset = active.write_offset;
+        }
+        Ok(())
+    }
+
+    /// Sequence of the last record, or `first sequence - 1` when the journal holds none
+    /// (0 for a new journal).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Sequence the next append must carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Sequence of the first record held, if any.
+    pub fn first_seq(&self) -> Option<u64> {
+        self.first_seq
+    }
+
+    /// The data directory this journal lives in.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Largest payload one record may carry.
+    pub fn record_payload_max_bytes(&self) -> usize {
+        self.payload_max_bytes
+    }
+
+    fn check_append(&self, seq: u64, payload_len_max: usize) -> Result<()> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        if seq != self.next_seq {
+            return Err(JournalError::SequenceNotNext {
+                expected: self.next_seq,
+                got: seq,
+            });
+        }
+        if payload_len_max > self.payload_max_bytes {
+            return Err(JournalError::PayloadTooLarge {
+                payload_len: payload_len_max,
+                payload_max: self.payload_max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// The active segment with room for a frame of `frame_len_max` bytes, rolling over to a
+    /// new segment that starts at `seq` when the current one is full.
+    fn reserve(&mut self, seq: u64, frame_len_max: usize) -> Result<&mut ActiveSegment> {
+        let fits = self.active.as_ref().is_some_and(|active| {
+            !active.sealed && active.write_offset + frame_len_max <= active.frames_end
+        });
+        if !fits {
+            // A half-done rollover (a segment file created but not installed) cannot be
+            // retried, so any failure here is fatal like a failed flush.
+            let rolled = self.roll_over(seq);
+            self.poisoned |= rolled.is_err();
+            rolled?;
+        }
+        Ok(self
+            .active
+            .as_mut()
+            .expect("roll_over installs an active segment"))
+    }
+
+    /// Creates the segment starting at `seq`, seals the current one with the end-of-segment
+    /// marker (after the new file exists, so a reader that sees the marker finds the file),
+    /// and keeps the old mapping until its bytes are flushed.
+    fn roll_over(&mut self, seq: u64) -> Result<()> {
+        let size = self.options.segment_size_bytes;
+        let (file, path) = create_segment(&self.journal_dir, seq, size)?;
+        // SAFETY: the file is this journal's own segment, guarded by the writer lock; other
+        // processes only map it read-only, and segment files are never truncated while mapped.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(JournalError::io("map", &path))?;
+        let fresh = ActiveSegment {
+            map,
+            path,
+            frames_end: size as usize,
+            write_offset: layout::SEGMENT_HEADER_BYTES,
+            synced_offset: layout::SEGMENT_HEADER_BYTES,
+            sealed: false,
+        };
+        if let Some(mut old) = self.active.replace(fresh) {
+            if !old.sealed && old.write_offset + layout::FRAME_ALIGN_BYTES <= old.frames_end {
+                old.publish(old.write_offset, layout::SEGMENT_END_WORD);
+                old.write_offset += layout::FRAME_ALIGN_BYTES;
+                old.sealed = true;
+            }
+            self.retire(old)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps a left segment's mapping for the next synced commit. Only one is kept: if an
+    /// earlier one is still waiting (two rollovers without a synced commit), it is flushed now.
+    fn retire(&mut self, old: ActiveSegment) -> Result<()> {
+        if let Some(previous) = self.retired.take() {
+            let flushed = flush(
+                &previous.map,
+                &previous.path,
+                previous.synced_offset,
+                previous.end_offset,
+            );
+            self.poisoned |= flushed.is_err();
+            flushed?;
+        }
+        if old.write_offset > old.synced_offset {
+            self.retired = Some(RetiredSegment {
+                map: old.map,
+                path: old.path,
+                synced_offset: old.synced_offset,
+                end_offset: old.write_offset,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl ActiveSegment {
+    /// Maps the last segment of a recovered journal for appending. Its recovered bytes are
+    /// synced first, so a later synced commit covers everything the journal holds.
+    fn open(segment: &ScannedSegment) -> Result<Self> {
+        let path = &segment.entry.path;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(JournalError::io("open segment", path))?;
+        let len = file
+            .metadata()
+            .map_err(JournalError::io("stat", path))?
+            .len();
+        if len < segment.segment_size_bytes {
+            file.set_len(segment.segment_size_bytes)
+                .map_err(JournalError::io("extend segment", path))?;
+        }
+        file.sync_data().map_err(JournalError::io("sync", path))?;
+        // SAFETY: as in `Journal::roll_over`: our own segment, under the writer lock.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(JournalError::io("map", path))?;
+        let frames_end = segment.segment_size_bytes as usize;
+        assert!(segment.data_end <= frames_end && frames_end <= map.len());
+        Ok(ActiveSegment {
+            map,
+            path: path.clone(),
+            frames_end,
+            write_offset: segment.data_end,
+            synced_offset: segment.data_end,
+            sealed: segment.sealed,
+        })
+    }
+
+    /// Publishes a frame: one release store of its frame word, after every other byte of the
+    /// frame is written, so a reader that loads a non-zero word sees the whole frame.
+    fn publish(&mut self, offset: usize, word: u64) {
+        assert!(offset % layout::FRAME_ALIGN_BYTES == 0 && offset + 8 <= self.map.len());
+        // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8 inside it
+        // (asserted), so the pointer is valid and aligned for an AtomicU64; `&mut self` means
+        // no other access through this mapping is live. Readers use other mappings and only
+        // load the word atomically.
+        let slot = unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(offset).cast::<u64>()) };
+        slot.store(word, Ordering::Release);
+    }
+}
+
+/// Flushes `from..to` of a mapped segment to stable storage.
+fn flush(map: &MmapMut, path: &Path, from: usize, to: usize) -> Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    map.flush_range(from, to - from)
+        .map_err(|source| JournalError::FlushFailed {
+            path: path.to_path_buf(),
+            source,
+        })
+}

@@ -1,0 +1,285 @@
+//! Appending and reading back: round trips across rollovers, reopening, sequence rules, limits.
+
+mod common;
+
+use common::*;
+use ladder_journal::layout::RECORD_PAYLOAD_MAX_BYTES;
+use ladder_journal::{verify, Durability, Journal, JournalError, JournalOptions, JournalReader};
+
+#[test]
+fn records_round_trip_across_several_segment_rollovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &varied_lens(200));
+
+    assert!(segment_paths(dir.path()).len() >= 5);
+    assert_eq!(read_all(dir.path()), written);
+}
+
+#[test]
+fn verify_counts_records_bytes_and_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &varied_lens(200));
+
+    let report = verify(dir.path()).unwrap();
+
+    assert_eq!(report.segments, segment_paths(dir.path()).len());
+    assert_eq!(report.records, 200);
+    assert_eq!(report.first_seq, Some(1));
+    assert_eq!(report.last_seq, Some(200));
+    assert_eq!(report.first_timestamp_ns, Some(written[0].timestamp_ns));
+    assert_eq!(report.last_timestamp_ns, Some(written[199].timestamp_ns));
+    let payload_bytes: usize = written.iter().map(|record| record.payload.len()).sum();
+    assert_eq!(report.payload_bytes, payload_bytes as u64);
+    assert_eq!(report.records_by_type.values().sum::<u64>(), 200);
+    assert_eq!(report.records_by_type[&0], 66);
+    assert_eq!(report.torn_tail, None);
+}
+
+#[test]
+fn reopened_journal_continues_at_the_next_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = write_records(dir.path(), &varied_lens(50));
+
+    let (mut journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert_eq!(report.last_seq, Some(50));
+    assert_eq!(report.torn_tail, None);
+    assert_eq!(journal.last_seq(), 50);
+    assert_eq!(journal.first_seq(), Some(1));
+    written.extend(append_records(&mut journal, 51, &varied_lens(30)));
+    journal.commit(Durability::Sync).unwrap();
+    drop(journal);
+
+    assert_eq!(read_all(dir.path()), written);
+}
+
+#[test]
+fn append_out_of_sequence_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    journal.append(1, 10, 0, b"one").unwrap();
+
+    let error = journal.append(3, 30, 0, b"three").unwrap_err();
+
+    assert!(matches!(
+        error,
+        JournalError::SequenceNotNext {
+            expected: 2,
+            got: 3
+        }
+    ));
+    assert_eq!(journal.last_seq(), 1);
+    journal.append(2, 20, 0, b"two").unwrap();
+    drop(journal);
+    let seqs: Vec<u64> = read_all(dir.path()).iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, vec![1, 2]);
+}
+
+#[test]
+fn empty_journal_expects_sequence_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
+
+    assert_eq!(report.records, 0);
+    assert_eq!(journal.last_seq(), 0);
+    assert_eq!(journal.first_seq(), None);
+    assert!(matches!(
+        journal.append(7, 0, 0, b"x"),
+        Err(JournalError::SequenceNotNext {
+            expected: 1,
+            got: 7
+        })
+    ));
+}
+
+#[test]
+fn empty_payloads_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &[0, 0, 5, 0]);
+
+    assert_eq!(read_all(dir.path()), written);
+}
+
+#[test]
+fn append_with_encodes_in_place_and_keeps_only_the_bytes_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+
+    let written = journal
+        .append_with(1, 100, 4, 64, |area: &mut [u8]| {
+            area.fill(0xAA);
+            area[..3].copy_from_slice(b"abc");
+            Ok::<usize, std::io::Error>(3)
+        })
+        .unwrap();
+    journal.append(2, 200, 5, b"next").unwrap();
+    drop(journal);
+
+    assert_eq!(written, 3);
+    let records = read_all(dir.path());
+    assert_eq!(records[0].payload, b"abc");
+    assert_eq!(records[0].record_type, 4);
+    assert_eq!(records[1].payload, b"next");
+    assert!(verify(dir.path()).unwrap().torn_tail.is_none());
+}
+
+#[test]
+fn failed_encoding_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+
+    let error = journal
+        .append_with(1, 100, 4, 64, |area: &mut [u8]| {
+            area.fill(0xAA);
+            Err(std::io::Error::other("no room"))
+        })
+        .unwrap_err();
+    let too_long = journal
+        .append_with(1, 100, 4, 8, |_: &mut [u8]| Ok::<usize, std::io::Error>(9))
+        .unwrap_err();
+    journal.append(1, 100, 4, b"kept").unwrap();
+    drop(journal);
+
+    assert!(matches!(error, JournalError::Encode(_)));
+    assert!(matches!(
+        too_long,
+        JournalError::EncodedTooLong {
+            written: 9,
+            payload_len_max: 8
+        }
+    ));
+    assert_eq!(read_all(dir.path())[0].payload, b"kept");
+    assert!(verify(dir.path()).unwrap().torn_tail.is_none());
+}
+
+#[test]
+fn payload_larger_than_a_segment_can_hold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    let payload_max = journal.record_payload_max_bytes();
+
+    let error = journal
+        .append(1, 0, 0, &vec![1; payload_max + 1])
+        .unwrap_err();
+    journal.append(1, 0, 0, &vec![1; payload_max]).unwrap();
+    journal.append(2, 0, 0, &vec![2; payload_max]).unwrap();
+    drop(journal);
+
+    assert_eq!(payload_max, 4096 - 64 - 32);
+    assert!(matches!(error, JournalError::PayloadTooLarge { .. }));
+    assert_eq!(read_all(dir.path()).len(), 2);
+}
+
+#[test]
+fn payload_over_one_mebibyte_is_refused_with_default_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+
+    let error = journal
+        .append(1, 0, 0, &vec![0; RECORD_PAYLOAD_MAX_BYTES + 1])
+        .unwrap_err();
+    journal
+        .append(1, 0, 0, &vec![9; RECORD_PAYLOAD_MAX_BYTES])
+        .unwrap();
+    journal.commit(Durability::Sync).unwrap();
+    drop(journal);
+
+    assert!(matches!(
+        error,
+        JournalError::PayloadTooLarge {
+            payload_max: RECORD_PAYLOAD_MAX_BYTES,
+            ..
+        }
+    ));
+    assert_eq!(
+        read_all(dir.path())[0].payload.len(),
+        RECORD_PAYLOAD_MAX_BYTES
+    );
+}
+
+#[test]
+fn sync_commits_across_rollovers_keep_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    let mut written = Vec::new();
+    for batch in 0..20u64 {
+        let lens = varied_lens(17);
+        written.extend(append_records(&mut journal, batch * 17 + 1, &lens));
+        let durability = if batch % 2 == 0 {
+            Durability::Sync
+        } else {
+            Durability::Async
+        };
+        journal.commit(durability).unwrap();
+    }
+    drop(journal);
+
+    assert_eq!(read_all(dir.path()), written);
+}
+
+#[test]
+fn seek_positions_the_reader_at_the_requested_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &varied_lens(200));
+    let mut reader = JournalReader::open(dir.path()).unwrap();
+
+    reader.seek(137).unwrap();
+    let rest: Vec<_> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+
+    assert_eq!(rest, written[136..]);
+    assert!(matches!(
+        reader.seek(0),
+        Err(JournalError::SeqNotInJournal {
+            requested: 0,
+            first_seq: 1
+        })
+    ));
+}
+
+#[test]
+fn second_writer_is_refused_while_the_first_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+
+    let second = Journal::open(dir.path(), small_segments());
+
+    assert!(matches!(second, Err(JournalError::Locked { .. })));
+    drop(journal);
+    assert!(Journal::open(dir.path(), small_segments()).is_ok());
+}
+
+#[test]
+fn invalid_segment_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions {
+        segment_size_bytes: 4097,
+    };
+
+    assert!(matches!(
+        Journal::open(dir.path(), options),
+        Err(JournalError::InvalidOptions(_))
+    ));
+}
+
+#[test]
+fn segment_files_are_named_by_their_first_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(200));
+
+    let names: Vec<String> = segment_paths(dir.path())
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+
+    assert_eq!(names[0], "00000000000000000001.seg");
+    let second_first_seq: u64 = names[1].trim_end_matches(".seg").parse().unwrap();
+    let frames_in_first = frames_in(&segment_paths(dir.path())[0]).len() as u64;
+    assert_eq!(second_first_seq, frames_in_first + 1);
+}
+
+#[test]
+fn journal_and_reader_can_move_to_other_threads() {
+    fn assert_send<T: Send>() {}
+
+    assert_send::<Journal>();
+    assert_send::<JournalReader>();
+}

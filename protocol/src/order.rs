@@ -1,0 +1,208 @@
+//! The signed order as typed values: `Order` (the EIP-712 message), `SignedOrder` (an order and
+//! a well-formed signature, not yet checked) and `VerifiedOrder` (one whose signature recovers
+//! to its `signer`).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::address::Address;
+use crate::eip712::{order_digest, ExchangeDomain};
+use crate::fixed_bytes::{Bytes16, B256};
+use crate::signature::{Signature, SignatureError};
+use crate::u256::U256;
+use crate::units::{price_and_size_from_amounts, AmountError};
+
+/// Order side. In a signed order it is the integer `0` (BUY) or `1` (SELL); in responses the
+/// strings `BUY` and `SELL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Side {
+    /// Pays collateral for shares.
+    Buy,
+    /// Gives shares for collateral.
+    Sell,
+}
+
+impl Side {
+    /// The signed-order integer: 0 for BUY, 1 for SELL.
+    pub const fn as_u8(self) -> u8 {
+        match self {
+            Side::Buy => 0,
+            Side::Sell => 1,
+        }
+    }
+
+    /// The side of a signed-order integer.
+    pub const fn from_u8(value: u8) -> Option<Side> {
+        match value {
+            0 => Some(Side::Buy),
+            1 => Some(Side::Sell),
+            _ => None,
+        }
+    }
+
+    /// `BUY` or `SELL`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Side::Buy => "BUY",
+            Side::Sell => "SELL",
+        }
+    }
+
+    /// The other side.
+    pub const fn opposite(self) -> Side {
+        match self {
+            Side::Buy => Side::Sell,
+            Side::Sell => Side::Buy,
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who signs an order or cancel (SPEC 2.3, CONTRACT 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignatureType {
+    /// `0`: the maker's own key signs directly. Accepted for cancels; orders are refused later.
+    Eoa,
+    /// `3`: an EOA that controls the maker smart account signs (ERC-1271).
+    SmartAccount,
+}
+
+impl SignatureType {
+    /// The wire integer: 0 or 3.
+    pub const fn as_u8(self) -> u8 {
+        match self {
+            SignatureType::Eoa => 0,
+            SignatureType::SmartAccount => 3,
+        }
+    }
+
+    /// The signature type of a wire integer.
+    pub const fn from_u8(value: u8) -> Option<SignatureType> {
+        match value {
+            0 => Some(SignatureType::Eoa),
+            3 => Some(SignatureType::SmartAccount),
+            _ => None,
+        }
+    }
+}
+
+/// The signature type on the wire is the integer 0 or 3.
+impl Serialize for SignatureType {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(self.as_u8())
+    }
+}
+
+impl<'de> Deserialize<'de> for SignatureType {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SignatureType, D::Error> {
+        let value = u8::deserialize(deserializer)?;
+        SignatureType::from_u8(value).ok_or_else(|| {
+            serde::de::Error::custom("expected the integer 0 (EOA) or 3 (smart account)")
+        })
+    }
+}
+
+/// The EIP-712 `Order` message (CONTRACT 2), every field typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Order {
+    /// Random value that makes otherwise equal orders distinct.
+    pub salt: U256,
+    /// The account that trades (the smart account for `signatureType = 3`).
+    pub maker: Address,
+    /// The EOA whose key signed.
+    pub signer: Address,
+    /// Who receives the proceeds.
+    pub beneficiary: Address,
+    /// The outcome token traded.
+    pub token_id: U256,
+    /// Base units the maker gives: collateral for a BUY, shares for a SELL.
+    pub maker_amount: U256,
+    /// Base units the maker receives: shares for a BUY, collateral for a SELL.
+    pub taker_amount: U256,
+    /// Unix seconds after which the order is void; 0 means none.
+    pub expiration: U256,
+    /// Exchange nonce.
+    pub nonce: U256,
+    /// Client-chosen identifier.
+    pub identifier: Bytes16,
+    /// Client-chosen metadata.
+    pub metadata: B256,
+    /// BUY or SELL.
+    pub side: Side,
+    /// Who signed.
+    pub signature_type: SignatureType,
+}
+
+impl Order {
+    /// The EIP-712 digest, which is also the order hash.
+    pub fn digest(&self, domain: &ExchangeDomain) -> [u8; 32] {
+        order_digest(self, domain)
+    }
+
+    /// `(price_ticks, size_units)` implied by the amounts (see
+    /// [`price_and_size_from_amounts`]).
+    pub fn price_and_size(&self) -> Result<(u32, u64), AmountError> {
+        price_and_size_from_amounts(self.side, self.maker_amount, self.taker_amount)
+    }
+}
+
+/// An order with a well-formed signature that has not been checked yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SignedOrder {
+    /// The signed message.
+    pub order: Order,
+    /// The signature as presented.
+    pub signature: Signature,
+}
+
+impl SignedOrder {
+    /// The EIP-712 digest of the order (its order hash).
+    pub fn digest(&self, domain: &ExchangeDomain) -> [u8; 32] {
+        order_digest(&self.order, domain)
+    }
+
+    /// Checks that the signature recovers to `order.signer`. Whether the signer controls the
+    /// maker is a separate question (CONTRACT 3).
+    pub fn verify(self, domain: &ExchangeDomain) -> Result<VerifiedOrder, SignatureError> {
+        let digest = self.digest(domain);
+        self.signature.verify(&digest, &self.order.signer)?;
+        Ok(VerifiedOrder {
+            order: self.order,
+            signature: self.signature,
+            hash: B256::from(digest),
+        })
+    }
+}
+
+/// An order whose signature recovers to its `signer`. It can only be made by
+/// [`SignedOrder::verify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VerifiedOrder {
+    order: Order,
+    signature: Signature,
+    hash: B256,
+}
+
+impl VerifiedOrder {
+    /// The order.
+    pub const fn order(&self) -> &Order {
+        &self.order
+    }
+
+    /// The signature.
+    pub const fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// The order hash (the EIP-712 digest).
+    pub const fn hash(&self) -> &B256 {
+        &self.hash
+    }
+}

@@ -1,0 +1,303 @@
+//! The single writer. One thread drains every ring in batches, stamps each command with
+//! a sequence number and the time, appends it to the journal, applies it to the engine,
+//! commits the batch (group commit), and only then releases the batch's completions and
+//! publishes its events.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{bounded, Receiver, Select, Sender};
+use ladder_engine::{Command, Engine, Event};
+use ladder_journal::{Durability, Journal};
+
+use crate::codec::{encode_command, RECORD_COMMAND_V1};
+use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
+
+/// Settings of the sequencer.
+#[derive(Clone, Debug)]
+pub struct SequencerConfig {
+    /// Capacity of each producer's ring.
+    pub ring_capacity: usize,
+    /// Most submissions in one batch (one journal commit).
+    pub batch_max: usize,
+    /// `sync`: a completion leaves only once its batch is on disk.
+    pub durability: Durability,
+    /// Longest sleep when idle (timers are checked at least this often).
+    pub idle_wait: Duration,
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        SequencerConfig {
+            ring_capacity: 16_384,
+            batch_max: 4_096,
+            durability: Durability::Sync,
+            idle_wait: Duration::from_millis(50),
+        }
+    }
+}
+
+/// Events of one command, as published after its batch is durable.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// The command's sequence number.
+    pub seq: u64,
+    /// Its timestamp.
+    pub timestamp_ns: u64,
+    /// What it changed.
+    pub events: Vec<Event>,
+}
+
+/// Counters the metrics endpoint reads.
+#[derive(Debug, Default)]
+pub struct SequencerStats {
+    /// Commands applied.
+    pub commands: AtomicU64,
+    /// Queries answered.
+    pub queries: AtomicU64,
+    /// Batches committed.
+    pub batches: AtomicU64,
+    /// Sequence of the last command applied.
+    pub last_seq: AtomicU64,
+}
+
+/// A running sequencer.
+pub struct SequencerHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Engine>>,
+    /// Its counters.
+    pub stats: Arc<SequencerStats>,
+}
+
+impl SequencerHandle {
+    /// Asks the sequencer to finish the work it holds and stop; returns the engine.
+    pub fn stop(mut self) -> Option<Engine> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+/// What the sequencer is built from.
+pub struct SequencerParts {
+    /// The engine, recovered.
+    pub engine: Engine,
+    /// The journal, open for writing, its last record already applied to `engine`.
+    pub journal: Journal,
+    /// One sink per ticket `sink` index.
+    pub sinks: Vec<Box<dyn CompletionSink>>,
+    /// Where events go after each batch, if anywhere.
+    pub events: Option<Sender<Vec<Published>>>,
+}
+
+/// Starts the sequencer thread with `producers` rings; returns their submitters.
+pub fn start(
+    config: SequencerConfig,
+    parts: SequencerParts,
+    producers: usize,
+) -> std::io::Result<(SequencerHandle, Vec<Submitter>)> {
+    let mut submitters = Vec::with_capacity(producers);
+    let mut rings = Vec::with_capacity(producers);
+    for _ in 0..producers {
+        let (tx, rx) = bounded(config.ring_capacity);
+        submitters.push(Submitter { ring: tx });
+        rings.push(rx);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(SequencerStats::default());
+    stats
+        .last_seq
+        .store(parts.journal.last_seq(), Ordering::Relaxed);
+    let mut writer = Writer {
+        config,
+        engine: parts.engine,
+        journal: parts.journal,
+        sinks: parts.sinks,
+        events: parts.events,
+        rings,
+        stop: stop.clone(),
+        stats: stats.clone(),
+        encode_buf: Vec::with_capacity(4096),
+        last_now_ns: 0,
+    };
+    let thread = std::thread::Builder::new()
+        .name("sequencer".into())
+        .spawn(move || {
+            writer.run();
+            writer.engine
+        })?;
+    Ok((
+        SequencerHandle {
+            stop,
+            thread: Some(thread),
+            stats,
+        },
+        submitters,
+    ))
+}
+
+struct Writer {
+    config: SequencerConfig,
+    engine: Engine,
+    journal: Journal,
+    sinks: Vec<Box<dyn CompletionSink>>,
+    events: Option<Sender<Vec<Published>>>,
+    rings: Vec<Receiver<Submission>>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<SequencerStats>,
+    encode_buf: Vec<u8>,
+    last_now_ns: u64,
+}
+
+impl Writer {
+    fn run(&mut self) {
+        let mut batch: Vec<Submission> = Vec::with_capacity(self.config.batch_max);
+        loop {
+            self.drain(&mut batch);
+            let timer_due = self
+                .engine
+                .next_deadline_ns()
+                .is_some_and(|d| d <= self.now_ns());
+            if batch.is_empty() && !timer_due {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                self.wait();
+                continue;
+            }
+            self.process(&mut batch);
+        }
+    }
+
+    fn drain(&mut self, batch: &mut Vec<Submission>) {
+        let max = self.config.batch_max;
+        let mut progress = true;
+        while progress && batch.len() < max {
+            progress = false;
+            for ring in &self.rings {
+                if let Ok(s) = ring.try_recv() {
+                    batch.push(s);
+                    progress = true;
+                    if batch.len() >= max {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn wait(&self) {
+        let now = self.now_ns();
+        let wait = match self.engine.next_deadline_ns() {
+            Some(deadline) => {
+                Duration::from_nanos(deadline.saturating_sub(now)).min(self.config.idle_wait)
+            }
+            None => self.config.idle_wait,
+        };
+        let mut select = Select::new();
+        for ring in &self.rings {
+            select.recv(ring);
+        }
+        // Readiness only: the next drain takes the work.
+        let _ = select.ready_timeout(wait);
+    }
+
+    fn now_ns(&self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        wall.max(self.last_now_ns)
+    }
+
+    fn process(&mut self, batch: &mut Vec<Submission>) {
+        let now_ns = self.now_ns();
+        self.last_now_ns = now_ns;
+        let mut per_sink: Vec<Vec<Completion>> =
+            (0..self.sinks.len()).map(|_| Vec::new()).collect();
+        let mut published = Vec::new();
+        let mut commands = 0u64;
+        let mut queries = 0u64;
+        for submission in batch.drain(..) {
+            let ticket = submission.ticket;
+            let completion = match submission.work {
+                Work::Command(command) => {
+                    commands += 1;
+                    let (seq, reply) = self.apply(now_ns, &command, &mut published);
+                    Completion::Applied { ticket, seq, reply }
+                }
+                Work::Commands(list) => {
+                    commands += list.len() as u64;
+                    let results = list
+                        .iter()
+                        .map(|command| self.apply(now_ns, command, &mut published))
+                        .collect();
+                    Completion::AppliedAll { ticket, results }
+                }
+                Work::Query(query) => {
+                    queries += 1;
+                    Completion::Answered {
+                        ticket,
+                        output: query(&self.engine),
+                    }
+                }
+            };
+            if let Some(list) = per_sink.get_mut(ticket.sink as usize) {
+                list.push(completion);
+            }
+        }
+        if self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+            commands += 1;
+            self.apply(now_ns, &Command::Tick, &mut published);
+        }
+        if let Err(error) = self.journal.commit(self.config.durability) {
+            // A failed flush is never retried (the page cache may have dropped the data).
+            tracing::error!(%error, "journal commit failed; stopping the service");
+            eprintln!("ladder: journal commit failed: {error}");
+            std::process::exit(1);
+        }
+        self.stats.commands.fetch_add(commands, Ordering::Relaxed);
+        self.stats.queries.fetch_add(queries, Ordering::Relaxed);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .last_seq
+            .store(self.engine.last_seq(), Ordering::Release);
+        for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
+            if !completions.is_empty() {
+                sink.deliver(completions);
+            }
+        }
+        if let (Some(events), false) = (&self.events, published.is_empty()) {
+            let _ = events.send(published);
+        }
+    }
+
+    fn apply(
+        &mut self,
+        now_ns: u64,
+        command: &Command,
+        published: &mut Vec<Published>,
+    ) -> (u64, ladder_engine::Reply) {
+        let seq = self.journal.last_seq() + 1;
+        encode_command(command, &mut self.encode_buf);
+        if let Err(error) = self
+            .journal
+            .append(seq, now_ns, RECORD_COMMAND_V1, &self.encode_buf)
+        {
+            tracing::error!(%error, seq, "journal append failed; stopping the service");
+            eprintln!("ladder: journal append failed: {error}");
+            std::process::exit(1);
+        }
+        let reply = self.engine.apply(seq, now_ns, command);
+        let events = self.engine.events();
+        if !events.is_empty() && self.events.is_some() {
+            published.push(Published {
+                seq,
+                timestamp_ns: now_ns,
+                events: events.to_vec(),
+            });
+        }
+        (seq, reply)
+    }
+}

@@ -1,0 +1,132 @@
+//! What gateway threads send the sequencer, and what comes back.
+
+use std::any::Any;
+
+use crossbeam_channel::{Sender, TrySendError};
+use ladder_engine::{Command, Engine, Reply};
+
+/// A read run on the sequencer thread against the engine, between commands.
+pub type Query = Box<dyn FnOnce(&Engine) -> QueryOutput + Send>;
+/// Whatever a query returns; the sender downcasts it.
+pub type QueryOutput = Box<dyn Any + Send>;
+
+/// Who is waiting for an answer: the index of the sink that delivers it and a token
+/// that sink understands (a connection and request slot, say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    /// Index of the completion sink (the gateway thread).
+    pub sink: u16,
+    /// The sink's own token.
+    pub token: u64,
+}
+
+/// One unit of work.
+pub enum Work {
+    /// A state change: journaled, then applied.
+    Command(Command),
+    /// Several state changes answered together (a batch request), in order.
+    Commands(Vec<Command>),
+    /// A read: run against the engine, not journaled.
+    Query(Query),
+}
+
+/// Work with its ticket.
+pub struct Submission {
+    /// Where the answer goes.
+    pub ticket: Ticket,
+    /// What to do.
+    pub work: Work,
+}
+
+/// The answer to a submission, released only once its batch is durable.
+pub enum Completion {
+    /// A command was journaled at `seq` and applied.
+    Applied {
+        /// The submission's ticket.
+        ticket: Ticket,
+        /// Its sequence number.
+        seq: u64,
+        /// The engine's reply.
+        reply: Reply,
+    },
+    /// Several commands were journaled and applied, in order.
+    AppliedAll {
+        /// The submission's ticket.
+        ticket: Ticket,
+        /// Sequence number and reply of each command.
+        results: Vec<(u64, Reply)>,
+    },
+    /// A query ran.
+    Answered {
+        /// The submission's ticket.
+        ticket: Ticket,
+        /// What it returned.
+        output: QueryOutput,
+    },
+    /// The service cannot take writes (a standby, or too few replicas); nothing was journaled.
+    Refused {
+        /// The submission's ticket.
+        ticket: Ticket,
+        /// Why, for the client.
+        reason: &'static str,
+    },
+}
+
+impl Completion {
+    /// The ticket of the submission this answers.
+    pub fn ticket(&self) -> Ticket {
+        match self {
+            Completion::Applied { ticket, .. }
+            | Completion::AppliedAll { ticket, .. }
+            | Completion::Answered { ticket, .. }
+            | Completion::Refused { ticket, .. } => *ticket,
+        }
+    }
+}
+
+/// Receives completions for one sink (a gateway thread wakes its event loop).
+pub trait CompletionSink: Send {
+    /// Takes the completions of one batch, in submission order.
+    fn deliver(&mut self, completions: Vec<Completion>);
+}
+
+/// Why a submission was not taken.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The ring is full: answer 503 with `Retry-After`.
+    Full(Box<Submission>),
+    /// The sequencer has stopped.
+    Stopped(Box<Submission>),
+}
+
+/// One producer's end of its ring into the sequencer.
+#[derive(Clone)]
+pub struct Submitter {
+    pub(crate) ring: Sender<Submission>,
+}
+
+impl Submitter {
+    /// Queues a submission without blocking.
+    pub fn try_submit(&self, submission: Submission) -> Result<(), SubmitError> {
+        self.ring.try_send(submission).map_err(|e| match e {
+            TrySendError::Full(s) => SubmitError::Full(Box::new(s)),
+            TrySendError::Disconnected(s) => SubmitError::Stopped(Box::new(s)),
+        })
+    }
+
+    /// Submissions waiting in the ring.
+    pub fn depth(&self) -> usize {
+        self.ring.len()
+    }
+}
+
+impl std::fmt::Debug for Submission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.work {
+            Work::Command(c) => c.type_name(),
+            Work::Commands(_) => "commands",
+            Work::Query(_) => "query",
+        };
+        write!(f, "Submission({:?}, {kind})", self.ticket)
+    }
+}

@@ -1,0 +1,7 @@
+//! The client's parts: a wallet, order and cancel builders, authentication headers.
+
+pub mod auth;
+pub mod cancels;
+pub mod error;
+pub mod orders;
+pub mod wallet;

@@ -1,0 +1,201 @@
+//! The subcommands of `ladder` and their flags.
+
+mod bench;
+mod journal;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Ladder: a low-latency order book for Yes/No markets.
+#[derive(Parser, Debug)]
+#[command(name = "ladder", version, about)]
+pub struct Cli {
+    /// Log level or filter (error, warn, info, debug, trace; or a tracing filter).
+    #[arg(long, global = true, default_value = "info", env = "LADDER_LOG")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by the commands that run a service.
+#[derive(Args, Debug, Clone)]
+pub struct ServiceFlags {
+    /// Where the journal, snapshots and keys live.
+    #[arg(long, default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The HTTP listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Bearer token of the admin surface (also LADDER_ADMIN_TOKEN).
+    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the service.
+    Serve(Box<ServeArgs>),
+    /// Inspect, verify and repair a journal.
+    Journal {
+        #[command(subcommand)]
+        action: journal::JournalCommand,
+    },
+    /// Follow a primary as a hot standby.
+    Standby(StandbyArgs),
+    /// Turn a standby into a primary.
+    Promote(PromoteArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        action: BenchCommand,
+    },
+    /// Drive a running service with signed orders and measure it.
+    Loadgen(LoadgenArgs),
+}
+
+/// `ladder serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub service: ServiceFlags,
+    /// `sync`: answer only once the journal is on disk; `async`: page cache only.
+    #[arg(long, default_value = "sync")]
+    pub durability: String,
+    /// Create a demo market and funded demo accounts on an empty data directory.
+    #[arg(long)]
+    pub demo: bool,
+    /// Ethereum JSON-RPC URL (ERC-1271 checks and chain settlement).
+    #[arg(long)]
+    pub rpc_url: Option<String>,
+    /// TLS certificate (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// API keys per address.
+    #[arg(long, default_value_t = 5)]
+    pub max_keys_per_user: u32,
+    /// Requests per 10 s per API key (0: no limit).
+    #[arg(long, default_value_t = 3500)]
+    pub rate_limit_key: u32,
+    /// Requests per 10 s per client IP (0: no limit).
+    #[arg(long, default_value_t = 9000)]
+    pub rate_limit_ip: u32,
+    /// Where standbys connect for replication.
+    #[arg(long)]
+    pub replication_listen: Option<String>,
+    /// A response leaves only after this many standbys hold its batch.
+    #[arg(long, default_value_t = 0)]
+    pub replicas: u32,
+    /// Built-in settlement: ms from match to MINED, and from MINED to CONFIRMED.
+    #[arg(long, default_value_t = 1000)]
+    pub settlement_delay_ms: u64,
+    /// Built-in settlement: share of batches sent through RETRYING to FAILED.
+    #[arg(long, default_value_t = 0)]
+    pub settlement_fail_percent: u8,
+    /// Gateway event-loop threads.
+    #[arg(long, default_value_t = 2)]
+    pub gateway_threads: usize,
+    /// Serve the admin surface and /metrics to any address, not only loopback.
+    #[arg(long)]
+    pub admin_public: bool,
+    /// Address of the exchange contract (EIP-712 verifyingContract).
+    #[arg(long, default_value = "0x000000000000000000000000000000000000C10b")]
+    pub exchange_address: String,
+}
+
+/// `ladder standby`.
+#[derive(Args, Debug, Clone)]
+pub struct StandbyArgs {
+    /// The primary's replication address.
+    #[arg(long)]
+    pub primary: String,
+    #[command(flatten)]
+    pub service: ServiceFlags,
+}
+
+/// `ladder promote`.
+#[derive(Args, Debug, Clone)]
+pub struct PromoteArgs {
+    /// The standby's HTTP listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Its admin token.
+    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+}
+
+/// `ladder bench ...`.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Replay a generated exchange-core-style stream through the engine alone.
+    Engine(EngineBenchArgs),
+}
+
+/// `ladder bench engine`.
+#[derive(Args, Debug, Clone)]
+pub struct EngineBenchArgs {
+    /// Offered rate in commands/s (open loop); closed loop without it.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Commands to replay.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub commands: u64,
+}
+
+/// `ladder loadgen`.
+#[derive(Args, Debug, Clone)]
+pub struct LoadgenArgs {
+    /// The service's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Its admin token.
+    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Offered rate in requests/s (open loop); closed loop without it.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Keep-alive connections.
+    #[arg(long, default_value_t = 8)]
+    pub connections: usize,
+    /// resting, mm or burst.
+    #[arg(long, default_value = "mm")]
+    pub scenario: String,
+    /// Where plots and the full result go.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Sets up structured logs on stderr.
+pub fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Journal { action } => journal::run(action),
+        Command::Serve(_) => Err("serve: not built yet (issue: the gateway)".into()),
+        Command::Standby(_) => {
+            Err("standby: not built yet (issue: sequencer and journal, hot standby)".into())
+        }
+        Command::Promote(_) => {
+            Err("promote: not built yet (issue: sequencer and journal, hot standby)".into())
+        }
+        Command::Bench {
+            action: BenchCommand::Engine(args),
+        } => bench::engine(&args),
+        Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
+    }
+}
