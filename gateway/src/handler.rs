@@ -13,10 +13,15 @@ pub enum Outcome {
     /// Answer now.
     Respond(Response),
     /// Send `work` to the sequencer; answer with `completer` once it completes.
-    Submit(Work, Completer),
+    Submit(Box<Work>, Completer),
 }
 
 impl Outcome {
+    /// Submits `work`, answering with `completer`.
+    pub fn submit(work: Work, completer: Completer) -> Outcome {
+        Outcome::Submit(Box::new(work), completer)
+    }
+
     /// An error response now.
     pub fn error(status: Status, message: &str) -> Outcome {
         Outcome::Respond(Response::error(status, message))

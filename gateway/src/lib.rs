@@ -5,9 +5,15 @@
 //! thread; they send commands and reads to the sequencer through their own rings and
 //! write the answers back in request order.
 
+pub mod app;
+pub mod auth;
 pub mod conn;
+pub mod convert;
 pub mod handler;
 pub mod http;
+pub mod keys;
+pub mod metrics;
+pub mod rate_limit;
 pub mod server;
 
 pub use handler::{Completer, Outcome};

@@ -333,7 +333,7 @@ impl Worker {
                         sink: self.lp.sink_index,
                         token: ticket_token,
                     },
-                    work,
+                    work: *work,
                 };
                 match self.submitter.try_submit(submission) {
                     Ok(()) => {

@@ -21,7 +21,7 @@ impl Service for Echo {
             "/seq" => {
                 let path = request.target.clone();
                 let query = Box::new(move |e: &Engine| Box::new(e.last_seq()) as QueryOutput);
-                Outcome::Submit(
+                Outcome::submit(
                     Work::Query(query),
                     Box::new(move |c| match c {
                         Completion::Answered { .. } => {

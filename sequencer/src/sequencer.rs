@@ -91,19 +91,40 @@ pub struct SequencerParts {
     pub events: Option<Sender<Vec<Published>>>,
 }
 
-/// Starts the sequencer thread with `producers` rings; returns their submitters.
+/// The sequencer's ends of the producers' rings, made before it starts so that producers
+/// (the gateway) can be running, answering "not ready", while the engine recovers.
+pub struct Rings(Vec<Receiver<Submission>>);
+
+/// Makes `producers` bounded rings of `capacity` submissions each.
+pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
+    let mut submitters = Vec::with_capacity(producers);
+    let mut receivers = Vec::with_capacity(producers);
+    for _ in 0..producers {
+        let (tx, rx) = bounded(capacity);
+        submitters.push(Submitter { ring: tx });
+        receivers.push(rx);
+    }
+    (submitters, Rings(receivers))
+}
+
+/// Starts the sequencer thread with `producers` new rings; returns their submitters.
 pub fn start(
     config: SequencerConfig,
     parts: SequencerParts,
     producers: usize,
 ) -> std::io::Result<(SequencerHandle, Vec<Submitter>)> {
-    let mut submitters = Vec::with_capacity(producers);
-    let mut rings = Vec::with_capacity(producers);
-    for _ in 0..producers {
-        let (tx, rx) = bounded(config.ring_capacity);
-        submitters.push(Submitter { ring: tx });
-        rings.push(rx);
-    }
+    let (submitters, rings) = rings(producers, config.ring_capacity);
+    let handle = start_with(config, parts, rings)?;
+    Ok((handle, submitters))
+}
+
+/// Starts the sequencer thread on rings made by [`rings`].
+pub fn start_with(
+    config: SequencerConfig,
+    parts: SequencerParts,
+    rings: Rings,
+) -> std::io::Result<SequencerHandle> {
+    let rings = rings.0;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(SequencerStats::default());
     stats
@@ -127,14 +148,11 @@ pub fn start(
             writer.run();
             writer.engine
         })?;
-    Ok((
-        SequencerHandle {
-            stop,
-            thread: Some(thread),
-            stats,
-        },
-        submitters,
-    ))
+    Ok(SequencerHandle {
+        stop,
+        thread: Some(thread),
+        stats,
+    })
 }
 
 struct Writer {

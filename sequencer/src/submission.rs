@@ -130,3 +130,14 @@ impl std::fmt::Debug for Submission {
         write!(f, "Submission({:?}, {kind})", self.ticket)
     }
 }
+
+/// A sink that forwards completions to a channel (internal producers and tests).
+pub struct ChannelSink(pub crossbeam_channel::Sender<Completion>);
+
+impl CompletionSink for ChannelSink {
+    fn deliver(&mut self, completions: Vec<Completion>) {
+        for completion in completions {
+            let _ = self.0.send(completion);
+        }
+    }
+}

@@ -24,5 +24,7 @@ pub use client::auth::{
 };
 pub use client::cancels::{cancel_market_orders_request, cancel_order_request, cancel_orders_body};
 pub use client::error::ClientError;
+pub use client::http::{HttpClient, HttpResponse};
 pub use client::orders::{post_order_body, post_orders_body, sign_order, OrderBuilder};
+pub use client::session::{unix_now_s, OrderSpec, Trader};
 pub use client::wallet::Wallet;

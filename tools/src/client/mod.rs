@@ -3,5 +3,7 @@
 pub mod auth;
 pub mod cancels;
 pub mod error;
+pub mod http;
 pub mod orders;
+pub mod session;
 pub mod wallet;

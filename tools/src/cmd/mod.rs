@@ -1,7 +1,10 @@
 //! The subcommands of `ladder` and their flags.
 
 mod bench;
+mod client;
+mod demo;
 mod journal;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -53,6 +56,8 @@ pub enum Command {
     },
     /// Drive a running service with signed orders and measure it.
     Loadgen(LoadgenArgs),
+    /// Trade against a running service from the command line.
+    Client(client::ClientArgs),
 }
 
 /// `ladder serve`.
@@ -186,7 +191,7 @@ pub fn init_logging(level: &str) {
 pub fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Journal { action } => journal::run(action),
-        Command::Serve(_) => Err("serve: not built yet (issue: the gateway)".into()),
+        Command::Serve(args) => serve::serve(&args),
         Command::Standby(_) => {
             Err("standby: not built yet (issue: sequencer and journal, hot standby)".into())
         }
@@ -196,6 +201,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Bench {
             action: BenchCommand::Engine(args),
         } => bench::engine(&args),
+        Command::Client(args) => client::run(args),
         Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
     }
 }

@@ -1,0 +1,241 @@
+//! The admin surface (CONTRACT 12, 17): markets, account links, deposits, withdrawals,
+//! redemptions, the state hash. Every change is a journaled command.
+
+use ladder_engine::{
+    Asset, Command, Engine, MarketSpec, Reject, Reply, Resolution, UNITS_PER_SHARE,
+};
+use ladder_protocol::wire::responses::StateHashResponse;
+use ladder_protocol::{Address, TickSize, B256, U256};
+use serde_json::{json, Value};
+
+use super::{bad_request, command, ok_json, query, App};
+use crate::convert::{engine_address, engine_b256, engine_token, wire_b256};
+use crate::handler::Outcome;
+use crate::http::{Method, Request, Response, Status};
+
+/// Routes `/admin/...` (`rest` is the path after `/admin`).
+pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
+    let method = request.method;
+    if method == Method::Get && rest == "/state-hash" {
+        return state_hash();
+    }
+    if method == Method::Post && rest == "/promote" {
+        return app.promote();
+    }
+    if let Err(refused) = app.writable() {
+        return refused;
+    }
+    let body = match Body::parse(&request.body) {
+        Ok(b) => b,
+        Err(e) => return bad_request(e),
+    };
+    let built = match (method, rest) {
+        (Method::Post, "/markets") => create_market(&body),
+        (Method::Post, p) if p.starts_with("/markets/") => {
+            market_action(&p["/markets/".len()..], &body)
+        }
+        (Method::Post, "/accounts") => link(&body, true),
+        (Method::Delete, "/accounts") => link(&body, false),
+        (Method::Post, "/deposits") => funds(&body, true),
+        (Method::Post, "/withdrawals") => funds(&body, false),
+        (Method::Post, "/redemptions") => redemption(&body),
+        (
+            _,
+            "/markets" | "/accounts" | "/deposits" | "/withdrawals" | "/redemptions"
+            | "/state-hash" | "/promote",
+        ) => return Outcome::error(Status::MethodNotAllowed, "method not allowed"),
+        _ => return Outcome::error(Status::NotFound, "not found"),
+    };
+    match built {
+        Ok(cmd) => command(cmd, |seq, reply| match reply {
+            Reply::Ok => ok_json(&json!({ "ok": true, "seq": seq })),
+            Reply::Rejected(r @ (Reject::UnknownMarket | Reject::UnknownToken)) => {
+                Response::error(Status::NotFound, &r.to_string())
+            }
+            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+            _ => Response::error(Status::Internal, "internal error"),
+        }),
+        Err(e) => bad_request(e),
+    }
+}
+
+fn state_hash() -> Outcome {
+    query(
+        |e: &Engine| (e.last_seq(), e.state_hash()),
+        |(seq, hash)| {
+            ok_json(&StateHashResponse {
+                seq,
+                state_hash: wire_b256(&hash),
+            })
+        },
+    )
+}
+
+/// A JSON object body whose field errors name the field.
+struct Body(Value);
+
+impl Body {
+    fn parse(bytes: &[u8]) -> Result<Body, String> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Body(json!({})));
+        }
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("body: not JSON ({e})"))?;
+        if !value.is_object() {
+            return Err("body: expected a JSON object".into());
+        }
+        Ok(Body(value))
+    }
+
+    fn text(&self, name: &str) -> Result<&str, String> {
+        match self.0.get(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(format!("{name}: expected a string")),
+            None => Err(format!("{name}: required")),
+        }
+    }
+
+    fn address(&self, name: &str) -> Result<Address, String> {
+        Address::parse(self.text(name)?).map_err(|e| format!("{name}: {e}"))
+    }
+
+    fn b256(&self, name: &str) -> Result<B256, String> {
+        self.text(name)?
+            .parse::<B256>()
+            .map_err(|e| format!("{name}: {e}"))
+    }
+
+    fn u256(&self, name: &str) -> Result<U256, String> {
+        U256::from_dec_str(self.text(name)?).map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// A non-negative integer given as a JSON number or a decimal string.
+    fn count(&self, name: &str, default: Option<u64>) -> Result<u64, String> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => default.ok_or_else(|| format!("{name}: required")),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .ok_or_else(|| format!("{name}: expected a non-negative integer")),
+            Some(Value::String(s)) => s
+                .parse()
+                .map_err(|_| format!("{name}: expected a non-negative integer")),
+            Some(_) => Err(format!("{name}: expected a non-negative integer")),
+        }
+    }
+
+    fn flag(&self, name: &str) -> Result<bool, String> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(format!("{name}: expected true or false")),
+        }
+    }
+
+    fn tick(&self, name: &str) -> Result<u32, String> {
+        let rule = || format!("{name}: expected one of 0.1, 0.01, 0.001, 0.0001");
+        let text = match self.0.get(name) {
+            None | Some(Value::Null) => return Ok(100),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(rule()),
+        };
+        TickSize::parse(&text)
+            .map(TickSize::ticks)
+            .map_err(|_| rule())
+    }
+}
+
+fn create_market(body: &Body) -> Result<Command, String> {
+    let min_shares = body.count("min_order_size", Some(1))?;
+    Ok(Command::CreateMarket(MarketSpec {
+        condition_id: engine_b256(&body.b256("condition_id")?),
+        yes_token_id: engine_token(&body.u256("yes_token_id")?),
+        no_token_id: engine_token(&body.u256("no_token_id")?),
+        tick_size_ticks: body.tick("minimum_tick_size")?,
+        min_order_size_units: min_shares
+            .checked_mul(UNITS_PER_SHARE)
+            .ok_or("min_order_size: too large")?,
+        neg_risk: body.flag("neg_risk")?,
+        taker_delay_ms: body.count("taker_delay_ms", Some(0))?,
+        fee_rate_bps: u32::try_from(body.count("fee_rate_bps", Some(0))?)
+            .ok()
+            .filter(|b| *b <= 10_000)
+            .ok_or("fee_rate_bps: expected 0..=10000")?,
+    }))
+}
+
+fn market_action(rest: &str, body: &Body) -> Result<Command, String> {
+    let (id, action) = rest
+        .split_once('/')
+        .ok_or("expected /admin/markets/{condition_id}/pause|resume|resolve|tick-size")?;
+    let condition_id = engine_b256(
+        &id.parse::<B256>()
+            .map_err(|e| format!("condition_id: {e}"))?,
+    );
+    match action {
+        "pause" => Ok(Command::PauseMarket { condition_id }),
+        "resume" => Ok(Command::ResumeMarket { condition_id }),
+        "resolve" => {
+            let resolution = match body.text("outcome")? {
+                "Yes" | "YES" | "yes" => Resolution::Yes,
+                "No" | "NO" | "no" => Resolution::No,
+                "void" | "VOID" | "Void" => Resolution::Void,
+                _ => return Err("outcome: expected \"Yes\", \"No\" or \"void\"".into()),
+            };
+            Ok(Command::ResolveMarket {
+                condition_id,
+                resolution,
+            })
+        }
+        "tick-size" => Ok(Command::SetTickSize {
+            condition_id,
+            tick_size_ticks: body.tick("minimum_tick_size")?,
+        }),
+        _ => Err(format!(
+            "unknown market action {action:?}: expected pause, resume, resolve or tick-size"
+        )),
+    }
+}
+
+fn link(body: &Body, add: bool) -> Result<Command, String> {
+    let account = engine_address(&body.address("account")?);
+    let owner = engine_address(&body.address("owner")?);
+    Ok(if add {
+        Command::LinkAccount { account, owner }
+    } else {
+        Command::UnlinkAccount { account, owner }
+    })
+}
+
+fn funds(body: &Body, deposit: bool) -> Result<Command, String> {
+    let address = engine_address(&body.address("address")?);
+    let asset = match body.text("asset")? {
+        "COLLATERAL" | "collateral" => Asset::Collateral,
+        token => {
+            Asset::Token(engine_token(&U256::from_dec_str(token).map_err(|e| {
+                format!("asset: expected COLLATERAL or a token id ({e})")
+            })?))
+        }
+    };
+    let amount = body.count("amount", None)?;
+    Ok(if deposit {
+        Command::Deposit {
+            address,
+            asset,
+            amount,
+        }
+    } else {
+        Command::Withdraw {
+            address,
+            asset,
+            amount,
+        }
+    })
+}
+
+fn redemption(body: &Body) -> Result<Command, String> {
+    Ok(Command::RecordRedemption {
+        address: engine_address(&body.address("address")?),
+        condition_id: engine_b256(&body.b256("condition_id")?),
+    })
+}

@@ -1,0 +1,330 @@
+//! The application behind the HTTP layer: routing, authentication, and turning engine
+//! replies and views into the wire shapes of SPEC and CONTRACT.
+
+mod admin;
+mod credentials;
+mod orders;
+mod present;
+mod public;
+mod query;
+mod trades;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use ladder_engine::{Command, Engine, Reply};
+use ladder_protocol::{AuthDomain, ExchangeDomain};
+use ladder_sequencer::{Completion, QueryOutput, Work};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::auth::{authenticate_l2, L2Principal};
+use crate::handler::{unexpected, Outcome};
+use crate::http::{Method, Request, Response, Status};
+use crate::keys::KeyTable;
+use crate::metrics::Metrics;
+use crate::rate_limit::RateLimiter;
+
+pub use query::QueryString;
+
+/// Settings of the application.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// The exchange's EIP-712 domain (orders and cancels).
+    pub exchange: ExchangeDomain,
+    /// The ClobAuth domain.
+    pub auth: AuthDomain,
+    /// Bearer token of the admin surface; without one, admin calls are refused.
+    pub admin_token: Option<String>,
+    /// Serve admin and metrics to non-loopback clients too.
+    pub admin_public: bool,
+    /// API keys per address.
+    pub max_keys_per_user: u32,
+    /// Requests per 10 s per API key (0: off).
+    pub rate_limit_key: u32,
+    /// Requests per 10 s per client IP (0: off).
+    pub rate_limit_ip: u32,
+}
+
+/// The application.
+pub struct App {
+    config: AppConfig,
+    keys: Arc<KeyTable>,
+    key_limiter: RateLimiter<Uuid>,
+    ip_limiter: RateLimiter<IpAddr>,
+    metrics: Arc<Metrics>,
+    state: Arc<ServiceState>,
+    promote_hook: Option<PromoteHook>,
+}
+
+/// Whether the service is ready and whether it is a standby; shared with the runtime.
+#[derive(Debug, Default)]
+pub struct ServiceState {
+    /// Set once recovery is done: before, every request is 503 `service not ready`.
+    pub ready: AtomicBool,
+    /// Set while this is a standby: writes are 503 `standby: not primary`.
+    pub standby: AtomicBool,
+}
+
+/// Turns a standby into a primary; called by `POST /admin/promote`.
+pub type PromoteHook = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// The text of a write refused by a standby (CONTRACT 17).
+pub const STANDBY_REFUSAL: &str = "standby: not primary";
+
+impl App {
+    /// An application over `keys`, reporting into `metrics`, answering as `state` says.
+    pub fn new(
+        config: AppConfig,
+        keys: Arc<KeyTable>,
+        metrics: Arc<Metrics>,
+        state: Arc<ServiceState>,
+    ) -> App {
+        App {
+            key_limiter: RateLimiter::new(config.rate_limit_key),
+            ip_limiter: RateLimiter::new(config.rate_limit_ip),
+            config,
+            keys,
+            metrics,
+            state,
+            promote_hook: None,
+        }
+    }
+
+    /// Sets what `POST /admin/promote` does on a standby.
+    pub fn with_promote_hook(mut self, hook: PromoteHook) -> App {
+        self.promote_hook = Some(hook);
+        self
+    }
+
+    fn route(&self, request: &Request, peer: SocketAddr) -> Outcome {
+        let path = request.path().trim_end_matches('/');
+        let path = if path.is_empty() { "/" } else { path };
+        if let Some(rest) = path.strip_prefix("/admin") {
+            return self.admin(request, peer, rest);
+        }
+        if path == "/metrics" {
+            return self.metrics_route(request, peer);
+        }
+        let method = match request.method {
+            Method::Head => Method::Get,
+            other => other,
+        };
+        public::route(self, method, path, request)
+            .or_else(|| credentials::route(self, method, path, request))
+            .or_else(|| orders::route(self, method, path, request))
+            .or_else(|| trades::route(self, method, path, request))
+            .unwrap_or_else(|| not_found_or_405(path))
+    }
+
+    fn admin(&self, request: &Request, peer: SocketAddr, rest: &str) -> Outcome {
+        if !self.config.admin_public && !peer.ip().is_loopback() {
+            return Outcome::error(
+                Status::Forbidden,
+                "the admin surface is served to loopback only",
+            );
+        }
+        let Some(token) = &self.config.admin_token else {
+            return Outcome::error(
+                Status::Unauthorized,
+                "admin surface disabled: no admin token configured",
+            );
+        };
+        let presented = request
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !ladder_protocol::constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+            return Outcome::error(
+                Status::Unauthorized,
+                "admin token required: Authorization: Bearer <token>",
+            );
+        }
+        admin::route(self, request, rest.trim_end_matches('/'))
+    }
+
+    fn metrics_route(&self, request: &Request, peer: SocketAddr) -> Outcome {
+        if !self.config.admin_public && !peer.ip().is_loopback() {
+            return Outcome::error(Status::Forbidden, "metrics are served to loopback only");
+        }
+        if request.method != Method::Get && request.method != Method::Head {
+            return Outcome::error(Status::MethodNotAllowed, "method not allowed");
+        }
+        Outcome::Respond(Response::text(self.metrics.render()))
+    }
+
+    /// Checks L2 and the key's rate limit.
+    fn l2(&self, request: &Request) -> Result<L2Principal, Outcome> {
+        let principal = authenticate_l2(&self.keys, request, now_s())
+            .map_err(|e| Outcome::error(Status::Unauthorized, &e.0))?;
+        self.key_limiter
+            .take(&principal.key_id, Instant::now())
+            .map_err(too_many)?;
+        Ok(principal)
+    }
+
+    /// `POST /admin/promote`: a standby becomes a primary (CONTRACT 17).
+    fn promote(&self) -> Outcome {
+        if !self.state.standby.load(Ordering::Acquire) {
+            return Outcome::error(
+                Status::BadRequest,
+                "not a standby: this service is already the primary",
+            );
+        }
+        match &self.promote_hook {
+            Some(hook) => match hook() {
+                Ok(()) => Outcome::Respond(ok_json(&serde_json::json!({ "promoted": true }))),
+                Err(e) => Outcome::error(Status::Internal, &e),
+            },
+            None => Outcome::error(Status::Internal, "promotion is not available"),
+        }
+    }
+
+    /// Refuses writes on a standby.
+    fn writable(&self) -> Result<(), Outcome> {
+        if self.state.standby.load(Ordering::Acquire) {
+            return Err(Outcome::Respond(
+                Response::error(Status::Unavailable, STANDBY_REFUSAL).retry_after(1),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl crate::server::Service for App {
+    fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {
+        let started = Instant::now();
+        if !self.state.ready.load(Ordering::Acquire) {
+            return Outcome::Respond(
+                Response::error(Status::Unavailable, "service not ready").retry_after(1),
+            );
+        }
+        if let Err(wait_s) = self.ip_limiter.take(&peer.ip(), started) {
+            return too_many(wait_s);
+        }
+        match self.route(request, peer) {
+            Outcome::Respond(response) => {
+                self.metrics
+                    .observe(request.path(), response.status.code(), started);
+                Outcome::Respond(response)
+            }
+            Outcome::Submit(work, completer) => {
+                let metrics = self.metrics.clone();
+                let path = request.path().to_string();
+                Outcome::Submit(
+                    work,
+                    Box::new(move |completion| {
+                        let response = completer(completion);
+                        metrics.observe(&path, response.status.code(), started);
+                        response
+                    }),
+                )
+            }
+        }
+    }
+}
+
+fn too_many(wait_s: u64) -> Outcome {
+    Outcome::Respond(
+        Response::error(Status::TooManyRequests, "rate limit exceeded").retry_after(wait_s),
+    )
+}
+
+/// Paths Ladder serves, to tell 405 from 404.
+const KNOWN_PATHS: &[&str] = &[
+    "/time",
+    "/markets",
+    "/sampling-markets",
+    "/book",
+    "/books",
+    "/price",
+    "/prices",
+    "/midpoint",
+    "/spread",
+    "/tick-size",
+    "/neg-risk",
+    "/fee-rate",
+    "/prices-history",
+    "/last-trades-prices",
+    "/claimable",
+    "/auth/api-key",
+    "/auth/derive-api-key",
+    "/auth/api-keys",
+    "/order",
+    "/orders",
+    "/cancel-market-orders",
+    "/cancel-all",
+    "/trades",
+    "/data/trades",
+    "/balance-allowance",
+];
+
+fn not_found_or_405(path: &str) -> Outcome {
+    let known = KNOWN_PATHS.contains(&path)
+        || path.starts_with("/markets/")
+        || path.starts_with("/trades/");
+    if known {
+        Outcome::error(Status::MethodNotAllowed, "method not allowed")
+    } else {
+        Outcome::error(Status::NotFound, "not found")
+    }
+}
+
+/// Server time in Unix seconds.
+pub fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A 200 JSON response of `value`.
+pub fn ok_json<T: Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => Response::json(Status::Ok, body),
+        Err(_) => Response::error(Status::Internal, "internal error"),
+    }
+}
+
+/// A 400 naming the field and the rule.
+pub fn bad_request(message: impl std::fmt::Display) -> Outcome {
+    Outcome::error(Status::BadRequest, &message.to_string())
+}
+
+/// Runs `read` on the sequencer thread and answers with `respond` on the gateway thread.
+pub fn query<T, R, F>(read: R, respond: F) -> Outcome
+where
+    T: Send + 'static,
+    R: FnOnce(&Engine) -> T + Send + 'static,
+    F: FnOnce(T) -> Response + Send + 'static,
+{
+    let work = Work::Query(Box::new(move |engine: &Engine| {
+        Box::new(read(engine)) as QueryOutput
+    }));
+    Outcome::submit(
+        work,
+        Box::new(move |completion| match completion {
+            Completion::Answered { output, .. } => match output.downcast::<T>() {
+                Ok(value) => respond(*value),
+                Err(_) => Response::error(Status::Internal, "internal error"),
+            },
+            other => unexpected(other),
+        }),
+    )
+}
+
+/// Journals and applies `command`, answering with `respond(seq, reply)`.
+pub fn command<F>(command: Command, respond: F) -> Outcome
+where
+    F: FnOnce(u64, Reply) -> Response + Send + 'static,
+{
+    Outcome::submit(
+        Work::Command(command),
+        Box::new(move |completion| match completion {
+            Completion::Applied { seq, reply, .. } => respond(seq, reply),
+            other => unexpected(other),
+        }),
+    )
+}

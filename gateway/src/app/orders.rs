@@ -1,0 +1,454 @@
+//! Orders: place one or a batch, list open orders, cancel by id, by market, or all; and the
+//! caller's balances. Signatures are recovered here, on the gateway thread.
+
+use ladder_engine::{
+    Asset, CancelReport, Command, Engine, NewOrder, OrderFilter, Reject, Reply, SignedFields,
+    NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+};
+use ladder_protocol::wire::cancel::{
+    parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
+};
+use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::order::{parse_post_orders, PostOrderRequest};
+use ladder_protocol::wire::responses::{
+    BalanceAllowance, CancelResult, OrderPlacementResult, Page,
+};
+use ladder_protocol::{Address, ExchangeDomain, SignatureType, B256, U256};
+use ladder_sequencer::{Completion, Work};
+
+use super::present::{cancel_result, engine_order_type, open_order, placement};
+use super::{bad_request, command, ok_json, query, App, QueryString};
+use crate::auth::L2Principal;
+use crate::convert::{engine_address, engine_b256, engine_side, engine_token, wire_b256};
+use crate::handler::{unexpected, Outcome};
+use crate::http::{Method, Request, Response, Status};
+
+/// Routes the order endpoints; `None` when the path is not one of them.
+pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
+    let handler: fn(&App, &L2Principal, &Request) -> Outcome = match (method, path) {
+        (Method::Post, "/order") => post_order,
+        (Method::Post, "/orders") => post_orders,
+        (Method::Get, "/orders") => open_orders,
+        (Method::Delete, "/order") => cancel_order,
+        (Method::Delete, "/orders") => cancel_orders,
+        (Method::Delete, "/cancel-market-orders") => cancel_market,
+        (Method::Delete, "/cancel-all") => cancel_all,
+        (Method::Get, "/balance-allowance") => balance_allowance,
+        _ => return None,
+    };
+    let writes = method != Method::Get;
+    Some(
+        app.l2(request)
+            .and_then(|principal| {
+                if writes {
+                    app.writable()?;
+                }
+                Ok(handler(app, &principal, request))
+            })
+            .unwrap_or_else(|refused| refused),
+    )
+}
+
+/// Why an order cannot go to the engine.
+enum Refusal {
+    /// HTTP 400 with this text.
+    BadRequest(String),
+    /// A 200 placement result with `success: false`.
+    Rejected(String, Option<B256>),
+}
+
+/// Turns a parsed request into an engine order: checks the signature type, the maker, the
+/// amounts and the signature (recovered here, off the sequencer).
+fn prepare(
+    domain: &ExchangeDomain,
+    principal: &L2Principal,
+    request: &PostOrderRequest,
+) -> Result<NewOrder, Refusal> {
+    if request.post_only && !request.order_type.rests() {
+        return Err(Refusal::BadRequest(POST_ONLY_NEEDS_RESTING_TYPE.into()));
+    }
+    let signed = request.order;
+    let order = signed.order;
+    let hash = B256::from(signed.digest(domain));
+    let reject = |r: Reject| Refusal::Rejected(r.to_string(), Some(hash));
+    if order.signature_type != SignatureType::SmartAccount {
+        return Err(reject(Reject::UnsupportedSignatureType {
+            given: order.signature_type.as_u8(),
+        }));
+    }
+    if order.maker != principal.address {
+        return Err(reject(Reject::MakerMismatch));
+    }
+    let (price_ticks, size_units) = order
+        .price_and_size()
+        .map_err(|e| Refusal::Rejected(e.to_string(), Some(hash)))?;
+    let verified = signed
+        .verify(domain)
+        .map_err(|_| reject(Reject::InvalidSignature))?;
+    let expiration_s = order
+        .expiration
+        .to_u64()
+        .ok_or_else(|| Refusal::Rejected("expiration: too large".into(), Some(hash)))?;
+    let to_units = |v: U256| v.to_u64().unwrap_or(u64::MAX);
+    Ok(NewOrder {
+        order_hash: engine_b256(verified.hash()),
+        maker: engine_address(&order.maker),
+        signer: engine_address(&order.signer),
+        token_id: engine_token(&order.token_id),
+        side: engine_side(order.side),
+        price_ticks,
+        size_units,
+        order_type: engine_order_type(request.order_type),
+        post_only: request.post_only,
+        expiration_s,
+        signer_verified: false,
+        signed: Some(Box::new(SignedFields {
+            salt: order.salt.to_be_bytes(),
+            beneficiary: engine_address(&order.beneficiary),
+            maker_amount: to_units(order.maker_amount),
+            taker_amount: to_units(order.taker_amount),
+            nonce: order.nonce.to_be_bytes(),
+            identifier: *order.identifier.as_bytes(),
+            metadata: *order.metadata.as_bytes(),
+            signature_type: order.signature_type.as_u8(),
+            signature: verified.signature().as_bytes().to_vec(),
+        })),
+    })
+}
+
+/// The placement result of one engine reply.
+fn placement_result(reply: &Reply, order: &NewOrder) -> Result<OrderPlacementResult, Response> {
+    match reply {
+        Reply::Placed(p) => Ok(placement(p, order.side)),
+        Reply::Rejected(r @ (Reject::PostOnlyWouldCross | Reject::PostOnlyNeedsRestingType)) => {
+            Err(Response::error(Status::BadRequest, &r.to_string()))
+        }
+        Reply::Rejected(r) => Ok(OrderPlacementResult::rejected(
+            r.to_string(),
+            Some(wire_b256(&order.order_hash)),
+        )),
+        _ => Err(Response::error(Status::Internal, "internal error")),
+    }
+}
+
+fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let parsed = match PostOrderRequest::parse(&request.body) {
+        Ok(p) => p,
+        Err(e) => return bad_request(e),
+    };
+    match prepare(&app.config.exchange, principal, &parsed) {
+        Err(Refusal::BadRequest(text)) => Outcome::error(Status::BadRequest, &text),
+        Err(Refusal::Rejected(text, hash)) => {
+            Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
+        }
+        Ok(order) => {
+            let echo = order.clone();
+            command(
+                Command::PlaceOrder(order),
+                move |_, reply| match placement_result(&reply, &echo) {
+                    Ok(result) => ok_json(&result),
+                    Err(response) => response,
+                },
+            )
+        }
+    }
+}
+
+fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let parsed = match parse_post_orders(&request.body) {
+        Ok(p) => p,
+        Err(e) => return bad_request(e),
+    };
+    let mut slots: Vec<Result<NewOrder, OrderPlacementResult>> = Vec::with_capacity(parsed.len());
+    for (i, item) in parsed.iter().enumerate() {
+        match prepare(&app.config.exchange, principal, item) {
+            Ok(order) => slots.push(Ok(order)),
+            Err(Refusal::BadRequest(text)) => return bad_request(format!("orders[{i}]: {text}")),
+            Err(Refusal::Rejected(text, hash)) => {
+                slots.push(Err(OrderPlacementResult::rejected(text, hash)))
+            }
+        }
+    }
+    let commands: Vec<Command> = slots
+        .iter()
+        .filter_map(|s| s.as_ref().ok().map(|o| Command::PlaceOrder(o.clone())))
+        .collect();
+    if commands.is_empty() {
+        let results: Vec<_> = slots.into_iter().filter_map(Result::err).collect();
+        return Outcome::Respond(ok_json(&results));
+    }
+    Outcome::submit(
+        Work::Commands(commands),
+        Box::new(move |completion| {
+            let Completion::AppliedAll { results, .. } = completion else {
+                return unexpected(completion);
+            };
+            let mut replies = results.into_iter();
+            let mut out = Vec::with_capacity(slots.len());
+            for slot in slots {
+                match slot {
+                    Err(rejected) => out.push(rejected),
+                    Ok(order) => {
+                        let Some((_, reply)) = replies.next() else {
+                            return Response::error(Status::Internal, "internal error");
+                        };
+                        match placement_result(&reply, &order) {
+                            Ok(result) => out.push(result),
+                            Err(response) if response.status == Status::BadRequest => {
+                                let text = String::from_utf8_lossy(&response.body).into_owned();
+                                let message = serde_json::from_str::<serde_json::Value>(&text)
+                                    .ok()
+                                    .and_then(|v| v["error"].as_str().map(str::to_string))
+                                    .unwrap_or(text);
+                                out.push(OrderPlacementResult::rejected(
+                                    message,
+                                    Some(wire_b256(&order.order_hash)),
+                                ));
+                            }
+                            Err(response) => return response,
+                        }
+                    }
+                }
+            }
+            ok_json(&out)
+        }),
+    )
+}
+
+fn open_orders(_app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let q = QueryString::parse(request.query());
+    let filter = (|| -> Result<(OrderFilter, Option<Address>, usize, u64), String> {
+        let market = q
+            .get("market")
+            .map(|m| m.parse::<B256>().map_err(|e| format!("market: {e}")))
+            .transpose()?;
+        let asset = q
+            .get("asset_id")
+            .map(|a| U256::from_dec_str(a).map_err(|e| format!("asset_id: {e}")))
+            .transpose()?;
+        let id = q.parsed::<u64>("id", "expected an integer order id")?;
+        let address = q
+            .get("address")
+            .map(|a| Address::parse(a).map_err(|e| format!("address: {e}")))
+            .transpose()?;
+        let limit = clamp_limit(q.parsed::<u64>("limit", "expected a non-negative integer")?);
+        let offset =
+            match decode_cursor(q.get("next_cursor").unwrap_or("")).map_err(|e| e.to_string())? {
+                Cursor::Offset(o) => o,
+                Cursor::End => u64::MAX,
+            };
+        let filter = OrderFilter {
+            market: market.as_ref().map(engine_b256),
+            token_id: asset.as_ref().map(engine_token),
+            id,
+        };
+        Ok((filter, address, limit, offset))
+    })();
+    let (filter, address, limit, offset) = match filter {
+        Ok(f) => f,
+        Err(e) => return bad_request(e),
+    };
+    let caller = principal.address;
+    query(
+        move |e: &Engine| {
+            if address.is_some_and(|a| a != caller) {
+                return Vec::new();
+            }
+            e.open_orders(&engine_address(&caller), &filter)
+        },
+        move |orders| {
+            let total = orders.len() as u64;
+            let page: Vec<_> = orders
+                .iter()
+                .skip(offset.min(total) as usize)
+                .take(limit)
+                .map(open_order)
+                .collect();
+            let next = if offset >= total {
+                "LTE=".to_string()
+            } else {
+                next_cursor(offset, page.len(), total)
+            };
+            ok_json(&Page::new(page, next, limit))
+        },
+    )
+}
+
+/// Whether a cancel's signature is good: type 0 recovers to the maker, type 3 to the signer.
+fn cancel_signed_ok(
+    digest: &[u8; 32],
+    request_signature: &ladder_protocol::Signature,
+    signature_type: SignatureType,
+    signer: Option<Address>,
+    maker: &Address,
+) -> bool {
+    let expected = match signature_type {
+        SignatureType::Eoa => *maker,
+        SignatureType::SmartAccount => match signer {
+            Some(s) => s,
+            None => return false,
+        },
+    };
+    request_signature.verify(digest, &expected).is_ok()
+}
+
+fn cancel_command(
+    principal: &L2Principal,
+    cancel: &CancelOrderRequest,
+    domain: &ExchangeDomain,
+) -> Result<Command, u64> {
+    let digest = cancel.digest(domain);
+    if !cancel_signed_ok(
+        &digest,
+        &cancel.signature,
+        cancel.signature_type,
+        cancel.signer,
+        &principal.address,
+    ) {
+        return Err(cancel.order_id);
+    }
+    Ok(Command::CancelOrder {
+        requester: engine_address(&principal.address),
+        order_id: cancel.order_id,
+    })
+}
+
+fn merge(reports: impl IntoIterator<Item = CancelReport>, invalid: &[u64]) -> CancelResult {
+    let mut all = CancelReport::default();
+    for report in reports {
+        all.canceled.extend(report.canceled);
+        all.not_canceled.extend(report.not_canceled);
+    }
+    let mut result = cancel_result(&all);
+    for id in invalid {
+        result
+            .not_canceled
+            .insert(id.to_string(), "invalid signature".into());
+    }
+    result
+}
+
+fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let cancel = match CancelOrderRequest::parse(&request.body) {
+        Ok(c) => c,
+        Err(e) => return bad_request(e),
+    };
+    match cancel_command(principal, &cancel, &app.config.exchange) {
+        Err(id) => Outcome::Respond(ok_json(&merge([], &[id]))),
+        Ok(cmd) => command(cmd, |_, reply| match reply {
+            Reply::Canceled(report) => ok_json(&merge([report], &[])),
+            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+            _ => Response::error(Status::Internal, "internal error"),
+        }),
+    }
+}
+
+fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let cancels = match parse_cancel_orders(&request.body) {
+        Ok(c) => c,
+        Err(e) => return bad_request(e),
+    };
+    let mut invalid = Vec::new();
+    let mut commands = Vec::new();
+    for cancel in &cancels {
+        match cancel_command(principal, cancel, &app.config.exchange) {
+            Ok(cmd) => commands.push(cmd),
+            Err(id) => invalid.push(id),
+        }
+    }
+    if commands.is_empty() {
+        return Outcome::Respond(ok_json(&merge([], &invalid)));
+    }
+    Outcome::submit(
+        Work::Commands(commands),
+        Box::new(move |completion| match completion {
+            Completion::AppliedAll { results, .. } => {
+                let reports = results.into_iter().filter_map(|(_, r)| match r {
+                    Reply::Canceled(report) => Some(report),
+                    _ => None,
+                });
+                ok_json(&merge(reports, &invalid))
+            }
+            other => unexpected(other),
+        }),
+    )
+}
+
+fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let cancel = match CancelMarketOrdersRequest::parse(&request.body) {
+        Ok(c) => c,
+        Err(e) => return bad_request(e),
+    };
+    let digest = cancel.digest(&app.config.exchange);
+    if !cancel_signed_ok(
+        &digest,
+        &cancel.signature,
+        cancel.signature_type,
+        cancel.signer,
+        &principal.address,
+    ) {
+        return Outcome::error(
+            Status::BadRequest,
+            "signature: invalid signature over CancelMarketOrders(marketId)",
+        );
+    }
+    command(
+        Command::CancelMarket {
+            requester: engine_address(&principal.address),
+            condition_id: engine_b256(&cancel.market_id),
+            token_id: cancel.token_id.as_ref().map(engine_token),
+        },
+        |_, reply| match reply {
+            Reply::Canceled(report) => ok_json(&merge([report], &[])),
+            Reply::Rejected(Reject::UnknownMarket) => {
+                Response::error(Status::NotFound, "not found")
+            }
+            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+            _ => Response::error(Status::Internal, "internal error"),
+        },
+    )
+}
+
+fn cancel_all(_app: &App, principal: &L2Principal, _request: &Request) -> Outcome {
+    command(
+        Command::CancelAll {
+            requester: engine_address(&principal.address),
+        },
+        |_, reply| match reply {
+            Reply::Canceled(report) => ok_json(&merge([report], &[])),
+            _ => Response::error(Status::Internal, "internal error"),
+        },
+    )
+}
+
+fn balance_allowance(_app: &App, principal: &L2Principal, request: &Request) -> Outcome {
+    let q = QueryString::parse(request.query());
+    let asset = match (
+        q.get("asset_type").map(str::to_ascii_uppercase).as_deref(),
+        q.get("token_id"),
+    ) {
+        (Some("COLLATERAL"), _) => Asset::Collateral,
+        (Some("CONDITIONAL"), Some(token)) => match U256::from_dec_str(token) {
+            Ok(t) => Asset::Token(engine_token(&t)),
+            Err(e) => return bad_request(format!("token_id: {e}")),
+        },
+        (Some("CONDITIONAL"), None) => {
+            return bad_request("token_id: required with asset_type=CONDITIONAL")
+        }
+        _ => return bad_request("asset_type: expected COLLATERAL or CONDITIONAL"),
+    };
+    let address = engine_address(&principal.address);
+    query(
+        move |e: &Engine| e.balance(&address, asset),
+        |balance| {
+            let net = |v: u64| v.saturating_sub(balance.debt);
+            ok_json(&BalanceAllowance {
+                balance_units: net(balance.total()),
+                allowance_units: balance.free.saturating_sub(balance.debt),
+            })
+        },
+    )
+}
+
+#[allow(dead_code)]
+const _BALANCE_TEXT: &str = NOT_ENOUGH_BALANCE;

@@ -1,0 +1,412 @@
+//! Public reads: time, markets, books and prices, last trades, price history, claimable.
+
+use ladder_engine::{
+    format_price, BookView, Engine, MarketView, Outcome as YesNo, Side, NANOS_PER_SECOND,
+    UNITS_PER_SHARE,
+};
+use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
+use ladder_protocol::{Address, B256, U256};
+use serde_json::{json, Map, Value};
+use sha1::{Digest, Sha1};
+
+use super::present::{claimable, market, midpoint_ticks, token_price};
+use super::{bad_request, now_s, ok_json, query, App, QueryString};
+use crate::convert::{engine_address, engine_b256, engine_token, wire_b256, wire_side, wire_token};
+use crate::handler::Outcome;
+use crate::http::{Method, Request, Response, Status};
+
+/// Most tokens in one `/books` or `/last-trades-prices` request.
+pub const TOKENS_PER_REQUEST_MAX: usize = 500;
+
+/// Routes the public reads; `None` when the path is not one of them.
+pub(super) fn route(_app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
+    let q = QueryString::parse(request.query());
+    Some(match (method, path) {
+        (Method::Get, "/time") => Outcome::Respond(ok_json(&now_s())),
+        (Method::Get, "/markets") | (Method::Get, "/sampling-markets") => markets_page(&q),
+        (Method::Get, p) if p.starts_with("/markets/") => market_one(&p["/markets/".len()..]),
+        (Method::Get, "/book") => with_token(&q, book_one),
+        (Method::Get | Method::Post, "/books") => books(&request.body),
+        (Method::Get, "/price") => price(&q),
+        (Method::Get, "/midpoint") => with_token(&q, midpoint),
+        (Method::Get, "/spread") => with_token(&q, spread),
+        (Method::Get, "/tick-size") => with_token(&q, |token| {
+            token_read(
+                token,
+                |m, _| json!({ "minimum_tick_size": tick_number(m.tick_size_ticks) }),
+            )
+        }),
+        (Method::Get, "/neg-risk") => with_token(&q, |token| {
+            token_read(token, |m, _| json!({ "neg_risk": m.neg_risk }))
+        }),
+        (Method::Get, "/fee-rate") => with_token(&q, |token| {
+            token_read(
+                token,
+                |m, _| json!({ "fee_rate_bps": m.fee_rate_bps.to_string() }),
+            )
+        }),
+        (Method::Get | Method::Post, "/last-trades-prices") => last_trades_prices(&request.body),
+        (Method::Get, "/prices-history") => prices_history(&q),
+        (Method::Get, "/claimable") => claimable_of(&q),
+        _ => return None,
+    })
+}
+
+fn tick_number(tick_ticks: u32) -> Value {
+    serde_json::from_str(&format_price(tick_ticks)).unwrap_or(Value::Null)
+}
+
+fn not_found() -> Response {
+    Response::error(Status::NotFound, "not found")
+}
+
+fn with_token(q: &QueryString, handler: impl FnOnce(U256) -> Outcome) -> Outcome {
+    match q.get("token_id") {
+        None => bad_request("token_id: required"),
+        Some(text) => match U256::from_dec_str(text) {
+            Ok(token) => handler(token),
+            Err(e) => bad_request(format!("token_id: {e}")),
+        },
+    }
+}
+
+/// Answers `render(market, outcome)` for a token, or 404.
+fn token_read(
+    token: U256,
+    render: impl FnOnce(&MarketView, YesNo) -> Value + Send + 'static,
+) -> Outcome {
+    let token = engine_token(&token);
+    query(
+        move |e: &Engine| e.token(&token).map(|(m, o)| render(&m, o)),
+        |value| value.map(|v| ok_json(&v)).unwrap_or_else(not_found),
+    )
+}
+
+fn markets_page(q: &QueryString) -> Outcome {
+    let limit = match q.parsed::<u64>("limit", "expected a non-negative integer") {
+        Ok(limit) => clamp_limit(limit),
+        Err(e) => return bad_request(e),
+    };
+    let offset = match decode_cursor(q.get("next_cursor").unwrap_or("")) {
+        Ok(Cursor::Offset(offset)) => offset,
+        Ok(Cursor::End) => u64::MAX,
+        Err(e) => return bad_request(e),
+    };
+    query(
+        move |e: &Engine| {
+            let total = e.market_count() as u64;
+            let markets: Vec<_> = e
+                .markets()
+                .skip(offset.min(total) as usize)
+                .take(limit)
+                .map(|m| market(&m, market_prices(e, &m)))
+                .collect();
+            let next = if offset >= total {
+                "LTE=".to_string()
+            } else {
+                next_cursor(offset, markets.len(), total)
+            };
+            Page::new(markets, next, limit)
+        },
+        |page| ok_json(&page),
+    )
+}
+
+fn market_prices(e: &Engine, m: &MarketView) -> [u32; 2] {
+    [YesNo::Yes, YesNo::No].map(|o| {
+        let token = m.token_id(o);
+        token_price(
+            m,
+            o,
+            e.best_price(&token, Side::Buy),
+            e.best_price(&token, Side::Sell),
+        )
+    })
+}
+
+fn market_one(condition_id: &str) -> Outcome {
+    let condition = match condition_id.parse::<B256>() {
+        Ok(c) => engine_b256(&c),
+        Err(e) => return bad_request(format!("condition_id: {e}")),
+    };
+    query(
+        move |e: &Engine| {
+            e.market(&condition)
+                .map(|m| market(&m, market_prices(e, &m)))
+        },
+        |m| m.map(|m| ok_json(&m)).unwrap_or_else(not_found),
+    )
+}
+
+/// A book in CONTRACT 13's shape (bids and asks best last), with Polymarket's hash.
+pub fn book_json(view: &BookView, seq: u64) -> Value {
+    let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });
+    let m = &view.market;
+    let last = m.last_trade[view.outcome.index()]
+        .map(|l| format_price(l.price_ticks))
+        .unwrap_or_default();
+    let mut book = Map::new();
+    book.insert("market".into(), json!(wire_b256(&m.condition_id)));
+    book.insert(
+        "asset_id".into(),
+        json!(wire_token(&m.token_id(view.outcome)).to_string()),
+    );
+    book.insert("timestamp".into(), json!(now_ms().to_string()));
+    book.insert("hash".into(), json!(""));
+    book.insert(
+        "bids".into(),
+        Value::Array(view.bids.iter().rev().map(level).collect()),
+    );
+    book.insert(
+        "asks".into(),
+        Value::Array(view.asks.iter().rev().map(level).collect()),
+    );
+    book.insert(
+        "min_order_size".into(),
+        json!((m.min_order_size_units / UNITS_PER_SHARE).to_string()),
+    );
+    book.insert("tick_size".into(), json!(format_price(m.tick_size_ticks)));
+    book.insert("neg_risk".into(), json!(m.neg_risk));
+    book.insert("last_trade_price".into(), json!(last));
+    book.insert("seq".into(), json!(seq));
+    let compact = serde_json::to_string(&book).unwrap_or_default();
+    let hash = hex::encode(Sha1::digest(compact.as_bytes()));
+    book.insert("hash".into(), json!(hash));
+    Value::Object(book)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn book_one(token: U256) -> Outcome {
+    let token = engine_token(&token);
+    query(
+        move |e: &Engine| e.book(&token, usize::MAX),
+        |view| {
+            view.map(|v| ok_json(&book_json(&v, v.market.event_seq)))
+                .unwrap_or_else(not_found)
+        },
+    )
+}
+
+fn token_list(body: &[u8]) -> Result<Vec<U256>, String> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|_| "body: expected a JSON array of {\"token_id\": string}".to_string())?;
+    let items = value
+        .as_array()
+        .ok_or("body: expected a JSON array of {\"token_id\": string}")?;
+    if items.len() > TOKENS_PER_REQUEST_MAX {
+        return Err(format!(
+            "body: at most {TOKENS_PER_REQUEST_MAX} tokens per request"
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let text = item
+                .get("token_id")
+                .and_then(Value::as_str)
+                .ok_or(format!("[{i}].token_id: expected a decimal string"))?;
+            U256::from_dec_str(text).map_err(|e| format!("[{i}].token_id: {e}"))
+        })
+        .collect()
+}
+
+fn books(body: &[u8]) -> Outcome {
+    let tokens = match token_list(body) {
+        Ok(t) => t,
+        Err(e) => return bad_request(e),
+    };
+    let tokens: Vec<_> = tokens.iter().map(engine_token).collect();
+    query(
+        move |e: &Engine| {
+            tokens
+                .iter()
+                .filter_map(|t| e.book(t, usize::MAX))
+                .collect::<Vec<_>>()
+        },
+        |views| {
+            ok_json(
+                &views
+                    .iter()
+                    .map(|v| book_json(v, v.market.event_seq))
+                    .collect::<Vec<_>>(),
+            )
+        },
+    )
+}
+
+fn price(q: &QueryString) -> Outcome {
+    let side = match q.get("side").map(|s| s.to_ascii_uppercase()) {
+        Some(s) if s == "BUY" => Side::Buy,
+        Some(s) if s == "SELL" => Side::Sell,
+        _ => return bad_request("side: expected BUY or SELL"),
+    };
+    with_token(q, |token| {
+        let token = engine_token(&token);
+        query(
+            move |e: &Engine| e.token(&token).map(|_| e.best_price(&token, side)),
+            |found| match found {
+                None => not_found(),
+                Some(None) => Response::error(Status::NotFound, "no orders"),
+                Some(Some(p)) => ok_json(&json!({ "price": format_price(p) })),
+            },
+        )
+    })
+}
+
+fn best_both(e: &Engine, token: &ladder_engine::Bytes32) -> Option<(Option<u32>, Option<u32>)> {
+    e.token(token)?;
+    Some((
+        e.best_price(token, Side::Buy),
+        e.best_price(token, Side::Sell),
+    ))
+}
+
+fn midpoint(token: U256) -> Outcome {
+    let token = engine_token(&token);
+    query(
+        move |e: &Engine| best_both(e, &token),
+        |found| match found {
+            None => not_found(),
+            Some((Some(b), Some(a))) => {
+                ok_json(&json!({ "mid": format_price(midpoint_ticks(b, a)) }))
+            }
+            Some(_) => Response::error(Status::NotFound, "no orders"),
+        },
+    )
+}
+
+fn spread(token: U256) -> Outcome {
+    let token = engine_token(&token);
+    query(
+        move |e: &Engine| best_both(e, &token),
+        |found| match found {
+            None => not_found(),
+            Some((Some(b), Some(a))) => {
+                ok_json(&json!({ "spread": format_price(a.saturating_sub(b)) }))
+            }
+            Some(_) => Response::error(Status::NotFound, "no orders"),
+        },
+    )
+}
+
+fn last_trades_prices(body: &[u8]) -> Outcome {
+    let tokens = match token_list(body) {
+        Ok(t) => t,
+        Err(e) => return bad_request(e),
+    };
+    query(
+        move |e: &Engine| {
+            tokens
+                .iter()
+                .filter_map(|t| {
+                    let last = e.last_trade(&engine_token(t))?;
+                    Some(LastTradePrice {
+                        token_id: *t,
+                        price_ticks: last.price_ticks,
+                        side: wire_side(last.side),
+                    })
+                })
+                .collect::<Vec<_>>()
+        },
+        |list| ok_json(&list),
+    )
+}
+
+/// Most points one price-history answer holds.
+pub const HISTORY_POINTS_MAX: usize = 10_000;
+
+fn prices_history(q: &QueryString) -> Outcome {
+    let token = match q.get("market").map(U256::from_dec_str) {
+        None => return bad_request("market: required (a token id)"),
+        Some(Err(e)) => return bad_request(format!("market: {e}")),
+        Some(Ok(t)) => engine_token(&t),
+    };
+    let parsed = (|| -> Result<(u64, u64, u64), String> {
+        let now = now_s();
+        let interval_s = match q.get("interval") {
+            None | Some("max") | Some("all") => None,
+            Some("1m") => Some(60),
+            Some("1h") => Some(3_600),
+            Some("6h") => Some(21_600),
+            Some("1d") => Some(86_400),
+            Some("1w") => Some(604_800),
+            Some(_) => return Err("interval: expected 1m, 1h, 6h, 1d, 1w or max".into()),
+        };
+        let start = q
+            .parsed::<u64>("startTs", "expected Unix seconds")?
+            .unwrap_or(interval_s.map_or(0, |i| now.saturating_sub(i)));
+        let end = q
+            .parsed::<u64>("endTs", "expected Unix seconds")?
+            .unwrap_or(now);
+        let fidelity_min = q
+            .parsed::<u64>("fidelity", "expected minutes")?
+            .unwrap_or(1)
+            .max(1);
+        Ok((start, end, fidelity_min * 60))
+    })();
+    let (start, end, bucket_s) = match parsed {
+        Ok(p) => p,
+        Err(e) => return bad_request(e),
+    };
+    query(
+        move |e: &Engine| {
+            let (_, outcome) = e.token(&token)?;
+            let mut points: Vec<(u64, u32)> = Vec::new();
+            for trade in e.all_trades() {
+                let t = trade.match_time_ns / NANOS_PER_SECOND;
+                if t < start || t > end {
+                    continue;
+                }
+                let price = if trade.taker.outcome == outcome {
+                    trade.taker.price_ticks
+                } else {
+                    10_000 - trade.taker.price_ticks
+                };
+                let bucket = t - t % bucket_s;
+                let full = points.len() >= HISTORY_POINTS_MAX;
+                match points.last_mut() {
+                    Some(last) if last.0 == bucket => last.1 = price,
+                    _ if full => break,
+                    _ => points.push((bucket, price)),
+                }
+            }
+            Some(points)
+        },
+        |points| match points {
+            None => not_found(),
+            Some(points) => {
+                let history: Vec<Value> = points
+                    .iter()
+                    .map(|(t, p)| json!({ "t": t, "p": tick_number(*p) }))
+                    .collect();
+                ok_json(&json!({ "history": history }))
+            }
+        },
+    )
+}
+
+fn claimable_of(q: &QueryString) -> Outcome {
+    let address = match q.get("address").map(Address::parse) {
+        None => return bad_request("address: required"),
+        Some(Err(e)) => return bad_request(format!("address: {e}")),
+        Some(Ok(a)) => a,
+    };
+    let engine_addr = engine_address(&address);
+    query(
+        move |e: &Engine| e.claimable(&engine_addr),
+        move |list| {
+            ok_json(&ClaimableResponse {
+                address,
+                claimable: list.iter().map(claimable).collect(),
+            })
+        },
+    )
+}

@@ -1,0 +1,117 @@
+//! Trades of the caller (SPEC 4.8–4.9, CONTRACT 9): one by id, or a page, newest first.
+
+use ladder_engine::{Engine, TradeFilter};
+use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::responses::Page;
+use ladder_protocol::{Address, B256, U256};
+
+use super::present::trade;
+use super::{bad_request, ok_json, query, App, QueryString};
+use crate::convert::{engine_address, engine_b256, engine_token};
+use crate::handler::Outcome;
+use crate::http::{Method, Request, Response, Status};
+
+/// Routes the trade reads; `None` when the path is not one of them.
+pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
+    let one = path.strip_prefix("/trades/");
+    if method != Method::Get || !(path == "/trades" || path == "/data/trades" || one.is_some()) {
+        return None;
+    }
+    let principal = match app.l2(request) {
+        Ok(p) => p,
+        Err(refused) => return Some(refused),
+    };
+    Some(match one {
+        Some(id) => trade_by_id(principal.address, id),
+        None => trades_page(principal.address, &QueryString::parse(request.query())),
+    })
+}
+
+fn trade_by_id(caller: Address, id: &str) -> Outcome {
+    let id = match id.parse::<B256>() {
+        Ok(id) => engine_b256(&id),
+        Err(e) => return bad_request(format!("id: {e}")),
+    };
+    let me = engine_address(&caller);
+    query(
+        move |e: &Engine| {
+            e.trade(&id)
+                .filter(|t| t.taker.address == me || t.maker.address == me)
+        },
+        move |found| match found {
+            Some(t) => ok_json(&trade(&t, &caller)),
+            None => Response::error(Status::NotFound, "not found"),
+        },
+    )
+}
+
+fn trades_page(caller: Address, q: &QueryString) -> Outcome {
+    let parsed = (|| -> Result<(TradeFilter, usize, u64), String> {
+        let filter = TradeFilter {
+            id: q
+                .get("id")
+                .map(|v| {
+                    v.parse::<B256>()
+                        .map(|b| engine_b256(&b))
+                        .map_err(|e| format!("id: {e}"))
+                })
+                .transpose()?,
+            market: q
+                .get("market")
+                .map(|v| {
+                    v.parse::<B256>()
+                        .map(|b| engine_b256(&b))
+                        .map_err(|e| format!("market: {e}"))
+                })
+                .transpose()?,
+            token_id: q
+                .get("asset_id")
+                .map(|v| {
+                    U256::from_dec_str(v)
+                        .map(|t| engine_token(&t))
+                        .map_err(|e| format!("asset_id: {e}"))
+                })
+                .transpose()?,
+            maker_address: q
+                .get("maker_address")
+                .map(|v| {
+                    Address::parse(v)
+                        .map(|a| engine_address(&a))
+                        .map_err(|e| format!("maker_address: {e}"))
+                })
+                .transpose()?,
+            before_s: q.parsed("before", "expected Unix seconds")?,
+            after_s: q.parsed("after", "expected Unix seconds")?,
+        };
+        let limit = clamp_limit(q.parsed::<u64>("limit", "expected a non-negative integer")?);
+        let offset =
+            match decode_cursor(q.get("next_cursor").unwrap_or("")).map_err(|e| e.to_string())? {
+                Cursor::Offset(o) => o,
+                Cursor::End => u64::MAX,
+            };
+        Ok((filter, limit, offset))
+    })();
+    let (filter, limit, offset) = match parsed {
+        Ok(p) => p,
+        Err(e) => return bad_request(e),
+    };
+    let me = engine_address(&caller);
+    query(
+        move |e: &Engine| e.trades_of(&me, &filter),
+        move |all| {
+            let total = all.len() as u64;
+            let page: Vec<_> = all
+                .iter()
+                .skip(offset.min(total) as usize)
+                .take(limit)
+                .map(|t| trade(t, &caller))
+                .collect();
+            let next = if offset >= total {
+                "LTE=".to_string()
+            } else {
+                next_cursor(offset, page.len(), total)
+            };
+            ok_json(&Page::new(page, next, limit))
+        },
+    )
+}

@@ -1,0 +1,154 @@
+//! L1 (wallet signature over ClobAuth) and L2 (HMAC) authentication (SPEC 5, CONTRACT 3–4).
+//! Both run on gateway threads; neither touches the sequencer except for the smart-account
+//! check of L1, which the caller does as a query.
+
+use ladder_protocol::{clob_auth_digest, Address, AuthDomain, Signature, U256};
+use uuid::Uuid;
+
+use crate::http::Request;
+use crate::keys::KeyTable;
+
+/// Allowed distance between a client's timestamp and server time.
+pub const TIMESTAMP_SKEW_MAX_S: u64 = 30;
+
+/// SPEC 7's text for missing L1 headers.
+pub const L1_REQUIRED: &str = "L1 ClobAuth headers required";
+/// SPEC 7's text for missing L2 credentials.
+pub const L2_REQUIRED: &str = "HMAC L2 credentials required";
+/// SPEC 7's text for an L1 signature by someone else.
+pub const L1_MISMATCH: &str = "L1 auth address does not match request address";
+
+/// Why authentication failed: a 401 with this text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthError(pub String);
+
+impl AuthError {
+    fn new(text: impl Into<String>) -> AuthError {
+        AuthError(text.into())
+    }
+}
+
+/// A request authenticated with L2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct L2Principal {
+    /// The key that signed.
+    pub key_id: Uuid,
+    /// The key's address (the maker).
+    pub address: Address,
+}
+
+/// Checks the L2 headers of `request` against the key table.
+pub fn authenticate_l2(
+    keys: &KeyTable,
+    request: &Request,
+    now_s: u64,
+) -> Result<L2Principal, AuthError> {
+    let api_key = request.header("svc_api_key");
+    let timestamp = request.header("svc_timestamp");
+    let passphrase = request.header("svc_passphrase");
+    let signature = request.header("svc_signature");
+    let (Some(api_key), Some(timestamp), Some(passphrase), Some(signature)) =
+        (api_key, timestamp, passphrase, signature)
+    else {
+        return Err(AuthError::new(L2_REQUIRED));
+    };
+    check_timestamp(timestamp, now_s, "L2")?;
+    let key_id = Uuid::parse_str(api_key)
+        .map_err(|_| AuthError::new("invalid L2 credentials: SVC_API_KEY is not a UUID"))?;
+    let entry = keys
+        .get(&key_id)
+        .ok_or_else(|| AuthError::new("invalid L2 credentials: unknown or deleted API key"))?;
+    if !ladder_protocol::constant_time_eq(passphrase.as_bytes(), entry.passphrase.as_bytes()) {
+        return Err(AuthError::new("invalid L2 credentials: wrong passphrase"));
+    }
+    let method = request.method.as_str();
+    if !entry
+        .secret
+        .verify(timestamp, method, &request.target, &request.body, signature)
+    {
+        return Err(AuthError::new(
+            "invalid L2 signature: HMAC does not match timestamp + method + path + body",
+        ));
+    }
+    if let Some(claimed) = request.header("svc_address") {
+        match Address::parse(claimed) {
+            Ok(address) if address == entry.address => {}
+            _ => {
+                return Err(AuthError::new(
+                    "SVC_ADDRESS does not match the API key's address",
+                ))
+            }
+        }
+    }
+    Ok(L2Principal {
+        key_id,
+        address: entry.address,
+    })
+}
+
+/// An L1 claim whose signature checked out: `signer` signed a ClobAuth for `address`.
+/// When they differ, `address` must be a smart account that `signer` controls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct L1Claim {
+    /// The address asking (EOA or smart account).
+    pub address: Address,
+    /// Who signed.
+    pub signer: Address,
+    /// The ClobAuth nonce (default 0).
+    pub nonce: u64,
+}
+
+impl L1Claim {
+    /// Whether the signer is the address itself (an EOA).
+    pub fn is_direct(&self) -> bool {
+        self.address == self.signer
+    }
+}
+
+/// Checks the L1 headers of `request`; the smart-account check is left to the caller.
+pub fn authenticate_l1(
+    request: &Request,
+    now_s: u64,
+    domain: &AuthDomain,
+) -> Result<L1Claim, AuthError> {
+    let address = request.header("svc_address");
+    let signature = request.header("svc_signature");
+    let timestamp = request.header("svc_timestamp");
+    let (Some(address), Some(signature), Some(timestamp)) = (address, signature, timestamp) else {
+        return Err(AuthError::new(L1_REQUIRED));
+    };
+    let address =
+        Address::parse(address).map_err(|e| AuthError::new(format!("invalid SVC_ADDRESS: {e}")))?;
+    check_timestamp(timestamp, now_s, "L1")?;
+    let nonce = match request.header("svc_nonce") {
+        None | Some("") => 0,
+        Some(text) => text
+            .parse::<u64>()
+            .map_err(|_| AuthError::new("invalid SVC_NONCE: expected a non-negative integer"))?,
+    };
+    let signature = Signature::from_hex(signature)
+        .map_err(|e| AuthError::new(format!("invalid SVC_SIGNATURE: {e}")))?;
+    let digest = clob_auth_digest(&address, timestamp, U256::from_u64(nonce), domain);
+    let signer = signature
+        .recover_address(&digest)
+        .map_err(|e| AuthError::new(format!("invalid SVC_SIGNATURE: {e}")))?;
+    Ok(L1Claim {
+        address,
+        signer,
+        nonce,
+    })
+}
+
+fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError> {
+    let ts: u64 = text.parse().map_err(|_| {
+        AuthError::new(format!(
+            "invalid {layer} SVC_TIMESTAMP: expected Unix seconds"
+        ))
+    })?;
+    if ts.abs_diff(now_s) > TIMESTAMP_SKEW_MAX_S {
+        return Err(AuthError::new(format!(
+            "{layer} SVC_TIMESTAMP {ts} is more than {TIMESTAMP_SKEW_MAX_S} s from server time {now_s}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! API credentials (CONTRACT 4, 5): a key id is a random UUIDv4 journaled with its address
+//! and L1 nonce; the secret and passphrase are derived from a server master key that never
+//! enters the journal, so nothing in the journal lets a reader recompute them.
+//!
+//! The key table is the gateway threads' read-side copy of the engine's key records, updated
+//! by the thread that created or deleted a key before it answers, so a deleted key fails L2
+//! at once on every thread.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use ladder_protocol::{Address, L2Secret};
+use parking_lot::RwLock;
+use sha2::Sha256;
+use uuid::Uuid;
+
+/// File holding the master key inside the data directory.
+pub const MASTER_KEY_FILE: &str = "master.key";
+
+/// The server's secret from which API secrets and passphrases derive.
+#[derive(Clone)]
+pub struct MasterKey([u8; 32]);
+
+/// Credentials as returned once to the client (SPEC 2.10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// The key id.
+    pub api_key: Uuid,
+    /// Base64 (URL-safe, padded) of the 32-byte secret.
+    pub secret: String,
+    /// The passphrase.
+    pub passphrase: String,
+}
+
+impl MasterKey {
+    /// Reads `<data_dir>/master.key`, creating it with 32 random bytes (mode 0600) if absent.
+    pub fn load_or_create(data_dir: &Path) -> std::io::Result<MasterKey> {
+        let path = data_dir.join(MASTER_KEY_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let key: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+                    std::io::Error::other(format!("{} must hold exactly 32 bytes", path.display()))
+                })?;
+                Ok(MasterKey(key))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key: [u8; 32] = rand::random();
+                std::fs::create_dir_all(data_dir)?;
+                let tmp = path.with_extension("tmp");
+                let mut file = open_private(&tmp)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                std::fs::rename(&tmp, &path)?;
+                Ok(MasterKey(key))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A master key from bytes (tests).
+    pub fn from_bytes(bytes: [u8; 32]) -> MasterKey {
+        MasterKey(bytes)
+    }
+
+    fn derive(&self, label: &str, key_id: &Uuid, address: &Address) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(label.as_bytes());
+        mac.update(key_id.as_bytes());
+        mac.update(address.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The credentials of key `key_id` belonging to `address`.
+    pub fn credentials(&self, key_id: Uuid, address: &Address) -> Credentials {
+        let secret = self.derive("ladder:api-secret:v1", &key_id, address);
+        let passphrase = self.derive("ladder:api-passphrase:v1", &key_id, address);
+        Credentials {
+            api_key: key_id,
+            secret: base64::engine::general_purpose::URL_SAFE.encode(secret),
+            passphrase: hex::encode(passphrase),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::create(path)
+}
+
+/// What L2 needs to check a request signed with a key.
+#[derive(Clone, Debug)]
+pub struct KeyEntry {
+    /// The key's address.
+    pub address: Address,
+    /// The HMAC key, ready to use.
+    pub secret: L2Secret,
+    /// The passphrase.
+    pub passphrase: String,
+}
+
+/// The gateway's table of live API keys.
+pub struct KeyTable {
+    master: MasterKey,
+    keys: RwLock<HashMap<Uuid, KeyEntry>>,
+}
+
+impl KeyTable {
+    /// An empty table.
+    pub fn new(master: MasterKey) -> KeyTable {
+        KeyTable {
+            master,
+            keys: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The master key.
+    pub fn master(&self) -> &MasterKey {
+        &self.master
+    }
+
+    /// Adds a key (after the engine recorded it).
+    pub fn insert(&self, key_id: Uuid, address: Address) -> Credentials {
+        let credentials = self.master.credentials(key_id, &address);
+        let secret = L2Secret::from_base64(&credentials.secret)
+            .unwrap_or_else(|_| unreachable!("derived secrets are valid base64"));
+        self.keys.write().insert(
+            key_id,
+            KeyEntry {
+                address,
+                secret,
+                passphrase: credentials.passphrase.clone(),
+            },
+        );
+        credentials
+    }
+
+    /// Removes a key (after the engine deleted it).
+    pub fn remove(&self, key_id: &Uuid) {
+        self.keys.write().remove(key_id);
+    }
+
+    /// The entry of a live key.
+    pub fn get(&self, key_id: &Uuid) -> Option<KeyEntry> {
+        self.keys.read().get(key_id).cloned()
+    }
+
+    /// Number of live keys.
+    pub fn len(&self) -> usize {
+        self.keys.read().len()
+    }
+
+    /// Whether no key is live.
+    pub fn is_empty(&self) -> bool {
+        self.keys.read().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_deterministic_per_key_and_differ_between_keys() {
+        let master = MasterKey::from_bytes([7; 32]);
+        let address = Address([1; 20]);
+        let a = master.credentials(Uuid::from_bytes([1; 16]), &address);
+        assert_eq!(a, master.credentials(Uuid::from_bytes([1; 16]), &address));
+        let b = master.credentials(Uuid::from_bytes([2; 16]), &address);
+        assert_ne!(a.secret, b.secret);
+        assert_ne!(a.passphrase, b.passphrase);
+        assert_eq!(a.passphrase.len(), 64);
+        let other_master = MasterKey::from_bytes([8; 32]);
+        assert_ne!(
+            other_master
+                .credentials(Uuid::from_bytes([1; 16]), &address)
+                .secret,
+            a.secret
+        );
+    }
+
+    #[test]
+    fn the_master_key_is_created_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = MasterKey::load_or_create(dir.path()).unwrap();
+        let again = MasterKey::load_or_create(dir.path()).unwrap();
+        assert_eq!(first.0, again.0);
+    }
+}

@@ -1,0 +1,189 @@
+//! `GET /metrics` in Prometheus text format: requests by route and status, latency
+//! histograms, ring depths, sequencer batches, connections.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ladder_sequencer::{SequencerStats, Submitter};
+use parking_lot::Mutex;
+
+use crate::server::ServerShared;
+
+/// Upper bounds of the latency buckets, in seconds.
+const LATENCY_BUCKETS_S: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
+];
+
+#[derive(Default)]
+struct Series {
+    by_status: BTreeMap<u16, u64>,
+    buckets: [u64; LATENCY_BUCKETS_S.len()],
+    count: u64,
+    sum_s: f64,
+}
+
+/// What `/metrics` reports.
+#[derive(Default)]
+pub struct Metrics {
+    routes: Mutex<BTreeMap<&'static str, Series>>,
+    sequencer: Mutex<Option<Arc<SequencerStats>>>,
+    server: Mutex<Option<Arc<ServerShared>>>,
+    rings: Mutex<Vec<Submitter>>,
+    /// Open WebSocket connections.
+    pub ws_connections: std::sync::atomic::AtomicI64,
+}
+
+/// A bounded label for a request path.
+pub fn route_label(path: &str) -> &'static str {
+    const ROUTES: &[&str] = &[
+        "/time",
+        "/markets",
+        "/sampling-markets",
+        "/book",
+        "/books",
+        "/price",
+        "/prices",
+        "/midpoint",
+        "/spread",
+        "/tick-size",
+        "/neg-risk",
+        "/fee-rate",
+        "/prices-history",
+        "/last-trades-prices",
+        "/claimable",
+        "/auth/api-key",
+        "/auth/derive-api-key",
+        "/auth/api-keys",
+        "/order",
+        "/orders",
+        "/cancel-market-orders",
+        "/cancel-all",
+        "/trades",
+        "/data/trades",
+        "/balance-allowance",
+        "/metrics",
+        "/ws/user",
+        "/ws/market",
+    ];
+    let path = path.trim_end_matches('/');
+    if let Some(known) = ROUTES.iter().find(|r| **r == path) {
+        return known;
+    }
+    if path.starts_with("/markets/") {
+        "/markets/{condition_id}"
+    } else if path.starts_with("/trades/") {
+        "/trades/{id}"
+    } else if path.starts_with("/admin") {
+        "/admin"
+    } else {
+        "other"
+    }
+}
+
+impl Metrics {
+    /// Connects the sources read at render time.
+    pub fn attach(
+        &self,
+        sequencer: Arc<SequencerStats>,
+        server: Arc<ServerShared>,
+        rings: Vec<Submitter>,
+    ) {
+        *self.sequencer.lock() = Some(sequencer);
+        *self.server.lock() = Some(server);
+        *self.rings.lock() = rings;
+    }
+
+    /// Records one answered request.
+    pub fn observe(&self, path: &str, status: u16, started: Instant) {
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let mut routes = self.routes.lock();
+        let series = routes.entry(route_label(path)).or_default();
+        *series.by_status.entry(status).or_default() += 1;
+        series.count += 1;
+        series.sum_s += elapsed_s;
+        if let Some(i) = LATENCY_BUCKETS_S.iter().position(|b| elapsed_s <= *b) {
+            series.buckets[i] += 1;
+        }
+    }
+
+    /// The Prometheus text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# TYPE ladder_http_requests_total counter\n");
+        let routes = self.routes.lock();
+        for (route, series) in routes.iter() {
+            for (status, n) in &series.by_status {
+                let _ = writeln!(
+                    out,
+                    "ladder_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# TYPE ladder_http_request_duration_seconds histogram\n");
+        for (route, series) in routes.iter() {
+            let mut cumulative = 0;
+            for (bound, n) in LATENCY_BUCKETS_S.iter().zip(series.buckets) {
+                cumulative += n;
+                let _ = writeln!(out, "ladder_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {cumulative}");
+            }
+            let _ = writeln!(
+                out,
+                "ladder_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                series.count
+            );
+            let _ = writeln!(
+                out,
+                "ladder_http_request_duration_seconds_sum{{route=\"{route}\"}} {}",
+                series.sum_s
+            );
+            let _ = writeln!(
+                out,
+                "ladder_http_request_duration_seconds_count{{route=\"{route}\"}} {}",
+                series.count
+            );
+        }
+        drop(routes);
+        if let Some(stats) = self.sequencer.lock().as_ref() {
+            let commands = stats.commands.load(Ordering::Relaxed);
+            let batches = stats.batches.load(Ordering::Relaxed);
+            let _ = writeln!(out, "# TYPE ladder_sequencer_commands_total counter\nladder_sequencer_commands_total {commands}");
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_sequencer_queries_total counter\nladder_sequencer_queries_total {}",
+                stats.queries.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(out, "# TYPE ladder_journal_batches_total counter\nladder_journal_batches_total {batches}");
+            let avg = if batches > 0 {
+                commands as f64 / batches as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(out, "# TYPE ladder_journal_batch_commands_avg gauge\nladder_journal_batch_commands_avg {avg}");
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_last_seq gauge\nladder_last_seq {}",
+                stats.last_seq.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# TYPE ladder_ring_depth gauge\n");
+        for (i, ring) in self.rings.lock().iter().enumerate() {
+            let _ = writeln!(out, "ladder_ring_depth{{ring=\"{i}\"}} {}", ring.depth());
+        }
+        if let Some(server) = self.server.lock().as_ref() {
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_http_connections gauge\nladder_http_connections {}",
+                server.connections.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE ladder_ws_connections gauge\nladder_ws_connections {}",
+            self.ws_connections.load(Ordering::Relaxed)
+        );
+        out
+    }
+}

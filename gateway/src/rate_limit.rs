@@ -1,0 +1,117 @@
+//! Token buckets per API key and per client IP (CONTRACT 17–18): N tokens, refilled at N/10
+//! per second; a request that finds no token is refused with `Retry-After` and spends
+//! nothing. Buckets live in sharded maps shared by the gateway threads, bounded in size.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+const SHARDS: usize = 16;
+/// Most buckets kept per shard; past it, full (idle) buckets are dropped.
+pub const BUCKETS_PER_SHARD_MAX: usize = 16_384;
+/// The window the limit is stated over (CONTRACT 17: requests per 10 s).
+pub const WINDOW_S: f64 = 10.0;
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+}
+
+/// A set of token buckets keyed by `K`.
+pub struct RateLimiter<K> {
+    capacity: f64,
+    refill_per_s: f64,
+    shards: Vec<Mutex<HashMap<K, Bucket>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl<K: Hash + Eq + Clone> RateLimiter<K> {
+    /// `per_window` requests per 10 s for each key; `0` turns the limit off.
+    pub fn new(per_window: u32) -> RateLimiter<K> {
+        RateLimiter {
+            capacity: f64::from(per_window),
+            refill_per_s: f64::from(per_window) / WINDOW_S,
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+
+    /// Whether the limit is on.
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0.0
+    }
+
+    /// Takes a token for `key` at `now`, or says in how many whole seconds one will be there.
+    pub fn take(&self, key: &K, now: Instant) -> Result<(), u64> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let shard = &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS];
+        let mut map = shard.lock();
+        if map.len() >= BUCKETS_PER_SHARD_MAX && !map.contains_key(key) {
+            let (capacity, refill) = (self.capacity, self.refill_per_s);
+            map.retain(|_, b| refilled(b, now, capacity, refill) < capacity);
+        }
+        let bucket = map.entry(key.clone()).or_insert(Bucket {
+            tokens: self.capacity,
+            updated: now,
+        });
+        bucket.tokens = refilled(bucket, now, self.capacity, self.refill_per_s);
+        bucket.updated = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait_s = (1.0 - bucket.tokens) / self.refill_per_s;
+            Err(wait_s.ceil().max(1.0) as u64)
+        }
+    }
+}
+
+fn refilled(bucket: &Bucket, now: Instant, capacity: f64, refill_per_s: f64) -> f64 {
+    let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
+    (bucket.tokens + elapsed * refill_per_s).min(capacity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_bucket_allows_n_then_refuses_then_refills() {
+        let limiter = RateLimiter::new(10);
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            assert_eq!(limiter.take(&"k", t0), Ok(()));
+        }
+        assert_eq!(limiter.take(&"k", t0), Err(1));
+        assert_eq!(limiter.take(&"other", t0), Ok(()), "buckets are per key");
+        assert_eq!(
+            limiter.take(&"k", t0 + Duration::from_millis(1_000)),
+            Ok(()),
+            "1 token per second"
+        );
+        assert!(limiter
+            .take(&"k", t0 + Duration::from_millis(1_000))
+            .is_err());
+    }
+
+    #[test]
+    fn a_refused_request_spends_nothing_and_zero_means_off() {
+        let limiter = RateLimiter::new(1);
+        let t0 = Instant::now();
+        assert_eq!(limiter.take(&1, t0), Ok(()));
+        for _ in 0..5 {
+            assert_eq!(limiter.take(&1, t0), Err(10));
+        }
+        assert_eq!(limiter.take(&1, t0 + Duration::from_secs(10)), Ok(()));
+        let off = RateLimiter::new(0);
+        for _ in 0..100 {
+            assert_eq!(off.take(&1, t0), Ok(()));
+        }
+    }
+}

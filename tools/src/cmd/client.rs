@@ -1,0 +1,223 @@
+//! `ladder client ...`: a command-line trader for the README walk-through and for poking a
+//! running service: create or derive an API key, place, list and cancel orders, read
+//! trades and balances. Credentials are kept in a JSON file between calls.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use ladder_client::{OrderSpec, Trader, Wallet};
+use ladder_protocol::wire::responses::ApiCredentials;
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::{parse_price_ticks, Address, Side, B256, U256};
+
+use super::demo;
+
+/// `ladder client` flags.
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The service's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", global = true)]
+    pub url: String,
+    /// Use demo trader 0 or 1 (keys printed by `serve --demo`).
+    #[arg(long, global = true)]
+    pub trader: Option<usize>,
+    /// Private key of the signing EOA (instead of --trader).
+    #[arg(
+        long,
+        env = "LADDER_PRIVATE_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub private_key: Option<String>,
+    /// The trading account (a smart account the key controls); default the key's address.
+    #[arg(long, global = true)]
+    pub account: Option<String>,
+    /// Where API credentials are kept between calls.
+    #[arg(long, global = true)]
+    pub credentials: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: ClientAction,
+}
+
+/// What to do.
+#[derive(Subcommand, Debug)]
+pub enum ClientAction {
+    /// POST /auth/api-key (L1) and keep the credentials.
+    CreateKey {
+        /// The ClobAuth nonce.
+        #[arg(long, default_value_t = 0)]
+        nonce: u64,
+    },
+    /// GET /auth/derive-api-key (L1) and keep the credentials.
+    DeriveKey {
+        /// The ClobAuth nonce.
+        #[arg(long, default_value_t = 0)]
+        nonce: u64,
+    },
+    /// POST /order: a signed order.
+    Order {
+        /// `yes`, `no` (the demo market's tokens) or a token id.
+        #[arg(long)]
+        token: String,
+        /// buy or sell.
+        #[arg(long)]
+        side: String,
+        /// Price, e.g. 0.55.
+        #[arg(long)]
+        price: String,
+        /// Whole shares.
+        #[arg(long)]
+        size: u64,
+        /// GTC, GTD, FOK or FAK.
+        #[arg(long = "type", default_value = "GTC")]
+        order_type: String,
+        /// Unix seconds (GTD).
+        #[arg(long, default_value_t = 0)]
+        expiration: u64,
+        /// Rest only, never take.
+        #[arg(long)]
+        post_only: bool,
+    },
+    /// GET /orders: the caller's open orders.
+    Orders,
+    /// DELETE /order: cancel one order (signed CancelOrder).
+    Cancel {
+        /// The order id.
+        #[arg(long)]
+        id: u64,
+        /// The market's condition id (default the demo market).
+        #[arg(long, default_value = demo::CONDITION_ID)]
+        market: String,
+    },
+    /// DELETE /cancel-all.
+    CancelAll,
+    /// GET /trades.
+    Trades,
+    /// GET /balance-allowance for collateral (or a token with --token).
+    Balance {
+        /// `yes`, `no` or a token id; collateral when absent.
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Any L2-authenticated request: METHOD PATH [BODY].
+    Raw {
+        /// GET, POST, DELETE.
+        method: String,
+        /// Path with query.
+        path: String,
+        /// JSON body.
+        body: Option<String>,
+    },
+}
+
+fn token_id(text: &str) -> Result<U256, String> {
+    let id = match text.to_ascii_lowercase().as_str() {
+        "yes" => demo::YES_TOKEN,
+        "no" => demo::NO_TOKEN,
+        _ => text,
+    };
+    U256::from_dec_str(id).map_err(|e| format!("--token: {e}"))
+}
+
+fn trader(args: &ClientArgs) -> Result<(Trader, PathBuf), String> {
+    let (key, default_account) = match (&args.private_key, args.trader) {
+        (Some(key), _) => (key.clone(), None),
+        (None, Some(i)) => {
+            let t = demo::TRADERS.get(i).ok_or("--trader: 0 or 1")?;
+            (t.private_key.to_string(), Some(t.account.to_string()))
+        }
+        (None, None) => return Err("give --trader 0|1 (demo) or --private-key".into()),
+    };
+    let wallet = Wallet::from_hex(&key).map_err(|e| format!("private key: {e}"))?;
+    let account = match args.account.clone().or(default_account) {
+        Some(a) => Address::parse(&a).map_err(|e| format!("--account: {e}"))?,
+        None => wallet.address(),
+    };
+    let path = args.credentials.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "ladder-credentials-{}.json",
+            account.to_lowercase_hex()
+        ))
+    });
+    let mut trader = Trader::new(&args.url, wallet, account)?;
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        trader.credentials = serde_json::from_str::<ApiCredentials>(&text).ok();
+    }
+    Ok((trader, path))
+}
+
+/// Runs a client action and prints the answer.
+pub fn run(args: ClientArgs) -> Result<(), String> {
+    let (mut trader, path) = trader(&args)?;
+    let response = match &args.action {
+        ClientAction::CreateKey { nonce } => trader.create_api_key(*nonce)?,
+        ClientAction::DeriveKey { nonce } => trader.derive_api_key(*nonce)?,
+        ClientAction::Order {
+            token,
+            side,
+            price,
+            size,
+            order_type,
+            expiration,
+            post_only,
+        } => {
+            let side = match side.to_ascii_lowercase().as_str() {
+                "buy" => Side::Buy,
+                "sell" => Side::Sell,
+                _ => return Err("--side: buy or sell".into()),
+            };
+            let order_type: OrderType = order_type
+                .to_ascii_uppercase()
+                .parse()
+                .map_err(|_| "--type: GTC, GTD, FOK or FAK")?;
+            let price_ticks = parse_price_ticks(price).map_err(|e| format!("--price: {e}"))?;
+            let spec = OrderSpec {
+                order_type,
+                post_only: *post_only,
+                expiration_s: *expiration,
+                ..OrderSpec::gtc(token_id(token)?, side, price_ticks, *size)
+            };
+            let body = trader.order_body(&spec)?;
+            trader.send("POST", "/order", Some(&body))?
+        }
+        ClientAction::Orders => trader.send("GET", "/orders", None)?,
+        ClientAction::Cancel { id, market } => {
+            let market: B256 = market.parse().map_err(|e| format!("--market: {e}"))?;
+            trader.cancel(*id, market)?
+        }
+        ClientAction::CancelAll => trader.send("DELETE", "/cancel-all", None)?,
+        ClientAction::Trades => trader.send("GET", "/trades", None)?,
+        ClientAction::Balance { token } => {
+            let path = match token {
+                None => "/balance-allowance?asset_type=COLLATERAL".to_string(),
+                Some(t) => format!(
+                    "/balance-allowance?asset_type=CONDITIONAL&token_id={}",
+                    token_id(t)?
+                ),
+            };
+            trader.send("GET", &path, None)?
+        }
+        ClientAction::Raw { method, path, body } => {
+            trader.send(&method.to_ascii_uppercase(), path, body.as_deref())?
+        }
+    };
+    if matches!(
+        args.action,
+        ClientAction::CreateKey { .. } | ClientAction::DeriveKey { .. }
+    ) && response.status == 200
+    {
+        std::fs::write(&path, &response.body).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("credentials saved to {}", path.display());
+    }
+    let json = response.json();
+    let shown = if json.is_null() {
+        response.body.clone()
+    } else {
+        serde_json::to_string_pretty(&json).unwrap_or_default()
+    };
+    println!("{shown}");
+    if response.status != 200 {
+        return Err(format!("HTTP {}", response.status));
+    }
+    Ok(())
+}
