@@ -64,9 +64,10 @@ impl HttpClient {
         headers: &[(String, String)],
         body: Option<&str>,
     ) -> Result<HttpResponse, String> {
+        let reused = self.stream.is_some();
         match self.try_request(method, path, headers, body) {
             Ok(response) => Ok(response),
-            Err(_) if self.stream.is_some() => {
+            Err(_) if reused => {
                 // The server may have closed an idle keep-alive connection: retry once.
                 self.stream = None;
                 self.try_request(method, path, headers, body)

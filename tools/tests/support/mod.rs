@@ -1,0 +1,196 @@
+//! End-to-end harness: runs the real `ladder serve` binary on a free loopback port with
+//! its own data directory, and gives traders (the demo accounts) that talk to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ladder_client::{HttpClient, Trader, Wallet};
+use ladder_protocol::{Address, B256, U256};
+
+/// The demo market.
+pub const CONDITION_ID: &str = "0x3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b";
+/// Its Yes token.
+pub const YES: &str =
+    "52114319501245915516055106046884209969926127482827954674443846427813813222426";
+/// Its No token.
+pub const NO: &str =
+    "71321045679252212594626385532706912750332728571942532289631379312455583992563";
+/// Demo keys and accounts (public development keys from shared/vectors/signing.json).
+pub const KEYS: [(&str, &str); 2] = [
+    (
+        "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+        "0x5a11c0C0a000000000000000000000000000A001",
+    ),
+    (
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+        "0x5A11C0C0a000000000000000000000000000a002",
+    ),
+];
+/// The admin token the harness starts the service with.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+
+/// A running service.
+pub struct Service {
+    child: Option<Child>,
+    /// Its base URL.
+    pub url: String,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+    extra_args: Vec<String>,
+}
+
+impl Service {
+    /// A fresh service with `--demo` and `extra_args`.
+    pub fn start(extra_args: &[&str]) -> Service {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data_dir = dir.path().join("data");
+        let mut service = Service {
+            child: None,
+            url: String::new(),
+            data_dir,
+            _dir: Some(dir),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        service.launch(None);
+        service
+    }
+
+    fn launch(&mut self, port: Option<u16>) {
+        let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args(["serve", "--demo", "--data-dir"])
+            .arg(&self.data_dir)
+            .args([
+                "--listen",
+                &listen,
+                "--admin-token",
+                ADMIN_TOKEN,
+                "--log",
+                "warn",
+            ])
+            .args(&self.extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ladder serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("ladder serve exited before listening")
+                .expect("read stdout");
+            if let Some(url) = line.strip_prefix("ladder: listening on ") {
+                break url.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        self.child = Some(child);
+        self.url = url;
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut http) = HttpClient::new(&self.url) {
+                if let Ok(r) = http.request("GET", "/time", &[], None) {
+                    if r.status == 200 {
+                        return;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "service did not become ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port")
+    }
+
+    /// SIGKILL, then start again on the same data directory and port.
+    pub fn kill_and_restart(&mut self) {
+        let port = self.port();
+        self.kill();
+        self.launch(Some(port));
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A plain HTTP client.
+    pub fn http(&self) -> HttpClient {
+        HttpClient::new(&self.url).expect("client")
+    }
+
+    /// Demo trader `i` (0 or 1) with fresh API credentials.
+    pub fn trader(&self, i: usize) -> Trader {
+        let (key, account) = KEYS[i];
+        let mut t = Trader::new(
+            &self.url,
+            Wallet::from_hex(key).expect("key"),
+            Address::parse(account).expect("address"),
+        )
+        .expect("trader");
+        let r = t.create_api_key(0).expect("create key");
+        if r.status != 200 {
+            let r = t.derive_api_key(0).expect("derive key");
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        t
+    }
+
+    /// An admin request.
+    pub fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> ladder_client::HttpResponse {
+        let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+        self.http()
+            .request(method, path, &headers, body)
+            .expect("admin request")
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The Yes token.
+pub fn yes() -> U256 {
+    U256::from_dec_str(YES).expect("token")
+}
+
+/// The No token.
+pub fn no() -> U256 {
+    U256::from_dec_str(NO).expect("token")
+}
+
+/// The demo market.
+pub fn market() -> B256 {
+    CONDITION_ID.parse().expect("market")
+}
