@@ -55,7 +55,7 @@ fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
         engine: Engine::new(EngineLimits::default()),
         journal,
         sinks,
-        events: None,
+        events: Vec::new(),
     };
     let (handle, submitters) =
         ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();

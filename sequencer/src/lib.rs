@@ -15,10 +15,10 @@ mod submission;
 pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
 pub use recovery::{recover_engine, Recovered};
 pub use sequencer::{
-    rings, start, start_with, Published, Rings, SequencerConfig, SequencerHandle, SequencerParts,
-    SequencerStats,
+    rings, start, start_with, Published, PublishedBatch, Rings, SequencerConfig, SequencerHandle,
+    SequencerParts, SequencerStats,
 };
 pub use submission::{
-    ChannelSink, Completion, CompletionSink, Query, QueryOutput, Submission, SubmitError,
-    Submitter, Ticket, Work,
+    ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput, Submission,
+    SubmitError, Submitter, Ticket, Work,
 };

@@ -50,6 +50,9 @@ pub struct Published {
     pub events: Vec<Event>,
 }
 
+/// The events of one durable batch, shared by every consumer.
+pub type PublishedBatch = Arc<Vec<Published>>;
+
 /// Counters the metrics endpoint reads.
 #[derive(Debug, Default)]
 pub struct SequencerStats {
@@ -87,8 +90,8 @@ pub struct SequencerParts {
     pub journal: Journal,
     /// One sink per ticket `sink` index.
     pub sinks: Vec<Box<dyn CompletionSink>>,
-    /// Where events go after each batch, if anywhere.
-    pub events: Option<Sender<Vec<Published>>>,
+    /// Where each batch's events go once it is durable: every consumer gets the same batch.
+    pub events: Vec<Sender<PublishedBatch>>,
 }
 
 /// The sequencer's ends of the producers' rings, made before it starts so that producers
@@ -160,7 +163,7 @@ struct Writer {
     engine: Engine,
     journal: Journal,
     sinks: Vec<Box<dyn CompletionSink>>,
-    events: Option<Sender<Vec<Published>>>,
+    events: Vec<Sender<PublishedBatch>>,
     rings: Vec<Receiver<Submission>>,
     stop: Arc<AtomicBool>,
     stats: Arc<SequencerStats>,
@@ -286,8 +289,11 @@ impl Writer {
                 sink.deliver(completions);
             }
         }
-        if let (Some(events), false) = (&self.events, published.is_empty()) {
-            let _ = events.send(published);
+        if !published.is_empty() {
+            let batch: PublishedBatch = Arc::new(published);
+            for consumer in &self.events {
+                let _ = consumer.send(batch.clone());
+            }
         }
     }
 
@@ -309,7 +315,7 @@ impl Writer {
         }
         let reply = self.engine.apply(seq, now_ns, command);
         let events = self.engine.events();
-        if !events.is_empty() && self.events.is_some() {
+        if !events.is_empty() && !self.events.is_empty() {
             published.push(Published {
                 seq,
                 timestamp_ns: now_ns,

@@ -141,3 +141,10 @@ impl CompletionSink for ChannelSink {
         }
     }
 }
+
+/// A sink that drops completions (producers that do not wait for answers).
+pub struct DiscardSink;
+
+impl CompletionSink for DiscardSink {
+    fn deliver(&mut self, _completions: Vec<Completion>) {}
+}

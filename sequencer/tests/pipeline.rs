@@ -32,7 +32,7 @@ fn start_on(dir: &std::path::Path) -> (SequencerHandle, Submitter, Receiver<Comp
         engine,
         journal,
         sinks: vec![Box::new(ChannelSink(tx))],
-        events: None,
+        events: Vec::new(),
     };
     let config = SequencerConfig {
         durability: Durability::Sync,

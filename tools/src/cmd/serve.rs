@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 use ladder_engine::{Engine, EngineLimits};
 use ladder_gateway::app::{App, AppConfig, ServiceState};
 use ladder_gateway::keys::{KeyTable, MasterKey};
@@ -19,9 +19,11 @@ use ladder_gateway::{prepare, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::{
-    recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, QueryOutput,
-    SequencerConfig, SequencerHandle, SequencerParts, Submission, Submitter, Ticket, Work,
+    recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, DiscardSink,
+    QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission, Submitter, Ticket,
+    Work,
 };
+use ladder_settlement::BuiltIn;
 use uuid::Uuid;
 
 use super::demo;
@@ -29,6 +31,8 @@ use super::ServeArgs;
 
 /// How often a snapshot is taken when commands have been applied since the last one.
 pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
+/// Event batches queued for a consumer (settlement, feeds) before the sequencer waits.
+pub const EVENT_BATCHES_QUEUED_MAX: usize = 65_536;
 /// Snapshots kept on disk.
 pub const SNAPSHOTS_KEPT: usize = 3;
 
@@ -81,7 +85,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         durability,
         ..SequencerConfig::default()
     };
-    let (mut submitters, rings) = rings(threads + 1, seq_config.ring_capacity);
+    let (mut submitters, rings) = rings(threads + 2, seq_config.ring_capacity);
+    let settlement_ring = submitters.pop().ok_or("no settlement ring")?;
     let internal = submitters.pop().ok_or("no internal ring")?;
     let server = Arc::new(ServerShared::default());
     let gateway_threads = spawn(
@@ -120,6 +125,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         "recovered"
     );
     let fresh = engine.market_count() == 0 && journal.last_seq() == 0;
+    let pending_settlements = ladder_settlement::pending_batches(&engine);
 
     let (internal_tx, internal_rx) = unbounded();
     let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
@@ -127,18 +133,33 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         .map(|s| Box::new(s) as Box<dyn CompletionSink>)
         .collect();
     sinks.push(Box::new(ChannelSink(internal_tx)));
+    sinks.push(Box::new(DiscardSink));
     let internal_sink = threads as u16;
+    let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
+    let events = vec![settlement_tx];
     let handle = start_with(
         seq_config,
         SequencerParts {
             engine,
             journal,
             sinks,
-            events: None,
+            events,
         },
         rings,
     )
     .map_err(|e| format!("sequencer: {e}"))?;
+    let backend = Box::new(BuiltIn::new(
+        args.settlement_delay_ms,
+        args.settlement_fail_percent,
+    ));
+    let settlement = ladder_settlement::start(
+        backend,
+        settlement_rx,
+        settlement_ring,
+        internal_sink + 1,
+        pending_settlements,
+    )
+    .map_err(|e| format!("settlement thread: {e}"))?;
     metrics.attach(handle.stats.clone(), server.clone(), submitters);
 
     let mut internal = Internal {
@@ -178,6 +199,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         }
     }
     shutdown(server, gateway_threads, handle, &data_dir);
+    settlement.join();
     Ok(())
 }
 

@@ -1,0 +1,115 @@
+//! Built-in settlement end to end: a trade moves MATCHED → MINED → CONFIRMED one delay apart,
+//! a failing batch goes through RETRYING to FAILED and its ledger movement is undone, and
+//! timers re-arm from the journal after a restart.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ladder_client::Trader;
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::Side;
+use serde_json::json;
+use support::*;
+
+fn trade_status(trader: &mut Trader, id: &str) -> String {
+    let r = trader.send("GET", &format!("/trades/{id}"), None).unwrap();
+    r.json()["status"].as_str().unwrap_or("").to_string()
+}
+
+fn wait_for(trader: &mut Trader, id: &str, want: &str, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        let status = trade_status(trader, id);
+        if seen.last() != Some(&status) {
+            seen.push(status.clone());
+        }
+        if status == want {
+            return seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} never became {want}: saw {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn trade(service: &Service) -> (Trader, Trader, String) {
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    assert_eq!(
+        alice
+            .place(yes(), Side::Buy, 5_000, 10, OrderType::Gtc)
+            .unwrap()
+            .status,
+        200
+    );
+    let taken = bob
+        .place(yes(), Side::Sell, 5_000, 10, OrderType::Gtc)
+        .unwrap()
+        .json();
+    let id = taken["tradeIds"][0].as_str().unwrap().to_string();
+    (alice, bob, id)
+}
+
+#[test]
+fn a_trade_is_mined_then_confirmed() {
+    let service = Service::start(&["--settlement-delay-ms", "300"]);
+    let (mut alice, _bob, id) = trade(&service);
+    let seen = wait_for(&mut alice, &id, "CONFIRMED", Duration::from_secs(10));
+    assert_eq!(seen, vec!["MATCHED", "MINED", "CONFIRMED"]);
+    let t = alice
+        .send("GET", &format!("/trades/{id}"), None)
+        .unwrap()
+        .json();
+    assert!(t["last_update"].as_str().unwrap() >= t["match_time"].as_str().unwrap());
+}
+
+#[test]
+fn a_failed_batch_is_reversed_and_the_orders_stay_filled() {
+    let service = Service::start(&[
+        "--settlement-delay-ms",
+        "200",
+        "--settlement-fail-percent",
+        "100",
+    ]);
+    let (mut alice, mut bob, id) = trade(&service);
+    let seen = wait_for(&mut alice, &id, "FAILED", Duration::from_secs(10));
+    assert_eq!(seen, vec!["MATCHED", "RETRYING", "FAILED"]);
+    let collateral = alice
+        .send("GET", "/balance-allowance?asset_type=COLLATERAL", None)
+        .unwrap()
+        .json();
+    assert_eq!(
+        collateral,
+        json!({ "balance": "10000000000", "allowance": "10000000000" })
+    );
+    let yes_tokens = bob
+        .send(
+            "GET",
+            &format!("/balance-allowance?asset_type=CONDITIONAL&token_id={YES}"),
+            None,
+        )
+        .unwrap()
+        .json();
+    assert_eq!(
+        yes_tokens,
+        json!({ "balance": "1000000000", "allowance": "1000000000" })
+    );
+    assert_eq!(
+        alice.send("GET", "/orders", None).unwrap().json()["count"],
+        json!(0),
+        "the order stays filled"
+    );
+}
+
+#[test]
+fn settlement_timers_re_arm_after_a_restart() {
+    let mut service = Service::start(&["--settlement-delay-ms", "400"]);
+    let (mut alice, _bob, id) = trade(&service);
+    service.kill_and_restart();
+    let seen = wait_for(&mut alice, &id, "CONFIRMED", Duration::from_secs(10));
+    assert_eq!(seen.last().map(String::as_str), Some("CONFIRMED"));
+}
