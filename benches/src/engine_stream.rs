@@ -26,6 +26,13 @@ pub struct StreamSpec {
     pub aggressive_percent: u32,
     /// Seed of the generator.
     pub seed: u64,
+    /// Place Yes-token orders only (no No-token orders), so each market's book can be
+    /// replayed on a single-token order book elsewhere. Off by default.
+    pub yes_only: bool,
+    /// Give each trader one side of the Yes axis only (even-indexed traders bid, odd ones
+    /// ask), so no order ever meets one of its own trader's and self-trade prevention never
+    /// acts. Needs at least two traders. Off by default.
+    pub one_side_per_trader: bool,
 }
 
 impl Default for StreamSpec {
@@ -37,6 +44,8 @@ impl Default for StreamSpec {
             commands: 1_000_000,
             aggressive_percent: 3,
             seed: 0x1add_e55e,
+            yes_only: false,
+            one_side_per_trader: false,
         }
     }
 }
@@ -103,9 +112,16 @@ struct Generator {
 
 impl Generator {
     fn order(&mut self, market: usize, aggressive: bool) -> Command {
-        let trader_index = self.rng.below(self.spec.traders as u64) as usize;
-        let yes = self.rng.below(2) == 0;
+        let mut trader_index = self.rng.below(self.spec.traders as u64) as usize;
+        let yes = self.rng.below(2) == 0 || self.spec.yes_only;
         let bid = self.rng.below(2) == 0;
+        if self.spec.one_side_per_trader {
+            // Bidders are even, askers odd: the same draw, moved to a trader of its side.
+            trader_index = (trader_index & !1) | usize::from(!bid);
+            if trader_index >= self.spec.traders {
+                trader_index -= 2;
+            }
+        }
         let offset = TICK * (1 + self.rng.below(u64::from(HALF_RANGE_TICKS / TICK)) as u32);
         // Axis price: bids below the mid, asks above; an aggressive order goes deep across.
         let axis = match (bid, aggressive) {
@@ -162,6 +178,10 @@ impl Generator {
 
 /// Generates the stream of `spec`.
 pub fn generate(spec: &StreamSpec) -> Stream {
+    assert!(
+        !spec.one_side_per_trader || spec.traders >= 2,
+        "one_side_per_trader needs at least two traders"
+    );
     let mut gen = Generator {
         spec: spec.clone(),
         rng: XorShift(spec.seed | 1),
