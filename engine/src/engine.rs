@@ -226,7 +226,12 @@ impl Engine {
             return Err(Reject::TooManyMarkets);
         }
         let market = self.markets.create(spec.clone())?;
-        self.push_market_event(market, MarketChange::Created);
+        let created = MarketChange::Created {
+            condition_id: spec.condition_id,
+            yes_token_id: spec.yes_token_id,
+            no_token_id: spec.no_token_id,
+        };
+        self.push_market_event(market, created);
         Ok(())
     }
 
@@ -324,11 +329,14 @@ impl Engine {
         }
         let market_seq = state.level_change_market_seq;
         let total_units = state.book.level(side, price_ticks).total_units;
+        let (best_bid, best_ask) = (state.book.best_bid(), state.book.best_ask());
         self.events.push(Event::Level {
             market,
             side,
             price_ticks,
             total_units,
+            best_bid,
+            best_ask,
             market_seq,
         });
     }

@@ -172,6 +172,10 @@ pub enum Event {
         price_ticks: PriceTicks,
         /// The level's new total (0 = gone).
         total_units: Units,
+        /// Best bid on the Yes axis after the change.
+        best_bid: Option<PriceTicks>,
+        /// Best ask on the Yes axis after the change.
+        best_ask: Option<PriceTicks>,
         /// The market's event sequence of the `price_change` this change belongs to (every
         /// level change of one command in one market shares it).
         market_seq: u64,
@@ -206,8 +210,15 @@ pub enum Event {
 /// What changed about a market.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MarketChange {
-    /// Created.
-    Created,
+    /// Created, with its ids.
+    Created {
+        /// Condition id.
+        condition_id: ConditionId,
+        /// Yes token.
+        yes_token_id: TokenId,
+        /// No token.
+        no_token_id: TokenId,
+    },
     /// Paused.
     Paused,
     /// Resumed.

@@ -131,16 +131,16 @@ impl Engine {
             return Err(Reject::PostOnlyWouldCross);
         }
         let delayed = crosses && market.spec.taker_delay_ms > 0;
-        if !delayed {
-            self.check_fillable(
-                new.order_type,
-                market_index,
-                side,
-                limit_axis,
-                account,
-                new.size_units,
-            )?;
-        }
+        // A FOK or FAK is judged at placement even when it will wait out a taker delay
+        // (and judged again when the delay ends, since the book may have moved).
+        self.check_fillable(
+            new.order_type,
+            market_index,
+            side,
+            limit_axis,
+            account,
+            new.size_units,
+        )?;
         let fee_rate_bps = market.spec.fee_rate_bps;
         let reserve_units =
             taker_reservation_units(new.side, new.price_ticks, new.size_units, fee_rate_bps);
