@@ -172,6 +172,8 @@ impl Generator {
         Some(Command::CancelOrder {
             requester: Address::default(),
             order_id: id,
+            condition_id: None,
+            signer: None,
         })
     }
 }
@@ -265,6 +267,8 @@ fn with_owner(command: Command, owners: &[Address]) -> Command {
         Command::CancelOrder { order_id, .. } => Command::CancelOrder {
             requester: owners[order_id as usize],
             order_id,
+            condition_id: None,
+            signer: None,
         },
         other => other,
     }

@@ -9,10 +9,37 @@ use crate::types::{Address, ConditionId, OrderId, Outcome, Side, TokenId, Units}
 
 impl Engine {
     /// Cancels one order for `requester`.
-    pub(crate) fn cancel_one(&mut self, requester: &Address, order_id: OrderId) -> CancelReport {
+    pub(crate) fn cancel_one(
+        &mut self,
+        requester: &Address,
+        order_id: OrderId,
+        condition_id: Option<&ConditionId>,
+        signer: Option<&Address>,
+    ) -> CancelReport {
         let mut report = CancelReport::default();
+        if signer.is_some_and(|s| s != requester && !self.controllers.contains(&(*requester, *s))) {
+            report
+                .not_canceled
+                .push((order_id, NotCanceled::InvalidSignature));
+            return report;
+        }
         let account = self.ledger.find(requester);
-        match self.orders.slot_of(order_id) {
+        let slot = self.orders.slot_of(order_id);
+        let elsewhere = match (slot, condition_id) {
+            (Some(slot), Some(condition)) => {
+                self.markets
+                    .get(self.orders.get(slot).market)
+                    .spec
+                    .condition_id
+                    != *condition
+            }
+            _ => false,
+        };
+        if elsewhere {
+            report.not_canceled.push((order_id, NotCanceled::NotFound));
+            return report;
+        }
+        match slot {
             Some(slot) if Some(self.orders.get(slot).account) == account => {
                 self.cancel_slot(slot);
                 report.canceled.push(order_id);

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    Address, ConditionId, Hash32, OrderId, OrderType, PriceTicks, Side, TokenId, Units,
+    Address, Bytes32, ConditionId, Hash32, OrderId, OrderType, PriceTicks, Side, TokenId, Units,
 };
 
 /// One state change, as stamped and journaled by the sequencer.
@@ -87,6 +87,11 @@ pub enum Command {
         requester: Address,
         /// The order.
         order_id: OrderId,
+        /// The market the cancel was signed for; another market's order is `not found`.
+        condition_id: Option<ConditionId>,
+        /// A smart-account cancel's signer: it must control the requester (else the reason
+        /// is `invalid signature`). `None` when the signature recovered to the requester.
+        signer: Option<Address>,
     },
     /// Cancel the requester's orders on one market, optionally one token only.
     CancelMarket {
@@ -96,6 +101,8 @@ pub enum Command {
         condition_id: ConditionId,
         /// Only this token's orders, when given.
         token_id: Option<TokenId>,
+        /// A smart-account cancel's signer, which must control the requester.
+        signer: Option<Address>,
     },
     /// Cancel all the requester's open orders.
     CancelAll {
@@ -187,8 +194,8 @@ pub struct ApiKeySpec {
     pub signer: Address,
     /// The key id (UUID bytes).
     pub key_id: [u8; 16],
-    /// The L1 nonce the key was derived with.
-    pub nonce: u64,
+    /// The L1 ClobAuth nonce (a uint256, big-endian) the key was created with.
+    pub nonce: Bytes32,
     /// The per-address limit in force when the key was asked for.
     pub max_keys_per_address: u32,
 }

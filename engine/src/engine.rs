@@ -14,7 +14,7 @@ use crate::orders::OrderTable;
 use crate::reject::Reject;
 use crate::reply::Reply;
 use crate::trades::TradeLog;
-use crate::types::{Address, AxisSide, Hash32, OrderId, TimestampNs, Units};
+use crate::types::{Address, AxisSide, Bytes32, Hash32, OrderId, TimestampNs, Units};
 
 /// Limits that bound the engine's memory (STYLE: a limit on everything).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,8 +57,8 @@ pub struct ClosedOrder {
 pub struct ApiKeyRecord {
     /// The owning address.
     pub address: Address,
-    /// The nonce it was derived with.
-    pub nonce: u64,
+    /// The L1 nonce it was created with (a uint256, big-endian).
+    pub nonce: Bytes32,
 }
 
 /// The deterministic state machine.
@@ -130,12 +130,27 @@ impl Engine {
             Command::CancelOrder {
                 requester,
                 order_id,
-            } => Reply::Canceled(self.cancel_one(requester, *order_id)),
+                condition_id,
+                signer,
+            } => Reply::Canceled(self.cancel_one(
+                requester,
+                *order_id,
+                condition_id.as_ref(),
+                signer.as_ref(),
+            )),
             Command::CancelMarket {
                 requester,
                 condition_id,
                 token_id,
-            } => self.cancel_market(requester, condition_id, token_id.as_ref()),
+                signer,
+            } => {
+                if signer.is_some_and(|s| {
+                    s != *requester && !self.controllers.contains(&(*requester, s))
+                }) {
+                    return Reply::Rejected(Reject::SignerNotController);
+                }
+                self.cancel_market(requester, condition_id, token_id.as_ref())
+            }
             Command::CancelAll { requester } => Reply::Canceled(self.cancel_all(requester)),
             Command::Tick => Reply::Ok,
             other => self

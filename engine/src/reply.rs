@@ -47,6 +47,8 @@ pub enum NotCanceled {
     AlreadyFilled,
     /// The order was cancelled before.
     AlreadyCanceled,
+    /// The cancel's signer does not control the requester.
+    InvalidSignature,
 }
 
 impl NotCanceled {
@@ -57,6 +59,7 @@ impl NotCanceled {
             NotCanceled::NotOwner => "not owner",
             NotCanceled::AlreadyFilled => "already filled",
             NotCanceled::AlreadyCanceled => "already canceled",
+            NotCanceled::InvalidSignature => "invalid signature",
         }
     }
 }

@@ -94,7 +94,7 @@ impl Engine {
         for (key, record) in self.api_key_records() {
             h.bytes(&key);
             h.bytes(&record.address.0);
-            h.u64(record.nonce);
+            h.bytes(&record.nonce.0);
         }
         h.debug(&(
             self.collateral_deposited_units,

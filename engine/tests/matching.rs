@@ -287,6 +287,8 @@ fn a_duplicate_hash_is_rejected_even_after_the_first_is_gone() {
     h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: p.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(h.reject(o), Reject::DuplicateOrder);
 }
@@ -367,6 +369,8 @@ fn cancel_reasons_name_what_happened() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(2),
         order_id: resting.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(
         reply,
@@ -378,6 +382,8 @@ fn cancel_reasons_name_what_happened() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: filled.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(
         reply,
@@ -389,6 +395,8 @@ fn cancel_reasons_name_what_happened() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: resting.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(
         reply,
@@ -400,6 +408,8 @@ fn cancel_reasons_name_what_happened() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: resting.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(
         reply,
@@ -411,6 +421,8 @@ fn cancel_reasons_name_what_happened() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: 999,
+        condition_id: None,
+        signer: None,
     });
     assert_eq!(
         reply,
@@ -429,6 +441,7 @@ fn cancel_market_and_cancel_all_take_only_the_requesters_orders() {
     h.gtc(2, YES, Side::Buy, 4_000, 1);
     let reply = h.apply(Command::CancelMarket {
         requester: account(1),
+        signer: None,
         condition_id: CONDITION,
         token_id: Some(NO),
     });
@@ -514,6 +527,8 @@ fn a_paused_market_keeps_resting_orders_refuses_new_ones_and_accepts_cancels() {
     let reply = h.apply(Command::CancelOrder {
         requester: account(1),
         order_id: p.order_id,
+        condition_id: None,
+        signer: None,
     });
     assert!(matches!(reply, Reply::Canceled(r) if r.canceled == vec![p.order_id]));
     h.ok(Command::ResumeMarket {
@@ -616,7 +631,7 @@ fn api_keys_are_limited_per_address() {
             address: account(1),
             signer: signer(1),
             key_id: [i; 16],
-            nonce: u64::from(i),
+            nonce: Bytes32([i; 32]),
             max_keys_per_address: 2,
         }));
     }
@@ -624,7 +639,7 @@ fn api_keys_are_limited_per_address() {
         address: account(1),
         signer: signer(1),
         key_id: [9; 16],
-        nonce: 9,
+        nonce: Bytes32([9; 32]),
         max_keys_per_address: 2,
     }));
     assert_eq!(reply, Reply::Rejected(Reject::ApiKeyLimit));
@@ -644,7 +659,7 @@ fn an_api_key_for_a_smart_account_needs_a_signer_that_controls_it() {
         address: account(1),
         signer: signer(2),
         key_id: [5; 16],
-        nonce: 0,
+        nonce: Bytes32::default(),
         max_keys_per_address: 5,
     }));
     assert_eq!(reply, Reply::Rejected(Reject::SignerNotController));
@@ -652,7 +667,7 @@ fn an_api_key_for_a_smart_account_needs_a_signer_that_controls_it() {
         address: signer(3),
         signer: signer(3),
         key_id: [6; 16],
-        nonce: 0,
+        nonce: Bytes32::default(),
         max_keys_per_address: 5,
     }));
 }

@@ -423,6 +423,8 @@ impl Run {
                 Command::CancelOrder {
                     requester,
                     order_id,
+                    condition_id: None,
+                    signer: None,
                 }
             }
             Op::CancelAll { trader } => Command::CancelAll {
@@ -436,6 +438,7 @@ impl Run {
                 let (condition_id, yes, no) = MARKETS[self.market(*market)];
                 Command::CancelMarket {
                     requester: account(self.trader(*trader)),
+                    signer: None,
                     condition_id,
                     token_id: match token {
                         0 => None,
@@ -1266,6 +1269,8 @@ impl Run {
             Command::CancelOrder {
                 requester: account(n),
                 order_id,
+                condition_id: None,
+                signer: None,
             },
         )
     }

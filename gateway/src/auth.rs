@@ -94,8 +94,8 @@ pub struct L1Claim {
     pub address: Address,
     /// Who signed.
     pub signer: Address,
-    /// The ClobAuth nonce (default 0).
-    pub nonce: u64,
+    /// The ClobAuth nonce (a uint256; default 0).
+    pub nonce: U256,
 }
 
 impl L1Claim {
@@ -121,14 +121,13 @@ pub fn authenticate_l1(
         Address::parse(address).map_err(|e| AuthError::new(format!("invalid SVC_ADDRESS: {e}")))?;
     check_timestamp(timestamp, now_s, "L1")?;
     let nonce = match request.header("svc_nonce") {
-        None | Some("") => 0,
-        Some(text) => text
-            .parse::<u64>()
-            .map_err(|_| AuthError::new("invalid SVC_NONCE: expected a non-negative integer"))?,
+        None | Some("") => U256::ZERO,
+        Some(text) => U256::from_dec_str(text)
+            .map_err(|e| AuthError::new(format!("invalid SVC_NONCE: {e}")))?,
     };
     let signature = Signature::from_hex(signature)
         .map_err(|e| AuthError::new(format!("invalid SVC_SIGNATURE: {e}")))?;
-    let digest = clob_auth_digest(&address, timestamp, U256::from_u64(nonce), domain);
+    let digest = clob_auth_digest(&address, timestamp, nonce, domain);
     let signer = signature
         .recover_address(&digest)
         .map_err(|e| AuthError::new(format!("invalid SVC_SIGNATURE: {e}")))?;

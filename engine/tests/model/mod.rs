@@ -524,11 +524,13 @@ impl Model {
             Command::CancelOrder {
                 requester,
                 order_id,
+                ..
             } => MReply::Canceled(self.cancel_one(requester, *order_id)),
             Command::CancelMarket {
                 requester,
                 condition_id,
                 token_id,
+                ..
             } => {
                 let market = match self.market_of(condition_id) {
                     Ok(m) => m,

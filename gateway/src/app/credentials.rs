@@ -66,7 +66,7 @@ fn create(app: &App, request: &Request) -> Outcome {
             address: engine_address(&address),
             signer: engine_address(&claim.signer),
             key_id: *key_id.as_bytes(),
-            nonce: claim.nonce,
+            nonce: ladder_engine::Bytes32(claim.nonce.to_be_bytes()),
             max_keys_per_address: app.config.max_keys_per_user,
         }),
         move |_, reply| match reply {
@@ -97,7 +97,10 @@ fn derive(app: &App, request: &Request) -> Outcome {
             let address = engine_address(&claim.address);
             Ok(e.api_keys_of(&address)
                 .into_iter()
-                .find(|k| e.api_key(k).is_some_and(|r| r.nonce == claim.nonce))
+                .find(|k| {
+                    e.api_key(k)
+                        .is_some_and(|r| r.nonce.0 == claim.nonce.to_be_bytes())
+                })
                 .map(|k| (Uuid::from_bytes(k), claim.address)))
         },
         move |found| match found {

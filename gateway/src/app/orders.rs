@@ -292,6 +292,17 @@ fn cancel_signed_ok(
     request_signature.verify(digest, &expected).is_ok()
 }
 
+/// The signer the engine must check against its registry: a type-3 cancel's signer.
+fn smart_signer(
+    signature_type: SignatureType,
+    signer: Option<Address>,
+) -> Option<ladder_engine::Address> {
+    match signature_type {
+        SignatureType::SmartAccount => signer.as_ref().map(engine_address),
+        SignatureType::Eoa => None,
+    }
+}
+
 fn cancel_command(
     principal: &L2Principal,
     cancel: &CancelOrderRequest,
@@ -310,6 +321,8 @@ fn cancel_command(
     Ok(Command::CancelOrder {
         requester: engine_address(&principal.address),
         order_id: cancel.order_id,
+        condition_id: Some(engine_b256(&cancel.market_id)),
+        signer: smart_signer(cancel.signature_type, cancel.signer),
     })
 }
 
@@ -397,9 +410,14 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
             requester: engine_address(&principal.address),
             condition_id: engine_b256(&cancel.market_id),
             token_id: cancel.token_id.as_ref().map(engine_token),
+            signer: smart_signer(cancel.signature_type, cancel.signer),
         },
         |_, reply| match reply {
             Reply::Canceled(report) => ok_json(&merge([report], &[])),
+            Reply::Rejected(Reject::SignerNotController) => Response::error(
+                Status::BadRequest,
+                "signature: invalid signature (the signer does not control the maker)",
+            ),
             Reply::Rejected(Reject::UnknownMarket) => {
                 Response::error(Status::NotFound, "not found")
             }

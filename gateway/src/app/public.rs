@@ -358,9 +358,13 @@ fn prices_history(q: &QueryString) -> Outcome {
     };
     query(
         move |e: &Engine| {
-            let (_, outcome) = e.token(&token)?;
+            let (market, outcome) = e.token(&token)?;
             let mut points: Vec<(u64, u32)> = Vec::new();
-            for trade in e.all_trades() {
+            for trade in e
+                .all_trades()
+                .iter()
+                .filter(|t| t.condition_id == market.condition_id)
+            {
                 let t = trade.match_time_ns / NANOS_PER_SECOND;
                 if t < start || t > end {
                     continue;

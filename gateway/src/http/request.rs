@@ -133,7 +133,11 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
             return Ok(None);
         }
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
-        Err(httparse::Error::Version) => return Err(HttpError::Version),
+        Err(httparse::Error::Version) => {
+            return Err(HttpError::Malformed(
+                "malformed request line: expected METHOD /path HTTP/1.1",
+            ))
+        }
         Err(_) => return Err(HttpError::Malformed("malformed request line or header")),
     };
     if head_len > HEADER_BYTES_MAX {

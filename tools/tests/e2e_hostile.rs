@@ -1,0 +1,438 @@
+//! Black-box checks of hostile and malformed input and of HTTP behaviour (CONTRACT 6, 15, 17,
+//! 18): malformed requests, oversized bodies and headers, bad bytes and JSON, wrong types,
+//! unknown paths and methods, pipelining, and rate limits.
+
+mod helpers;
+mod support;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use helpers::*;
+use ladder_client::cancel_order_request;
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::{Side, SignatureType};
+use serde_json::{json, Value};
+use support::*;
+
+fn serves(service: &Service) {
+    let r = public(service, "GET", "/time", None);
+    assert_eq!(r.status, 200, "the service still serves: {}", r.body);
+}
+
+fn raw_status(service: &Service, bytes: &[u8]) -> RawResponse {
+    raw_exchange(service, bytes).expect("an HTTP response")
+}
+
+fn assert_raw_error(r: &RawResponse, status: u16) {
+    assert_eq!(r.status, status, "{r:?}");
+    let v = r.json();
+    assert!(
+        v.as_object().is_some_and(|o| o.len() == 1) && v["error"].is_string(),
+        "JSON {{error}}: {r:?}"
+    );
+}
+
+#[test]
+fn malformed_requests_are_400_and_the_server_keeps_serving() {
+    let service = Service::start(&[]);
+    let cases: [&[u8]; 8] = [
+        b"POST /books HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[] ",
+        b"}{ nonsense\r\n\r\n",
+        b"GET /time HTTP/1.1 trailing\r\n\r\n",
+        b"GET /time\r\n\r\n",
+        b"GET time HTTP/1.1\r\n\r\n",
+        b"GET /time HTTP/1.1\r\nthis header has no colon\r\n\r\n",
+        b"GET /time HTTP/1.1\r\nContent-Length: banana\r\n\r\n",
+        b"GET /time HTTP/1.1\r\nX-Bytes: \xff\xfe\r\n\r\n",
+    ];
+    for bytes in cases {
+        let r = raw_status(&service, bytes);
+        assert_raw_error(&r, 400);
+        serves(&service);
+    }
+}
+
+#[test]
+fn a_request_line_that_is_not_http_is_400() {
+    let service = Service::start(&[]);
+    for bytes in [
+        &b"this is not http\r\n\r\n"[..],
+        &b"GET /time banana\r\n\r\n"[..],
+    ] {
+        let r = raw_status(&service, bytes);
+        assert_raw_error(&r, 400);
+        serves(&service);
+    }
+}
+
+#[test]
+fn a_body_over_64_kib_is_413() {
+    let service = Service::start(&[]);
+    let alice = service.trader(0);
+    let body = vec![b'x'; 70 * 1024];
+    let headers = l2_for_bytes(&alice, "POST", "/order", &body);
+    let r = raw_request(&service, "POST", "/order", &headers, &body);
+    assert_raw_error(&r, 413);
+    let body = format!("[{}]", vec!["{\"token_id\":\"1\"}"; 5_000].join(","));
+    assert!(body.len() > 64 * 1024);
+    let r = raw_request(&service, "POST", "/books", &[], body.as_bytes());
+    assert_raw_error(&r, 413);
+    serves(&service);
+}
+
+#[test]
+fn a_header_section_over_16_kib_is_431() {
+    let service = Service::start(&[]);
+    let request = format!(
+        "GET /time HTTP/1.1\r\nHost: x\r\nX-Filler: {}\r\n\r\n",
+        "a".repeat(17 * 1024)
+    );
+    let r = raw_status(&service, request.as_bytes());
+    assert_raw_error(&r, 431);
+    // Many small headers adding up to more than 16 KiB.
+    let mut request = "GET /time HTTP/1.1\r\nHost: x\r\n".to_string();
+    for i in 0..40 {
+        request.push_str(&format!("X-Filler-{i}: {}\r\n", "b".repeat(450)));
+    }
+    request.push_str("\r\n");
+    let r = raw_status(&service, request.as_bytes());
+    assert_raw_error(&r, 431);
+    serves(&service);
+}
+
+#[test]
+fn invalid_utf8_and_deeply_nested_json_are_400() {
+    let service = Service::start(&[]);
+    let alice = service.trader(0);
+    let nested_arrays = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let nested_objects = format!("{}1{}", "{\"a\":".repeat(10_000), "}".repeat(10_000));
+    let bodies: Vec<Vec<u8>> = vec![
+        vec![0xff, 0xfe, 0xfd, b'{', b'}'],
+        b"{\"orderType\":\"GT\xffC\",\"order\":{}}".to_vec(),
+        nested_arrays.clone().into_bytes(),
+        nested_objects.into_bytes(),
+    ];
+    for body in &bodies {
+        for (method, path) in [
+            ("POST", "/order"),
+            ("POST", "/orders"),
+            ("DELETE", "/order"),
+            ("DELETE", "/orders"),
+            ("DELETE", "/cancel-market-orders"),
+        ] {
+            let headers = l2_for_bytes(&alice, method, path, body);
+            let r = raw_request(&service, method, path, &headers, body);
+            assert_raw_error(&r, 400);
+        }
+        for (method, path) in [
+            ("POST", "/books"),
+            ("GET", "/last-trades-prices"),
+            ("POST", "/last-trades-prices"),
+        ] {
+            let r = raw_request(&service, method, path, &[], body);
+            assert_raw_error(&r, 400);
+        }
+        let admin = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+        let r = raw_request(&service, "POST", "/admin/markets", &admin, body);
+        assert_raw_error(&r, 400);
+    }
+    serves(&service);
+}
+
+fn order_value(alice: &ladder_client::Trader) -> Value {
+    let order = signed(alice, builder(alice, yes(), Side::Buy, 5_000, 2));
+    serde_json::from_str(&body_of(&order, OrderType::Gtc)).unwrap()
+}
+
+#[test]
+fn fields_of_the_wrong_type_or_form_are_400_naming_the_field() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let base = order_value(&alice);
+    let cases: Vec<(&str, Value)> = vec![
+        ("order.makerAmount", json!(5)),
+        ("order.makerAmount", json!("9".repeat(100))),
+        ("order.makerAmount", json!("-5")),
+        ("order.makerAmount", json!("0x10")),
+        ("order.takerAmount", json!("ten")),
+        ("order.tokenId", json!(12_345)),
+        ("order.salt", json!(true)),
+        ("order.side", json!("LEFT")),
+        ("order.signatureType", json!(7)),
+        ("order.signatureType", json!("three")),
+        ("order.signature", json!("0x1234")),
+        ("order.signature", json!(42)),
+        ("order.maker", json!("not an address")),
+        ("order.signer", json!(null)),
+        ("order.expiration", json!("-1")),
+        ("order.nonce", json!([])),
+        ("order.identifier", json!("0x12")),
+        ("order.metadata", json!({})),
+        ("orderType", json!(1)),
+        ("orderType", json!("MARKET")),
+        ("postOnly", json!("yes")),
+        ("order", json!("a string")),
+    ];
+    for (path, value) in cases {
+        let mut body = base.clone();
+        match path.split_once('.') {
+            Some((outer, inner)) => body[outer][inner] = value.clone(),
+            None => body[path] = value.clone(),
+        }
+        let r = alice
+            .send("POST", "/order", Some(&body.to_string()))
+            .unwrap();
+        let text = error_text(&r, 400);
+        let leaf = path.rsplit('.').next().unwrap();
+        assert!(text.contains(leaf), "{path} = {value}: {text}");
+    }
+    for missing in ["order", "orderType"] {
+        let mut body = base.clone();
+        body.as_object_mut().unwrap().remove(missing);
+        let text = error_text(
+            &alice
+                .send("POST", "/order", Some(&body.to_string()))
+                .unwrap(),
+            400,
+        );
+        assert!(text.contains(missing), "{text}");
+    }
+    for field in ["makerAmount", "signature", "side"] {
+        let mut body = base.clone();
+        body["order"].as_object_mut().unwrap().remove(field);
+        let text = error_text(
+            &alice
+                .send("POST", "/order", Some(&body.to_string()))
+                .unwrap(),
+            400,
+        );
+        assert!(text.contains(field), "{text}");
+    }
+    let trailing = format!("{base}x");
+    for body in ["", "null", "[]", "\"order\"", "{", trailing.as_str()] {
+        error_text(&alice.send("POST", "/order", Some(body)).unwrap(), 400);
+    }
+
+    // Cancels.
+    let cancel: Value = serde_json::from_str(
+        &cancel_order_request(
+            &alice.wallet,
+            &alice.exchange,
+            1,
+            market(),
+            SignatureType::SmartAccount,
+        )
+        .to_json(),
+    )
+    .unwrap();
+    let cases: Vec<(&str, Value)> = vec![
+        ("orderId", json!("abc")),
+        ("orderId", json!(-1)),
+        ("orderId", json!(1.5)),
+        ("marketId", json!("0x12")),
+        ("marketId", json!(5)),
+        ("signature", json!(12)),
+        ("signatureType", json!("x")),
+        ("signer", json!("nobody")),
+    ];
+    for (field, value) in cases {
+        let mut body = cancel.clone();
+        body[field] = value.clone();
+        let text = error_text(
+            &alice
+                .send("DELETE", "/order", Some(&body.to_string()))
+                .unwrap(),
+            400,
+        );
+        assert!(text.contains(field), "{field} = {value}: {text}");
+    }
+    let mut body = json!({
+        "marketId": 5,
+        "signature": cancel["signature"],
+        "signatureType": 3,
+        "signer": cancel["signer"]
+    });
+    let text = error_text(
+        &alice
+            .send("DELETE", "/cancel-market-orders", Some(&body.to_string()))
+            .unwrap(),
+        400,
+    );
+    assert!(text.contains("marketId"), "{text}");
+    body["marketId"] = json!(CONDITION_ID);
+    body["tokenId"] = json!(17);
+    let text = error_text(
+        &alice
+            .send("DELETE", "/cancel-market-orders", Some(&body.to_string()))
+            .unwrap(),
+        400,
+    );
+    assert!(text.contains("tokenId"), "{text}");
+    assert!(open_orders(&mut alice).is_empty());
+}
+
+#[test]
+fn another_users_order_id_in_a_cancel_is_not_owner() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let hash = rest(&mut bob, yes(), Side::Buy, 2_000, 3);
+    let id = id_of(&mut bob, &hash);
+    assert_eq!(
+        alice.cancel(id, market()).unwrap().json(),
+        json!({ "canceled": [], "notCanceled": { id.to_string(): "not owner" } })
+    );
+    let body = ladder_client::cancel_orders_body(&[cancel_order_request(
+        &alice.wallet,
+        &alice.exchange,
+        id,
+        market(),
+        SignatureType::SmartAccount,
+    )]);
+    let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
+    assert_eq!(
+        r.json(),
+        json!({ "canceled": [], "notCanceled": { id.to_string(): "not owner" } })
+    );
+    let r = alice.send("DELETE", "/cancel-all", None).unwrap();
+    assert_eq!(r.json(), json!({ "canceled": [], "notCanceled": {} }));
+    assert_eq!(open_ids(&mut bob), [id]);
+}
+
+#[test]
+fn unknown_paths_are_404_and_wrong_methods_405() {
+    let service = Service::start(&[]);
+    for (method, path) in [
+        ("GET", "/nope"),
+        ("POST", "/nope"),
+        ("GET", "/"),
+        ("GET", "/auth"),
+        ("GET", "/order/1"),
+        ("DELETE", "/v1/orders"),
+    ] {
+        assert_error(&public(&service, method, path, None), 404, "not found");
+    }
+    for (method, path) in [
+        ("POST", "/time"),
+        ("PUT", "/order"),
+        ("GET", "/order"),
+        ("GET", "/cancel-all"),
+        ("DELETE", "/markets"),
+        ("POST", "/book"),
+        ("PATCH", "/orders"),
+        ("GET", "/auth/api-key"),
+        ("POST", "/claimable"),
+    ] {
+        let r = public(&service, method, path, Some("{}"));
+        error_text(&r, 405);
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let service = Service::start(&[]);
+    let mut stream = connect(&service);
+    let unknown = format!("0x{}", "77".repeat(32));
+    let requests = format!(
+        "GET /time HTTP/1.1\r\nHost: x\r\n\r\n\
+         GET /markets/{unknown} HTTP/1.1\r\nHost: x\r\n\r\n\
+         GET /markets/{CONDITION_ID} HTTP/1.1\r\nHost: x\r\n\r\n\
+         GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+    );
+    stream.write_all(requests.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| {
+            read_response(&mut stream, &mut buf)
+                .expect("response")
+                .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 404, 200, 404]);
+}
+
+#[test]
+fn a_slow_client_does_not_hold_up_others() {
+    let service = Service::start(&[]);
+    let mut slow = connect(&service);
+    slow.write_all(b"POST /books HTTP/1.1\r\nHost: x\r\nContent-Le")
+        .unwrap();
+    let started = Instant::now();
+    serves(&service);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    drop(slow);
+}
+
+#[test]
+fn the_ip_rate_limit_answers_429_with_retry_after_and_spends_nothing() {
+    let service = Service::start(&["--rate-limit-ip", "5"]);
+    let mut http = service.http();
+    let mut statuses = Vec::new();
+    let mut retry_after = 0u64;
+    for _ in 0..10 {
+        let r = http.request("GET", "/time", &[], None).unwrap();
+        statuses.push(r.status);
+        if r.status == 429 {
+            error_text(&r, 429);
+            let wait: u64 = r
+                .header("retry-after")
+                .expect("Retry-After on a 429")
+                .parse()
+                .expect("whole seconds");
+            assert!(wait >= 1, "{wait}");
+            retry_after = wait;
+        }
+    }
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert!(
+        statuses.iter().filter(|s| **s == 429).count() >= 5,
+        "{statuses:?}"
+    );
+    // Refused requests spent nothing: after Retry-After a token is there.
+    std::thread::sleep(Duration::from_millis(retry_after * 1_000 + 200));
+    let r = http.request("GET", "/time", &[], None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn the_key_rate_limit_answers_429_with_retry_after() {
+    let service = Service::start(&["--rate-limit-key", "3"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let statuses: Vec<(u16, Option<String>)> = (0..6)
+        .map(|_| {
+            let r = alice.send("GET", "/orders", None).unwrap();
+            (r.status, r.header("retry-after").map(str::to_string))
+        })
+        .collect();
+    assert!(statuses[..3].iter().all(|(s, _)| *s == 200), "{statuses:?}");
+    assert!(
+        statuses[3..]
+            .iter()
+            .all(|(s, h)| *s == 429 && h.as_deref().is_some_and(|h| h.parse::<u64>().is_ok())),
+        "{statuses:?}"
+    );
+    // Another key has its own bucket.
+    assert_eq!(bob.send("GET", "/orders", None).unwrap().status, 200);
+}
+
+#[test]
+fn a_request_that_never_completes_is_not_kept_open() {
+    let service = Service::start(&[]);
+    let mut slow = connect(&service);
+    slow.write_all(b"GET /time HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    // Either an error response or a close, within a little more than 10 s.
+    if let Some(r) = read_response(&mut slow, &mut buf) {
+        assert!(r.status >= 400, "{r:?}");
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(14),
+        "{waited:?}"
+    );
+    serves(&service);
+}
