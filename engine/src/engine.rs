@@ -289,7 +289,13 @@ impl Engine {
             return Ok(());
         }
         market.spec.tick_size_ticks = tick_ticks;
-        self.push_market_event(index, MarketChange::TickSize { old_tick_ticks });
+        self.push_market_event(
+            index,
+            MarketChange::TickSize {
+                old_tick_ticks,
+                new_tick_ticks: tick_ticks,
+            },
+        );
         Ok(())
     }
 
@@ -311,14 +317,14 @@ impl Engine {
             }
         }
         self.markets.get_mut(index).state = MarketState::Resolved(resolution);
-        self.push_market_event(index, MarketChange::Resolved);
+        self.push_market_event(index, MarketChange::Resolved { resolution });
         Ok(())
     }
 
     pub(crate) fn push_market_event(&mut self, market: u32, change: MarketChange) {
         let published = matches!(
             change,
-            MarketChange::Resolved | MarketChange::TickSize { .. }
+            MarketChange::Resolved { .. } | MarketChange::TickSize { .. }
         );
         let state = self.markets.get_mut(market);
         if published {

@@ -224,10 +224,15 @@ pub enum MarketChange {
     /// Resumed.
     Resumed,
     /// Resolved or voided.
-    Resolved,
+    Resolved {
+        /// Yes, No or void.
+        resolution: crate::command::Resolution,
+    },
     /// Tick size changed from the given value.
     TickSize {
         /// The previous tick.
         old_tick_ticks: PriceTicks,
+        /// The new tick.
+        new_tick_ticks: PriceTicks,
     },
 }

@@ -151,3 +151,56 @@ fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError>
     }
     Ok(())
 }
+
+/// Checks the `auth` object of a `/ws/user` subscription (CONTRACT 14): `apiKey` and
+/// `passphrase`, and either `timestamp` + `signature` (the L2 HMAC of
+/// `timestamp + "GET" + "/ws/user"`) or the `secret` itself.
+pub fn authenticate_ws_user(
+    keys: &KeyTable,
+    auth: &serde_json::Value,
+    now_s: u64,
+) -> Result<Address, AuthError> {
+    let field = |name: &str| auth.get(name).and_then(serde_json::Value::as_str);
+    let (Some(api_key), Some(passphrase)) = (field("apiKey"), field("passphrase")) else {
+        return Err(AuthError::new("auth: apiKey and passphrase are required"));
+    };
+    let key_id =
+        Uuid::parse_str(api_key).map_err(|_| AuthError::new("auth.apiKey: expected a UUID"))?;
+    let entry = keys
+        .get(&key_id)
+        .ok_or_else(|| AuthError::new("auth: unknown or deleted API key"))?;
+    if !ladder_protocol::constant_time_eq(passphrase.as_bytes(), entry.passphrase.as_bytes()) {
+        return Err(AuthError::new("auth: wrong passphrase"));
+    }
+    match (field("timestamp"), field("signature"), field("secret")) {
+        (Some(timestamp), Some(signature), _) => {
+            check_timestamp(timestamp, now_s, "auth")?;
+            if !entry
+                .secret
+                .verify(timestamp, "GET", "/ws/user", b"", signature)
+            {
+                return Err(AuthError::new(
+                    "auth: signature is not the HMAC of timestamp + GET + /ws/user",
+                ));
+            }
+        }
+        (_, _, Some(secret)) => {
+            let presented = ladder_protocol::L2Secret::from_base64(secret)
+                .map_err(|_| AuthError::new("auth.secret: not base64"))?;
+            // Equal secrets sign alike: compare what each signs for a fixed message.
+            let probe = |s: &ladder_protocol::L2Secret| s.sign("0", "GET", "/ws/user", b"");
+            if !ladder_protocol::constant_time_eq(
+                probe(&presented).as_bytes(),
+                probe(&entry.secret).as_bytes(),
+            ) {
+                return Err(AuthError::new("auth: wrong secret"));
+            }
+        }
+        _ => {
+            return Err(AuthError::new(
+                "auth: timestamp and signature (or secret) are required",
+            ))
+        }
+    }
+    Ok(entry.address)
+}

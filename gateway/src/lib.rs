@@ -15,6 +15,9 @@ pub mod keys;
 pub mod metrics;
 pub mod rate_limit;
 pub mod server;
+pub mod ws;
 
 pub use handler::{Completer, Outcome};
-pub use server::{prepare, spawn, GatewaySink, Loop, ServerLimits, ServerShared, Service};
+pub use server::{
+    prepare, prepare_with_feed, spawn, GatewaySink, Loop, ServerLimits, ServerShared, Service,
+};

@@ -32,8 +32,6 @@ pub struct Metrics {
     sequencer: Mutex<Option<Arc<SequencerStats>>>,
     server: Mutex<Option<Arc<ServerShared>>>,
     rings: Mutex<Vec<Submitter>>,
-    /// Open WebSocket connections.
-    pub ws_connections: std::sync::atomic::AtomicI64,
 }
 
 /// A bounded label for a request path.
@@ -178,12 +176,12 @@ impl Metrics {
                 "# TYPE ladder_http_connections gauge\nladder_http_connections {}",
                 server.connections.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_ws_connections gauge\nladder_ws_connections {}",
+                server.websockets.load(Ordering::Relaxed)
+            );
         }
-        let _ = writeln!(
-            out,
-            "# TYPE ladder_ws_connections gauge\nladder_ws_connections {}",
-            self.ws_connections.load(Ordering::Relaxed)
-        );
         out
     }
 }

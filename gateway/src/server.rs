@@ -18,10 +18,16 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::conn::{Connection, Slot, IN_FLIGHT_MAX};
 use crate::handler::Outcome;
 use crate::http::{parse_request, HttpError, Method, Request, Response, Status};
+use crate::ws::conn::{Action, WsConn};
+use crate::ws::feed::{FeedBatch, FeedTarget};
+use crate::ws::WsKind;
+use tungstenite::protocol::frame::coding::CloseCode;
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const FIRST_CONNECTION: usize = 2;
+/// WebSocket connections' tokens start here.
+const FIRST_WEBSOCKET: usize = 1 << 30;
 
 /// Limits and timeouts of the HTTP server.
 #[derive(Clone, Debug)]
@@ -48,6 +54,16 @@ impl Default for ServerLimits {
 pub trait Service: Send + Sync + 'static {
     /// Handles one request from `peer`.
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome;
+
+    /// Checks the `auth` object of a `/ws/user` subscription; the account it speaks for.
+    fn ws_user_auth(&self, _auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
+        Err("the user channel is not served here".into())
+    }
+
+    /// Whether WebSocket upgrades are accepted now (a service still recovering says no).
+    fn ws_ready(&self) -> bool {
+        true
+    }
 }
 
 /// A gateway thread's receiving end for completions.
@@ -70,6 +86,7 @@ pub struct Loop {
     poll: Poll,
     listener: TcpListener,
     completions: Receiver<Completion>,
+    feed: Receiver<FeedBatch>,
     sink_index: u16,
 }
 
@@ -78,8 +95,18 @@ pub fn prepare(
     addr: SocketAddr,
     threads: usize,
 ) -> io::Result<(Vec<Loop>, Vec<GatewaySink>, SocketAddr)> {
+    let (loops, sinks, _, bound) = prepare_with_feed(addr, threads)?;
+    Ok((loops, sinks, bound))
+}
+
+/// Event loops, their completion sinks, their feed ends, and the bound address.
+pub type Prepared = (Vec<Loop>, Vec<GatewaySink>, Vec<FeedTarget>, SocketAddr);
+
+/// As [`prepare`], also giving each loop's end of the WebSocket feed.
+pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepared> {
     let mut loops = Vec::with_capacity(threads);
     let mut sinks = Vec::with_capacity(threads);
+    let mut targets = Vec::with_capacity(threads);
     let mut bound = addr;
     for index in 0..threads {
         let std_listener = reuseport_listener(bound)?;
@@ -90,15 +117,21 @@ pub fn prepare(
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = unbounded();
+        let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
+        targets.push(FeedTarget {
+            tx: feed_tx,
+            waker: waker.clone(),
+        });
         sinks.push(GatewaySink { tx, waker });
         loops.push(Loop {
             poll,
             listener,
             completions: rx,
+            feed: feed_rx,
             sink_index: index as u16,
         });
     }
-    Ok((loops, sinks, bound))
+    Ok((loops, sinks, targets, bound))
 }
 
 fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -112,13 +145,18 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
+/// Feed batches queued for one event loop before the feed thread waits.
+pub const FEED_BATCHES_QUEUED_MAX: usize = 65_536;
+
 /// Shared by the loops: the stop flag and the connection count.
 #[derive(Default)]
 pub struct ServerShared {
     /// Set to stop accepting, drain and exit.
     pub stop: AtomicBool,
-    /// Open connections.
+    /// Open connections (HTTP and WebSocket).
     pub connections: AtomicUsize,
+    /// Open WebSocket connections.
+    pub websockets: AtomicUsize,
 }
 
 /// Starts one thread per loop.
@@ -142,6 +180,9 @@ pub fn spawn(
             generation: 0,
             tickets: HashMap::new(),
             next_ticket: 0,
+            sockets: Vec::new(),
+            sockets_free: Vec::new(),
+            ws_tickets: HashMap::new(),
         };
         let name = format!("gateway-{}", worker.lp.sink_index);
         handles.push(
@@ -164,6 +205,9 @@ struct Worker {
     generation: u32,
     tickets: HashMap<u64, (usize, u32, u64)>,
     next_ticket: u64,
+    sockets: Vec<Option<WsConn>>,
+    sockets_free: Vec<usize>,
+    ws_tickets: HashMap<u64, (usize, u32)>,
 }
 
 impl Worker {
@@ -187,13 +231,18 @@ impl Worker {
                 match event.token() {
                     LISTENER if !stopping => self.accept(),
                     LISTENER => {}
-                    WAKER => self.take_completions(),
+                    WAKER => {
+                        self.take_completions();
+                        self.take_feed();
+                    }
+                    Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
                     Token(t) => self.serve(t - FIRST_CONNECTION),
                 }
             }
             self.take_completions();
             if last_sweep.elapsed() >= Duration::from_millis(500) {
                 self.sweep_timeouts();
+                self.sweep_sockets();
                 last_sweep = Instant::now();
             }
             if stopping && self.tickets.is_empty() {
@@ -278,6 +327,10 @@ impl Worker {
                         Some(Instant::now())
                     };
                     let peer = conn.peer;
+                    if let Some(kind) = crate::ws::upgrade_kind(&request) {
+                        self.upgrade(index, &request, kind);
+                        return;
+                    }
                     let outcome = self.dispatch(&request, peer);
                     self.queue(index, &request, outcome);
                 }
@@ -365,6 +418,10 @@ impl Worker {
         let mut touched = Vec::new();
         while let Ok(completion) = self.lp.completions.try_recv() {
             let token = completion.ticket().token;
+            if let Some((index, generation)) = self.ws_tickets.remove(&token) {
+                self.socket_snapshot(index, generation, completion);
+                continue;
+            }
             let Some((index, generation, serial)) = self.tickets.remove(&token) else {
                 continue;
             };
@@ -461,4 +518,201 @@ pub fn http_error_response(error: HttpError) -> Response {
             Response::error(Status::VersionNotSupported, "only HTTP/1.x is supported")
         }
     }
+}
+
+/// The books of `tokens`, read on the sequencer thread for a `/ws/market` subscription.
+type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>;
+
+impl Worker {
+    /// Turns the HTTP connection at `index` into a WebSocket connection.
+    fn upgrade(&mut self, index: usize, request: &Request, kind: WsKind) {
+        let handshake = match crate::ws::handshake_response(request) {
+            _ if !self.service.ws_ready() => {
+                Err(Response::error(Status::Unavailable, "service not ready").retry_after(1))
+            }
+            Err(why) => Err(Response::error(Status::BadRequest, why)),
+            Ok(_)
+                if self.conns[index]
+                    .as_ref()
+                    .is_some_and(|c| !c.slots.is_empty()) =>
+            {
+                Err(Response::error(
+                    Status::BadRequest,
+                    "websocket upgrade behind pipelined requests",
+                ))
+            }
+            Ok(bytes) => Ok(bytes),
+        };
+        let handshake = match handshake {
+            Ok(bytes) => bytes,
+            Err(response) => {
+                if let Some(conn) = self.conns[index].as_mut() {
+                    conn.push_ready(&response.closing(), false);
+                }
+                return;
+            }
+        };
+        let Some(mut conn) = self.conns[index].take() else {
+            return;
+        };
+        self.free.push(index);
+        let _ = self.lp.poll.registry().deregister(&mut conn.stream);
+        if write_all_now(&mut conn.stream, &handshake).is_err() {
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let slot = self.sockets_free.pop().unwrap_or_else(|| {
+            self.sockets.push(None);
+            self.sockets.len() - 1
+        });
+        self.generation = self.generation.wrapping_add(1);
+        let leftover = std::mem::take(&mut conn.read_buf);
+        let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation);
+        let token = Token(FIRST_WEBSOCKET + slot);
+        let registered = self.lp.poll.registry().register(
+            socket.stream_mut(),
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if registered.is_err() {
+            self.sockets_free.push(slot);
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        self.sockets[slot] = Some(socket);
+        self.shared.websockets.fetch_add(1, Ordering::Relaxed);
+        self.serve_socket(slot);
+    }
+
+    fn serve_socket(&mut self, slot: usize) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        let actions = socket.read();
+        for action in actions {
+            self.act(slot, action);
+        }
+        self.flush_socket(slot);
+    }
+
+    fn act(&mut self, slot: usize, action: Action) {
+        match action {
+            Action::AuthenticateUser { auth, markets } => {
+                let result = self.service.ws_user_auth(&auth);
+                if let Some(socket) = self.sockets[slot].as_mut() {
+                    socket.authenticated(result, markets);
+                }
+            }
+            Action::Snapshot(tokens) => {
+                let Some(generation) = self.sockets[slot].as_ref().map(|s| s.generation) else {
+                    return;
+                };
+                let query: ladder_sequencer::Query = Box::new(move |e: &ladder_engine::Engine| {
+                    let books: BookAnswer =
+                        tokens.iter().map(|t| (*t, e.book(t, usize::MAX))).collect();
+                    Box::new(books) as ladder_sequencer::QueryOutput
+                });
+                let token = self.next_ticket;
+                self.next_ticket += 1;
+                let ticket = Ticket {
+                    sink: self.lp.sink_index,
+                    token,
+                };
+                let submission = Submission {
+                    ticket,
+                    work: ladder_sequencer::Work::Query(query),
+                };
+                match self.submitter.try_submit(submission) {
+                    Ok(()) => {
+                        self.ws_tickets.insert(token, (slot, generation));
+                    }
+                    Err(_) => {
+                        if let Some(socket) = self.sockets[slot].as_mut() {
+                            socket.fail(CloseCode::Again, "service busy, subscribe again shortly");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn socket_snapshot(&mut self, slot: usize, generation: u32, completion: Completion) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        if socket.generation != generation {
+            return;
+        }
+        if let Completion::Answered { output, .. } = completion {
+            if let Ok(books) = output.downcast::<BookAnswer>() {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0);
+                socket.snapshot(*books, now_ms);
+            }
+        }
+        self.flush_socket(slot);
+    }
+
+    fn take_feed(&mut self) {
+        let mut any = false;
+        while let Ok(batch) = self.lp.feed.try_recv() {
+            any = true;
+            for item in batch.iter() {
+                for socket in self.sockets.iter_mut().flatten() {
+                    socket.deliver(item);
+                }
+            }
+        }
+        if any {
+            for slot in 0..self.sockets.len() {
+                self.flush_socket(slot);
+            }
+        }
+    }
+
+    fn flush_socket(&mut self, slot: usize) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        socket.flush();
+        if socket.is_closed() {
+            if let Some(mut socket) = self.sockets[slot].take() {
+                let _ = self.lp.poll.registry().deregister(socket.stream_mut());
+            }
+            self.sockets_free.push(slot);
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            self.shared.websockets.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn sweep_sockets(&mut self) {
+        let limit = Duration::from_secs(crate::ws::SUBSCRIBE_TIMEOUT_S);
+        for slot in 0..self.sockets.len() {
+            if let Some(socket) = self.sockets[slot].as_mut() {
+                if !socket.subscribed() && socket.opened.elapsed() > limit {
+                    socket.fail(CloseCode::Policy, "no subscribe message within 10 s");
+                }
+            }
+            self.flush_socket(slot);
+        }
+    }
+}
+
+/// Writes a few bytes to a fresh non-blocking socket, waiting briefly if it is full.
+fn write_all_now(stream: &mut mio::net::TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::yield_now()
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

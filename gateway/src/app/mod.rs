@@ -4,7 +4,7 @@
 mod admin;
 mod credentials;
 mod orders;
-mod present;
+pub(crate) mod present;
 mod public;
 mod query;
 mod trades;
@@ -194,6 +194,16 @@ impl App {
 }
 
 impl crate::server::Service for App {
+    fn ws_ready(&self) -> bool {
+        self.state.ready.load(Ordering::Acquire)
+    }
+
+    fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
+        crate::auth::authenticate_ws_user(&self.keys, auth, now_s())
+            .map(|address| crate::convert::engine_address(&address))
+            .map_err(|e| e.0)
+    }
+
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {
         let started = Instant::now();
         if !self.state.ready.load(Ordering::Acquire) {

@@ -15,7 +15,8 @@ use ladder_engine::{Engine, EngineLimits};
 use ladder_gateway::app::{App, AppConfig, ServiceState};
 use ladder_gateway::keys::{KeyTable, MasterKey};
 use ladder_gateway::metrics::Metrics;
-use ladder_gateway::{prepare, spawn, ServerLimits, ServerShared};
+use ladder_gateway::ws::feed::MarketIds;
+use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::{
@@ -79,8 +80,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     ));
 
     let threads = args.gateway_threads.clamp(1, 64);
-    let (loops, gateway_sinks, bound) =
-        prepare(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
+    let (loops, gateway_sinks, feed_targets, bound) =
+        prepare_with_feed(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
     let seq_config = SequencerConfig {
         durability,
         ..SequencerConfig::default()
@@ -126,6 +127,14 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     );
     let fresh = engine.market_count() == 0 && journal.last_seq() == 0;
     let pending_settlements = ladder_settlement::pending_batches(&engine);
+    let directory: Vec<MarketIds> = engine
+        .markets()
+        .map(|m| MarketIds {
+            condition_id: m.condition_id,
+            yes: m.yes_token_id,
+            no: m.no_token_id,
+        })
+        .collect();
 
     let (internal_tx, internal_rx) = unbounded();
     let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
@@ -136,7 +145,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     sinks.push(Box::new(DiscardSink));
     let internal_sink = threads as u16;
     let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
-    let events = vec![settlement_tx];
+    let (feed_tx, feed_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
+    let events = vec![settlement_tx, feed_tx];
     let handle = start_with(
         seq_config,
         SequencerParts {
@@ -148,6 +158,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         rings,
     )
     .map_err(|e| format!("sequencer: {e}"))?;
+    let feed = ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets)
+        .map_err(|e| format!("feed thread: {e}"))?;
     let backend = Box::new(BuiltIn::new(
         args.settlement_delay_ms,
         args.settlement_fail_percent,
@@ -200,6 +212,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     }
     shutdown(server, gateway_threads, handle, &data_dir);
     settlement.join();
+    let _ = feed.join();
     Ok(())
 }
 
