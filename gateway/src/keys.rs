@@ -115,7 +115,7 @@ pub struct KeyEntry {
 
 /// The gateway's table of live API keys.
 pub struct KeyTable {
-    master: MasterKey,
+    master: RwLock<MasterKey>,
     keys: RwLock<HashMap<Uuid, KeyEntry>>,
 }
 
@@ -123,19 +123,36 @@ impl KeyTable {
     /// An empty table.
     pub fn new(master: MasterKey) -> KeyTable {
         KeyTable {
-            master,
+            master: RwLock::new(master),
             keys: RwLock::new(HashMap::new()),
         }
     }
 
     /// The master key.
-    pub fn master(&self) -> &MasterKey {
-        &self.master
+    pub fn master(&self) -> MasterKey {
+        self.master.read().clone()
+    }
+
+    /// The master key's bytes (sent to standbys, which must derive the same secrets).
+    pub fn master_bytes(&self) -> [u8; 32] {
+        self.master.read().0
+    }
+
+    /// Replaces the master key (a standby takes its primary's) and re-derives every entry.
+    pub fn replace_master(&self, master: MasterKey) {
+        let mut keys = self.keys.write();
+        *self.master.write() = master;
+        let entries: Vec<(Uuid, Address)> = keys.iter().map(|(k, e)| (*k, e.address)).collect();
+        keys.clear();
+        drop(keys);
+        for (key_id, address) in entries {
+            self.insert(key_id, address);
+        }
     }
 
     /// Adds a key (after the engine recorded it).
     pub fn insert(&self, key_id: Uuid, address: Address) -> Credentials {
-        let credentials = self.master.credentials(key_id, &address);
+        let credentials = self.master.read().credentials(key_id, &address);
         let secret = L2Secret::from_base64(&credentials.secret)
             .unwrap_or_else(|_| unreachable!("derived secrets are valid base64"));
         self.keys.write().insert(

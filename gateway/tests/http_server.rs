@@ -56,6 +56,7 @@ fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
         journal,
         sinks,
         events: Vec::new(),
+        replication: None,
     };
     let (handle, submitters) =
         ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();

@@ -9,6 +9,7 @@
 
 mod codec;
 mod recovery;
+pub mod replication;
 mod sequencer;
 mod submission;
 

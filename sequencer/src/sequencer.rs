@@ -26,6 +26,9 @@ pub struct SequencerConfig {
     pub durability: Durability,
     /// Longest sleep when idle (timers are checked at least this often).
     pub idle_wait: Duration,
+    /// Set on a standby: its only writes are replicated records, and it fires no timers
+    /// of its own (the primary's `Tick`s arrive replicated). Cleared on promotion.
+    pub follower: Arc<AtomicBool>,
 }
 
 impl Default for SequencerConfig {
@@ -35,6 +38,7 @@ impl Default for SequencerConfig {
             batch_max: 4_096,
             durability: Durability::Sync,
             idle_wait: Duration::from_millis(50),
+            follower: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -48,6 +52,28 @@ pub struct Published {
     pub timestamp_ns: u64,
     /// What it changed.
     pub events: Vec<Event>,
+}
+
+/// How long a batch waits for the required standbys before its writes are answered
+/// `replica unavailable`.
+pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Turns the answers to writes into refusals (their effects are journaled, but not held by
+/// enough standbys: the client is told, and may retry or check).
+fn refuse_applied(per_sink: &mut [Vec<Completion>], reason: &'static str) {
+    for list in per_sink.iter_mut() {
+        for completion in list.iter_mut() {
+            if matches!(
+                completion,
+                Completion::Applied { .. } | Completion::AppliedAll { .. }
+            ) {
+                *completion = Completion::Refused {
+                    ticket: completion.ticket(),
+                    reason,
+                };
+            }
+        }
+    }
 }
 
 /// The events of one durable batch, shared by every consumer.
@@ -92,6 +118,8 @@ pub struct SequencerParts {
     pub sinks: Vec<Box<dyn CompletionSink>>,
     /// Where each batch's events go once it is durable: every consumer gets the same batch.
     pub events: Vec<Sender<PublishedBatch>>,
+    /// Standbys to replicate to (and, with a required count, to wait for).
+    pub replication: Option<Arc<crate::replication::ReplicationHub>>,
 }
 
 /// The sequencer's ends of the producers' rings, made before it starts so that producers
@@ -139,6 +167,7 @@ pub fn start_with(
         journal: parts.journal,
         sinks: parts.sinks,
         events: parts.events,
+        replication: parts.replication,
         rings,
         stop: stop.clone(),
         stats: stats.clone(),
@@ -164,6 +193,7 @@ struct Writer {
     journal: Journal,
     sinks: Vec<Box<dyn CompletionSink>>,
     events: Vec<Sender<PublishedBatch>>,
+    replication: Option<Arc<crate::replication::ReplicationHub>>,
     rings: Vec<Receiver<Submission>>,
     stop: Arc<AtomicBool>,
     stats: Arc<SequencerStats>,
@@ -176,10 +206,11 @@ impl Writer {
         let mut batch: Vec<Submission> = Vec::with_capacity(self.config.batch_max);
         loop {
             self.drain(&mut batch);
-            let timer_due = self
-                .engine
-                .next_deadline_ns()
-                .is_some_and(|d| d <= self.now_ns());
+            let timer_due = !self.config.follower.load(Ordering::Acquire)
+                && self
+                    .engine
+                    .next_deadline_ns()
+                    .is_some_and(|d| d <= self.now_ns());
             if batch.is_empty() && !timer_due {
                 if self.stop.load(Ordering::Acquire) {
                     return;
@@ -256,6 +287,23 @@ impl Writer {
                         .collect();
                     Completion::AppliedAll { ticket, results }
                 }
+                Work::Replicated {
+                    seq,
+                    timestamp_ns,
+                    command,
+                } => {
+                    commands += 1;
+                    if seq != self.journal.last_seq() + 1 {
+                        Completion::Refused {
+                            ticket,
+                            reason: "replication gap: not the next sequence",
+                        }
+                    } else {
+                        self.last_now_ns = self.last_now_ns.max(timestamp_ns);
+                        let (seq, reply) = self.apply(timestamp_ns, &command, &mut published);
+                        Completion::Applied { ticket, seq, reply }
+                    }
+                }
                 Work::Query(query) => {
                     queries += 1;
                     Completion::Answered {
@@ -268,7 +316,8 @@ impl Writer {
                 list.push(completion);
             }
         }
-        if self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+        let follower = self.config.follower.load(Ordering::Acquire);
+        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
             commands += 1;
             self.apply(now_ns, &Command::Tick, &mut published);
         }
@@ -284,6 +333,16 @@ impl Writer {
         self.stats
             .last_seq
             .store(self.engine.last_seq(), Ordering::Release);
+        let mut per_sink = per_sink;
+        if let Some(hub) = &self.replication {
+            let last = self.engine.last_seq();
+            hub.committed(last);
+            let held =
+                hub.connected() >= hub.required() && hub.wait_acks(last, REPLICA_ACK_TIMEOUT);
+            if commands > 0 && !follower && !held {
+                refuse_applied(&mut per_sink, "replica unavailable");
+            }
+        }
         for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
             if !completions.is_empty() {
                 sink.deliver(completions);

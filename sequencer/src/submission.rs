@@ -26,6 +26,16 @@ pub enum Work {
     Command(Command),
     /// Several state changes answered together (a batch request), in order.
     Commands(Vec<Command>),
+    /// A record replicated from the primary: journaled and applied with the primary's
+    /// sequence number and time (a standby's only writes).
+    Replicated {
+        /// The primary's sequence number: must be the next one.
+        seq: u64,
+        /// The primary's timestamp.
+        timestamp_ns: u64,
+        /// The command.
+        command: Command,
+    },
     /// A read: run against the engine, not journaled.
     Query(Query),
 }
@@ -125,6 +135,7 @@ impl std::fmt::Debug for Submission {
         let kind = match &self.work {
             Work::Command(c) => c.type_name(),
             Work::Commands(_) => "commands",
+            Work::Replicated { .. } => "replicated",
             Work::Query(_) => "query",
         };
         write!(f, "Submission({:?}, {kind})", self.ticket)

@@ -33,6 +33,7 @@ fn start_on(dir: &std::path::Path) -> (SequencerHandle, Submitter, Receiver<Comp
         journal,
         sinks: vec![Box::new(ChannelSink(tx))],
         events: Vec::new(),
+        replication: None,
     };
     let config = SequencerConfig {
         durability: Durability::Sync,

@@ -88,7 +88,7 @@ fn derive(app: &App, request: &Request) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
-    let master = app.keys.master().clone();
+    let master = app.keys.master();
     query(
         move |e: &Engine| {
             if !may_act(e, &claim) {

@@ -66,6 +66,9 @@ pub struct ServiceState {
     pub ready: AtomicBool,
     /// Set while this is a standby: writes are 503 `standby: not primary`.
     pub standby: AtomicBool,
+    /// With `--replicas N`: writes are 503 `replica unavailable` while fewer are connected.
+    pub replication:
+        parking_lot::RwLock<Option<Arc<ladder_sequencer::replication::ReplicationHub>>>,
 }
 
 /// Turns a standby into a primary; called by `POST /admin/promote`.
@@ -188,6 +191,13 @@ impl App {
             return Err(Outcome::Respond(
                 Response::error(Status::Unavailable, STANDBY_REFUSAL).retry_after(1),
             ));
+        }
+        if let Some(hub) = self.state.replication.read().as_ref() {
+            if hub.connected() < hub.required() {
+                return Err(Outcome::Respond(
+                    Response::error(Status::Unavailable, "replica unavailable").retry_after(1),
+                ));
+            }
         }
         Ok(())
     }

@@ -120,6 +120,12 @@ pub struct StandbyArgs {
     pub primary: String,
     #[command(flatten)]
     pub service: ServiceFlags,
+    /// Built-in settlement after promotion (as `serve`).
+    #[arg(long, default_value_t = 1000)]
+    pub settlement_delay_ms: u64,
+    /// Built-in settlement after promotion (as `serve`).
+    #[arg(long, default_value_t = 0)]
+    pub settlement_fail_percent: u8,
 }
 
 /// `ladder promote`.
@@ -192,16 +198,29 @@ pub fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Journal { action } => journal::run(action),
         Command::Serve(args) => serve::serve(&args),
-        Command::Standby(_) => {
-            Err("standby: not built yet (issue: sequencer and journal, hot standby)".into())
-        }
-        Command::Promote(_) => {
-            Err("promote: not built yet (issue: sequencer and journal, hot standby)".into())
-        }
+        Command::Standby(args) => serve::standby(&args),
+        Command::Promote(args) => promote(&args),
         Command::Bench {
             action: BenchCommand::Engine(args),
         } => bench::engine(&args),
         Command::Client(args) => client::run(args),
         Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
+    }
+}
+
+/// `ladder promote`: asks a standby's admin surface to become the primary.
+fn promote(args: &PromoteArgs) -> Result<(), String> {
+    let token = args
+        .admin_token
+        .clone()
+        .ok_or("--admin-token (or LADDER_ADMIN_TOKEN) is required")?;
+    let mut http = ladder_client::HttpClient::new(&format!("http://{}", args.listen))?;
+    let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+    let response = http.request("POST", "/admin/promote", &headers, Some(""))?;
+    println!("{}", response.body);
+    if response.status == 200 {
+        Ok(())
+    } else {
+        Err(format!("promotion refused: HTTP {}", response.status))
     }
 }

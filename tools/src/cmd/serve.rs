@@ -1,34 +1,36 @@
-//! `ladder serve`: recover, then run the gateway and the sequencer until a signal.
+//! `ladder serve` and `ladder standby`: recover, then run the gateway, the sequencer, the
+//! feed and (on a primary) settlement and replication, until a signal.
 //!
 //! The HTTP listeners come up first and answer 503 `service not ready` while the engine is
 //! rebuilt from the newest snapshot and the journal; start-up journals nothing (except the
-//! demo set-up, asked for with `--demo` on an empty data directory).
+//! demo set-up, asked for with `--demo` on an empty data directory). A standby follows its
+//! primary's replication stream and refuses writes until promoted.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver};
-use ladder_engine::{Engine, EngineLimits};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use ladder_engine::{Command, Engine, EngineLimits, Reply};
 use ladder_gateway::app::{App, AppConfig, ServiceState};
-use ladder_gateway::keys::{KeyTable, MasterKey};
+use ladder_gateway::keys::{KeyTable, MasterKey, MASTER_KEY_FILE};
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::ws::feed::MarketIds;
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
+use ladder_sequencer::replication::{client, server, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, DiscardSink,
     QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission, Submitter, Ticket,
     Work,
 };
-use ladder_settlement::BuiltIn;
+use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
 
-use super::demo;
-use super::ServeArgs;
+use super::{demo, ServeArgs, StandbyArgs};
 
 /// How often a snapshot is taken when commands have been applied since the last one.
 pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
@@ -41,64 +43,158 @@ pub const SNAPSHOTS_KEPT: usize = 3;
 pub fn resolve(listen: &str) -> Result<SocketAddr, String> {
     listen
         .to_socket_addrs()
-        .map_err(|e| format!("--listen {listen}: {e}"))?
+        .map_err(|e| format!("{listen}: {e}"))?
         .next()
-        .ok_or_else(|| format!("--listen {listen}: no address"))
+        .ok_or_else(|| format!("{listen}: no address"))
 }
 
-/// Runs the service.
+/// What this process is.
+enum Role {
+    Primary {
+        demo: bool,
+        replication_listen: Option<String>,
+        replicas: u32,
+    },
+    Standby {
+        primary: String,
+    },
+}
+
+/// Everything `run` needs.
+struct RunOptions {
+    data_dir: PathBuf,
+    listen: String,
+    admin_token: Option<String>,
+    admin_public: bool,
+    durability: Durability,
+    gateway_threads: usize,
+    exchange_address: String,
+    max_keys_per_user: u32,
+    rate_limit_key: u32,
+    rate_limit_ip: u32,
+    settlement_delay_ms: u64,
+    settlement_fail_percent: u8,
+    role: Role,
+}
+
+/// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    refuse_unbuilt(args)?;
-    let durability: Durability = args
-        .durability
-        .parse()
-        .map_err(|e: String| format!("--durability: {e}"))?;
-    let listen = resolve(&args.service.listen)?;
-    let data_dir = args.service.data_dir.clone();
+    if args.tls_cert.is_some() {
+        return Err("--tls-cert: TLS is not built yet (gateway issue)".into());
+    }
+    if args.rpc_url.is_some() {
+        return Err("--rpc-url: the ERC-1271 verifier and chain settlement are not built yet (settlement issue)".into());
+    }
+    if args.replicas > 0 && args.replication_listen.is_none() {
+        return Err("--replicas needs --replication-listen (where standbys connect)".into());
+    }
+    run(RunOptions {
+        data_dir: args.service.data_dir.clone(),
+        listen: args.service.listen.clone(),
+        admin_token: args.service.admin_token.clone(),
+        admin_public: args.admin_public,
+        durability: args
+            .durability
+            .parse()
+            .map_err(|e: String| format!("--durability: {e}"))?,
+        gateway_threads: args.gateway_threads,
+        exchange_address: args.exchange_address.clone(),
+        max_keys_per_user: args.max_keys_per_user,
+        rate_limit_key: args.rate_limit_key,
+        rate_limit_ip: args.rate_limit_ip,
+        settlement_delay_ms: args.settlement_delay_ms,
+        settlement_fail_percent: args.settlement_fail_percent,
+        role: Role::Primary {
+            demo: args.demo,
+            replication_listen: args.replication_listen.clone(),
+            replicas: args.replicas,
+        },
+    })
+}
+
+/// `ladder standby`.
+pub fn standby(args: &StandbyArgs) -> Result<(), String> {
+    run(RunOptions {
+        data_dir: args.service.data_dir.clone(),
+        listen: args.service.listen.clone(),
+        admin_token: args.service.admin_token.clone(),
+        admin_public: false,
+        durability: Durability::Sync,
+        gateway_threads: 2,
+        exchange_address: "0x000000000000000000000000000000000000C10b".into(),
+        max_keys_per_user: 5,
+        rate_limit_key: 3500,
+        rate_limit_ip: 9000,
+        settlement_delay_ms: args.settlement_delay_ms,
+        settlement_fail_percent: args.settlement_fail_percent,
+        role: Role::Standby {
+            primary: args.primary.clone(),
+        },
+    })
+}
+
+/// Asks the main loop to promote this standby; answered once done.
+type PromoteRequest = Sender<Result<(), String>>;
+
+fn run(options: RunOptions) -> Result<(), String> {
+    let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
+    let data_dir = options.data_dir.clone();
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
-    let exchange = Address::parse_ignoring_checksum(&args.exchange_address)
+    let exchange = Address::parse_ignoring_checksum(&options.exchange_address)
         .map_err(|e| format!("--exchange-address: {e}"))?;
     let master = MasterKey::load_or_create(&data_dir).map_err(|e| format!("master key: {e}"))?;
     let keys = Arc::new(KeyTable::new(master));
+    let standby = matches!(options.role, Role::Standby { .. });
     let state = Arc::new(ServiceState::default());
+    state.standby.store(standby, Ordering::Release);
     let metrics = Arc::new(Metrics::default());
     let config = AppConfig {
         exchange: ExchangeDomain::new(CHAIN_ID, exchange),
         auth: AuthDomain::new(CHAIN_ID),
-        admin_token: args.service.admin_token.clone().filter(|t| !t.is_empty()),
-        admin_public: args.admin_public,
-        max_keys_per_user: args.max_keys_per_user,
-        rate_limit_key: args.rate_limit_key,
-        rate_limit_ip: args.rate_limit_ip,
+        admin_token: options.admin_token.clone().filter(|t| !t.is_empty()),
+        admin_public: options.admin_public,
+        max_keys_per_user: options.max_keys_per_user,
+        rate_limit_key: options.rate_limit_key,
+        rate_limit_ip: options.rate_limit_ip,
     };
-    let app = Arc::new(App::new(
-        config,
-        keys.clone(),
-        metrics.clone(),
-        state.clone(),
-    ));
+    let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
+    let hook = Arc::new(move || {
+        let (reply_tx, reply_rx) = bounded(1);
+        promote_tx
+            .send(reply_tx)
+            .map_err(|_| "the service is stopping".to_string())?;
+        reply_rx
+            .recv_timeout(Duration::from_secs(30))
+            .map_err(|_| "promotion timed out".to_string())?
+    });
+    let app = Arc::new(
+        App::new(config, keys.clone(), metrics.clone(), state.clone()).with_promote_hook(hook),
+    );
 
-    let threads = args.gateway_threads.clamp(1, 64);
+    let threads = options.gateway_threads.clamp(1, 64);
     let (loops, gateway_sinks, feed_targets, bound) =
         prepare_with_feed(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
     let seq_config = SequencerConfig {
-        durability,
+        durability: options.durability,
         ..SequencerConfig::default()
     };
-    let (mut submitters, rings) = rings(threads + 2, seq_config.ring_capacity);
+    seq_config.follower.store(standby, Ordering::Release);
+    // Rings: one per gateway thread, then internal, settlement and replication.
+    let (mut submitters, rings) = rings(threads + 3, seq_config.ring_capacity);
+    let follower_ring = submitters.pop().ok_or("no replication ring")?;
     let settlement_ring = submitters.pop().ok_or("no settlement ring")?;
-    let internal = submitters.pop().ok_or("no internal ring")?;
-    let server = Arc::new(ServerShared::default());
+    let internal_ring = submitters.pop().ok_or("no internal ring")?;
+    let server_shared = Arc::new(ServerShared::default());
     let gateway_threads = spawn(
         loops,
         submitters.clone(),
         app,
         ServerLimits::default(),
-        server.clone(),
+        server_shared.clone(),
     )
     .map_err(|e| format!("gateway threads: {e}"))?;
-    tracing::info!(%bound, "listening; recovering");
+    tracing::info!(%bound, standby, "listening; recovering");
     println!("ladder: listening on http://{bound}");
 
     let started = Instant::now();
@@ -135,63 +231,115 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             no: m.no_token_id,
         })
         .collect();
+    let last_seq = engine.last_seq();
 
     let (internal_tx, internal_rx) = unbounded();
+    let (follower_tx, follower_rx) = unbounded();
     let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
         .into_iter()
         .map(|s| Box::new(s) as Box<dyn CompletionSink>)
         .collect();
+    let internal_sink = sinks.len() as u16;
     sinks.push(Box::new(ChannelSink(internal_tx)));
     sinks.push(Box::new(DiscardSink));
-    let internal_sink = threads as u16;
+    let follower_sink = sinks.len() as u16;
+    sinks.push(Box::new(ChannelSink(follower_tx)));
     let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
     let (feed_tx, feed_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
-    let events = vec![settlement_tx, feed_tx];
-    let handle = start_with(
-        seq_config,
-        SequencerParts {
-            engine,
-            journal,
-            sinks,
-            events,
-        },
-        rings,
-    )
-    .map_err(|e| format!("sequencer: {e}"))?;
+    let hub = match &options.role {
+        Role::Primary {
+            replication_listen: Some(_),
+            replicas,
+            ..
+        } => Some(Arc::new(ReplicationHub::new(*replicas as usize, last_seq))),
+        _ => None,
+    };
+    *state.replication.write() = hub.clone();
+    let parts = SequencerParts {
+        engine,
+        journal,
+        sinks,
+        events: vec![settlement_tx, feed_tx],
+        replication: hub.clone(),
+    };
+    let follower_flag = seq_config.follower.clone();
+    let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
+    metrics.attach(handle.stats.clone(), server_shared.clone(), submitters);
     let feed = ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets)
         .map_err(|e| format!("feed thread: {e}"))?;
-    let backend = Box::new(BuiltIn::new(
-        args.settlement_delay_ms,
-        args.settlement_fail_percent,
-    ));
-    let settlement = ladder_settlement::start(
-        backend,
-        settlement_rx,
-        settlement_ring,
-        internal_sink + 1,
-        pending_settlements,
-    )
-    .map_err(|e| format!("settlement thread: {e}"))?;
-    metrics.attach(handle.stats.clone(), server.clone(), submitters);
 
+    let stop = Arc::new(AtomicBool::new(false));
     let mut internal = Internal {
-        submitter: internal,
+        submitter: internal_ring,
         completions: internal_rx,
         sink: internal_sink,
         next: 0,
     };
-    if args.demo && fresh {
-        for command in demo::commands() {
-            internal.run(Work::Command(command))?;
+    let settle = |pending| {
+        let backend = Box::new(BuiltIn::new(
+            options.settlement_delay_ms,
+            options.settlement_fail_percent,
+        ));
+        ladder_settlement::start(
+            backend,
+            settlement_rx.clone(),
+            settlement_ring.clone(),
+            internal_sink + 1,
+            pending,
+        )
+        .map_err(|e| format!("settlement thread: {e}"))
+    };
+    let mut settlement: Option<SettlementHandle> = None;
+    let mut follower: Option<(Arc<AtomicBool>, std::thread::JoinHandle<u64>)> = None;
+    let mut drain: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> = None;
+    match &options.role {
+        Role::Primary {
+            demo: want_demo,
+            replication_listen,
+            ..
+        } => {
+            settlement = Some(settle(pending_settlements)?);
+            if let (Some(address), Some(hub)) = (replication_listen, &hub) {
+                let listener = std::net::TcpListener::bind(resolve(address)?)
+                    .map_err(|e| format!("--replication-listen {address}: {e}"))?;
+                println!(
+                    "ladder: replication on {}",
+                    listener.local_addr().map_err(|e| e.to_string())?
+                );
+                server::serve(
+                    listener,
+                    data_dir.clone(),
+                    hub.clone(),
+                    keys.master_bytes(),
+                    stop.clone(),
+                )
+                .map_err(|e| format!("replication: {e}"))?;
+            }
+            if *want_demo && fresh {
+                for command in demo::commands() {
+                    internal.run(Work::Command(command))?;
+                }
+                demo::print_instructions(&bound);
+            } else if *want_demo {
+                tracing::info!("--demo ignored: the data directory already holds state");
+            }
         }
-        demo::print_instructions(&bound);
-    } else if args.demo {
-        tracing::info!("--demo ignored: the data directory already holds state");
+        Role::Standby { primary } => {
+            drain = Some(drain_until_promoted(settlement_rx.clone()));
+            follower = Some(start_follower(
+                primary,
+                last_seq,
+                follower_ring.clone(),
+                follower_rx.clone(),
+                follower_sink,
+                &keys,
+                &data_dir,
+            )?);
+        }
     }
     state.ready.store(true, Ordering::Release);
     tracing::info!("ready");
 
-    let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())
             .map_err(|e| format!("signal handler: {e}"))?;
@@ -201,7 +349,26 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         handle.stats.last_seq.load(Ordering::Acquire),
     );
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(reply) = promote_rx.recv_timeout(Duration::from_millis(100)) {
+            let result = match follower.take() {
+                None => Err("not a standby".to_string()),
+                Some((follow_stop, thread)) => {
+                    follow_stop.store(true, Ordering::Release);
+                    let held = thread.join().unwrap_or(0);
+                    follower_flag.store(false, Ordering::Release);
+                    if let Some((drain_stop, drain_thread)) = drain.take() {
+                        drain_stop.store(true, Ordering::Release);
+                        let _ = drain_thread.join();
+                    }
+                    let pending = internal.pending_settlements()?;
+                    settlement = Some(settle(pending)?);
+                    state.standby.store(false, Ordering::Release);
+                    tracing::info!(last_seq = held, "promoted to primary");
+                    Ok(())
+                }
+            };
+            let _ = reply.send(result);
+        }
         let seq = handle.stats.last_seq.load(Ordering::Acquire);
         if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL && seq > last_snapshot.1 {
             match internal.snapshot(&data_dir) {
@@ -210,23 +377,73 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             }
         }
     }
-    shutdown(server, gateway_threads, handle, &data_dir);
-    settlement.join();
+    if let Some((follow_stop, thread)) = follower {
+        follow_stop.store(true, Ordering::Release);
+        let _ = thread.join();
+    }
+    shutdown(server_shared, gateway_threads, handle, &data_dir);
+    if let Some(s) = settlement {
+        s.join();
+    }
     let _ = feed.join();
     Ok(())
 }
 
-fn refuse_unbuilt(args: &ServeArgs) -> Result<(), String> {
-    if args.tls_cert.is_some() {
-        return Err("--tls-cert: TLS is not built yet (gateway issue)".into());
-    }
-    if args.rpc_url.is_some() {
-        return Err("--rpc-url: the ERC-1271 verifier and chain settlement are not built yet (settlement issue)".into());
-    }
-    if args.replicas > 0 || args.replication_listen.is_some() {
-        return Err("--replicas/--replication-listen: replication is not built yet (sequencer and journal issue)".into());
-    }
-    Ok(())
+/// On a standby, nothing settles: the settlement feed is drained (promotion re-arms every
+/// pending batch from the engine) so that it never holds the sequencer back.
+fn drain_until_promoted(
+    events: Receiver<ladder_sequencer::PublishedBatch>,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::spawn(move || {
+        while !flag.load(Ordering::Acquire) {
+            let _ = events.recv_timeout(Duration::from_millis(50));
+        }
+    });
+    (stop, thread)
+}
+
+fn start_follower(
+    primary: &str,
+    last_seq: u64,
+    submitter: Submitter,
+    completions: Receiver<Completion>,
+    sink: u16,
+    keys: &Arc<KeyTable>,
+    data_dir: &Path,
+) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<u64>), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let applied_keys = keys.clone();
+    let master_keys = keys.clone();
+    let key_path = data_dir.join(MASTER_KEY_FILE);
+    let follower = client::Follower {
+        primary: primary.to_string(),
+        last_seq,
+        submitter,
+        completions,
+        sink,
+        stop: stop.clone(),
+        on_applied: Box::new(move |command, reply| match (command, reply) {
+            (Command::CreateApiKey(spec), Reply::Ok) => {
+                applied_keys.insert(Uuid::from_bytes(spec.key_id), Address(spec.address.0));
+            }
+            (Command::DeleteApiKey { key_id, .. }, Reply::Ok) => {
+                applied_keys.remove(&Uuid::from_bytes(*key_id))
+            }
+            _ => {}
+        }),
+        on_master_key: Box::new(move |key| {
+            if master_keys.master_bytes() != key {
+                master_keys.replace_master(MasterKey::from_bytes(key));
+                if let Err(e) = std::fs::write(&key_path, key) {
+                    tracing::warn!(error = %e, "could not keep the primary's master key");
+                }
+            }
+        }),
+    };
+    let thread = client::follow(follower).map_err(|e| format!("standby thread: {e}"))?;
+    Ok((stop, thread))
 }
 
 /// Stops accepting, drains what the gateway holds, stops the sequencer and snapshots.
@@ -259,7 +476,7 @@ fn write_snapshot(data_dir: &Path, engine: &Engine) {
     let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
 }
 
-/// The runtime's own ring into the sequencer (demo set-up, snapshots).
+/// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion).
 struct Internal {
     submitter: Submitter,
     completions: Receiver<Completion>,
@@ -282,21 +499,32 @@ impl Internal {
             .map_err(|_| "the sequencer did not answer".to_string())
     }
 
-    /// Serializes the engine on the sequencer thread and writes the snapshot here.
-    fn snapshot(&mut self, data_dir: &Path) -> Result<u64, String> {
-        let query =
-            Box::new(|e: &Engine| Box::new((e.last_seq(), e.snapshot_bytes())) as QueryOutput);
+    fn query<T: Send + 'static>(
+        &mut self,
+        read: impl FnOnce(&Engine) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let query = Box::new(move |e: &Engine| Box::new(read(e)) as QueryOutput);
         match self.run(Work::Query(query))? {
-            Completion::Answered { output, .. } => {
-                let (seq, bytes) = *output
-                    .downcast::<(u64, Vec<u8>)>()
-                    .map_err(|_| "bad snapshot answer")?;
-                ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
-                let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
-                tracing::info!(seq, "snapshot written");
-                Ok(seq)
-            }
+            Completion::Answered { output, .. } => output
+                .downcast::<T>()
+                .map(|b| *b)
+                .map_err(|_| "bad answer".to_string()),
             _ => Err("unexpected completion".into()),
         }
+    }
+
+    /// Serializes the engine on the sequencer thread and writes the snapshot here.
+    fn snapshot(&mut self, data_dir: &Path) -> Result<u64, String> {
+        let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
+        ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
+        let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
+        tracing::info!(seq, "snapshot written");
+        Ok(seq)
+    }
+
+    fn pending_settlements(
+        &mut self,
+    ) -> Result<Vec<(ladder_engine::Hash32, ladder_engine::TradeStatus, u64)>, String> {
+        self.query(ladder_settlement::pending_batches)
     }
 }

@@ -1,0 +1,136 @@
+//! What the sequencer and the replication threads share: the last committed sequence, and
+//! how far each connected standby has acknowledged.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Default)]
+struct HubState {
+    committed: u64,
+    acks: HashMap<u64, u64>,
+    next_id: u64,
+}
+
+/// Committed and acknowledged sequences.
+#[derive(Debug)]
+pub struct ReplicationHub {
+    required: usize,
+    state: Mutex<HubState>,
+    changed: Condvar,
+}
+
+impl ReplicationHub {
+    /// A hub for which `required` standbys must hold each batch before it is answered.
+    pub fn new(required: usize, committed: u64) -> ReplicationHub {
+        ReplicationHub {
+            required,
+            state: Mutex::new(HubState {
+                committed,
+                ..HubState::default()
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Standbys that must hold a batch before it is answered.
+    pub fn required(&self) -> usize {
+        self.required
+    }
+
+    /// Standbys connected now.
+    pub fn connected(&self) -> usize {
+        self.lock().acks.len()
+    }
+
+    /// The sequencer committed everything up to `seq`.
+    pub fn committed(&self, seq: u64) {
+        let mut state = self.lock();
+        state.committed = state.committed.max(seq);
+        self.changed.notify_all();
+    }
+
+    /// Waits until something after `seq` is committed (or `timeout`); returns the committed sequence.
+    pub fn wait_committed_after(&self, seq: u64, timeout: Duration) -> u64 {
+        let state = self.lock();
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(state, timeout, |s| s.committed <= seq)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.committed
+    }
+
+    /// A standby connected: its id.
+    pub fn register(&self, from_seq: u64) -> u64 {
+        let mut state = self.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        state.acks.insert(id, from_seq.saturating_sub(1));
+        self.changed.notify_all();
+        id
+    }
+
+    /// A standby disconnected.
+    pub fn unregister(&self, id: u64) {
+        self.lock().acks.remove(&id);
+        self.changed.notify_all();
+    }
+
+    /// Standby `id` holds everything up to `seq`.
+    pub fn ack(&self, id: u64, seq: u64) {
+        let mut state = self.lock();
+        if let Some(acked) = state.acks.get_mut(&id) {
+            *acked = (*acked).max(seq);
+        }
+        self.changed.notify_all();
+    }
+
+    /// Waits until `required` standbys hold `seq`; false on `timeout`.
+    pub fn wait_acks(&self, seq: u64, timeout: Duration) -> bool {
+        if self.required == 0 {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if state.acks.values().filter(|&&a| a >= seq).count() >= self.required {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_wait_for_the_required_acknowledgements() {
+        let hub = ReplicationHub::new(1, 0);
+        assert!(!hub.wait_acks(5, Duration::from_millis(10)), "no standby");
+        let id = hub.register(1);
+        hub.ack(id, 4);
+        assert!(!hub.wait_acks(5, Duration::from_millis(10)));
+        hub.ack(id, 5);
+        assert!(hub.wait_acks(5, Duration::from_millis(10)));
+        hub.unregister(id);
+        assert_eq!(hub.connected(), 0);
+        hub.committed(9);
+        assert_eq!(hub.wait_committed_after(3, Duration::from_millis(1)), 9);
+    }
+}

@@ -1,0 +1,203 @@
+//! Hot standby end to end: a primary with `--replicas 1` under a stream of orders, a standby
+//! following it; SIGKILL the primary, promote the standby: every acknowledged order is there,
+//! the state hashes match, and the promoted standby takes writes.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ladder_client::{HttpClient, Trader, Wallet};
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::{Address, Side};
+use serde_json::{json, Value};
+
+use support::*;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Standby {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_standby(replication: u16) -> Standby {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "standby",
+            "--primary",
+            &format!("127.0.0.1:{replication}"),
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--log",
+            "warn",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next().expect("standby exited").unwrap();
+        if let Some(url) = line.strip_prefix("ladder: listening on ") {
+            break url.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Standby {
+        child,
+        url,
+        _dir: dir,
+    }
+}
+
+fn admin(url: &str, method: &str, path: &str) -> (u16, Value) {
+    let mut http = HttpClient::new(url).unwrap();
+    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    let r = http.request(method, path, &headers, Some("")).unwrap();
+    (r.status, r.json())
+}
+
+fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
+    let (key, account) = KEYS[i];
+    let mut t = Trader::new(
+        url,
+        Wallet::from_hex(key).unwrap(),
+        Address::parse(account).unwrap(),
+    )
+    .unwrap();
+    t.credentials = from.credentials.clone();
+    t
+}
+
+#[test]
+fn a_promoted_standby_holds_every_acknowledged_order() {
+    let replication = free_port();
+    let mut primary = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+        "--settlement-delay-ms",
+        "600000",
+    ]);
+    let standby = start_standby(replication);
+    // Writes are refused until the standby is connected; then keys can be made.
+    let connect = |i: usize| {
+        let (key, account) = KEYS[i];
+        let mut t = Trader::new(
+            &primary.url,
+            Wallet::from_hex(key).unwrap(),
+            Address::parse(account).unwrap(),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = t.create_api_key(0).unwrap();
+            if r.status == 200 {
+                return t;
+            }
+            assert_eq!(r.json(), json!({ "error": "replica unavailable" }));
+            assert!(Instant::now() < deadline, "the standby never connected");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut alice = connect(0);
+    let mut bob = connect(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut acked = Vec::new();
+    for i in 0..60u32 {
+        let (t, side, price) = if i % 2 == 0 {
+            (&mut alice, Side::Buy, 4_000 + 10 * (i % 50))
+        } else {
+            (&mut bob, Side::Sell, 5_000 + 10 * (i % 50))
+        };
+        let r = t
+            .place(yes(), side, price, 1 + u64::from(i % 3), OrderType::Gtc)
+            .unwrap();
+        if r.status == 200 && r.json()["success"] == json!(true) {
+            acked.push(r.json()["orderID"].as_str().unwrap().to_string());
+        } else {
+            assert!(
+                Instant::now() < deadline,
+                "writes never succeeded: {}",
+                r.body
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(
+        acked.len() >= 50,
+        "most orders acknowledged: {}",
+        acked.len()
+    );
+    let (_, primary_hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let views = |a: &mut Trader, b: &mut Trader| {
+        ["/orders?limit=500", "/trades?limit=500"]
+            .iter()
+            .flat_map(|p| {
+                [
+                    a.send("GET", p, None).unwrap().body,
+                    b.send("GET", p, None).unwrap().body,
+                ]
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = views(&mut alice, &mut bob);
+    let (status, refused) = {
+        let mut t = trader_on(&standby.url, 0, &alice);
+        let r = t.place(yes(), Side::Buy, 4_000, 1, OrderType::Gtc).unwrap();
+        (r.status, r.json())
+    };
+    assert_eq!(
+        (status, refused),
+        (503, json!({ "error": "standby: not primary" }))
+    );
+
+    primary.kill();
+    let (status, body) = admin(&standby.url, "POST", "/admin/promote");
+    assert_eq!(status, 200, "{body}");
+    let (_, standby_hash) = admin(&standby.url, "GET", "/admin/state-hash");
+    assert_eq!(
+        standby_hash, primary_hash,
+        "the standby holds exactly the primary's state"
+    );
+
+    let mut alice_b = trader_on(&standby.url, 0, &alice);
+    let mut bob_b = trader_on(&standby.url, 1, &bob);
+    assert_eq!(
+        views(&mut alice_b, &mut bob_b),
+        before,
+        "the same open orders and trades"
+    );
+    let r = alice_b
+        .place(yes(), Side::Buy, 4_100, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(
+        r.json()["success"],
+        json!(true),
+        "the promoted standby takes writes: {}",
+        r.body
+    );
+}
