@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use mio::net::TcpStream;
+use crate::stream::Stream;
 
 use crate::handler::Completer;
 use crate::http::{Response, BODY_BYTES_MAX, HEADER_BYTES_MAX};
@@ -36,7 +36,7 @@ pub enum Slot {
 /// A client connection.
 pub struct Connection {
     /// The socket.
-    pub stream: TcpStream,
+    pub stream: Stream,
     /// The peer.
     pub peer: SocketAddr,
     /// Unparsed input.
@@ -61,7 +61,7 @@ pub struct Connection {
 
 impl Connection {
     /// A new connection.
-    pub fn new(stream: TcpStream, peer: SocketAddr, generation: u32) -> Connection {
+    pub fn new(stream: Stream, peer: SocketAddr, generation: u32) -> Connection {
         Connection {
             stream,
             peer,
@@ -163,6 +163,12 @@ impl Connection {
             }
         }
         self.write_buf.drain(..written);
+        // TLS records the library still holds go out too.
+        match self.stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
         if written > 0 {
             self.last_active = Instant::now();
         }

@@ -15,6 +15,7 @@ pub mod keys;
 pub mod metrics;
 pub mod rate_limit;
 pub mod server;
+pub mod stream;
 pub mod ws;
 
 pub use handler::{Completer, Outcome};

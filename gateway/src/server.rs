@@ -38,6 +38,8 @@ pub struct ServerLimits {
     pub request_timeout: Duration,
     /// An idle keep-alive connection is closed after this time.
     pub idle_timeout: Duration,
+    /// TLS (HTTPS and WSS) when a certificate is configured; plain otherwise.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServerLimits {
@@ -46,6 +48,7 @@ impl Default for ServerLimits {
             connections_max: 10_000,
             request_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -278,6 +281,14 @@ impl Worker {
                         continue;
                     }
                     self.generation = self.generation.wrapping_add(1);
+                    let stream = match crate::stream::Stream::new(stream, self.limits.tls.as_ref())
+                    {
+                        Ok(stream) => stream,
+                        Err(_) => {
+                            self.free.push(index);
+                            continue;
+                        }
+                    };
                     self.conns[index] = Some(Connection::new(stream, peer, self.generation));
                     self.shared.connections.fetch_add(1, Ordering::Relaxed);
                 }
@@ -460,7 +471,7 @@ impl Worker {
 
     fn close(&mut self, index: usize) {
         if let Some(mut conn) = self.conns[index].take() {
-            let _ = self.lp.poll.registry().deregister(&mut conn.stream);
+            let _ = self.lp.poll.registry().deregister(conn.stream.socket());
             self.free.push(index);
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         }
@@ -556,7 +567,7 @@ impl Worker {
             return;
         };
         self.free.push(index);
-        let _ = self.lp.poll.registry().deregister(&mut conn.stream);
+        let _ = self.lp.poll.registry().deregister(conn.stream.socket());
         if write_all_now(&mut conn.stream, &handshake).is_err() {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             return;
@@ -701,7 +712,7 @@ impl Worker {
 }
 
 /// Writes a few bytes to a fresh non-blocking socket, waiting briefly if it is full.
-fn write_all_now(stream: &mut mio::net::TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+fn write_all_now(stream: &mut crate::stream::Stream, mut bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let deadline = Instant::now() + Duration::from_secs(1);
     while !bytes.is_empty() {
@@ -714,5 +725,13 @@ fn write_all_now(stream: &mut mio::net::TcpStream, mut bytes: &[u8]) -> io::Resu
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    loop {
+        match stream.flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::yield_now()
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

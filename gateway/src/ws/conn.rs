@@ -6,8 +6,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::stream::Stream;
 use ladder_engine::{BookView, Bytes32};
-use mio::net::TcpStream;
 use serde_json::Value;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -46,7 +46,7 @@ struct UserSub {
 
 /// A WebSocket connection.
 pub struct WsConn {
-    ws: WebSocket<TcpStream>,
+    ws: WebSocket<Stream>,
     /// Its channel.
     pub kind: WsKind,
     /// When it was upgraded.
@@ -65,7 +65,7 @@ pub struct WsConn {
 
 impl WsConn {
     /// Wraps an upgraded socket; `leftover` is what the client sent after the handshake.
-    pub fn new(stream: TcpStream, leftover: Vec<u8>, kind: WsKind, generation: u32) -> WsConn {
+    pub fn new(stream: Stream, leftover: Vec<u8>, kind: WsKind, generation: u32) -> WsConn {
         let config = WebSocketConfig::default()
             .max_write_buffer_size(OUTBOUND_BYTES_MAX)
             .max_message_size(Some(INBOUND_MESSAGE_BYTES_MAX))
@@ -86,8 +86,8 @@ impl WsConn {
     }
 
     /// The socket, for (de)registration.
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
-        self.ws.get_mut()
+    pub fn stream_mut(&mut self) -> &mut mio::net::TcpStream {
+        self.ws.get_mut().socket()
     }
 
     /// Whether it is done (closed or failed).

@@ -74,14 +74,12 @@ struct RunOptions {
     rate_limit_ip: u32,
     settlement_delay_ms: u64,
     settlement_fail_percent: u8,
+    tls: Option<Arc<rustls::ServerConfig>>,
     role: Role,
 }
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    if args.tls_cert.is_some() {
-        return Err("--tls-cert: TLS is not built yet (gateway issue)".into());
-    }
     if args.rpc_url.is_some() {
         return Err("--rpc-url: the ERC-1271 verifier and chain settlement are not built yet (settlement issue)".into());
     }
@@ -104,6 +102,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         rate_limit_ip: args.rate_limit_ip,
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(ladder_gateway::stream::tls_config(cert, key)?),
+            _ => None,
+        },
         role: Role::Primary {
             demo: args.demo,
             replication_listen: args.replication_listen.clone(),
@@ -127,6 +129,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         rate_limit_ip: 9000,
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
+        tls: None,
         role: Role::Standby {
             primary: args.primary.clone(),
         },
@@ -186,16 +189,25 @@ fn run(options: RunOptions) -> Result<(), String> {
     let settlement_ring = submitters.pop().ok_or("no settlement ring")?;
     let internal_ring = submitters.pop().ok_or("no internal ring")?;
     let server_shared = Arc::new(ServerShared::default());
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let limits = ServerLimits {
+        tls: options.tls.clone(),
+        ..ServerLimits::default()
+    };
     let gateway_threads = spawn(
         loops,
         submitters.clone(),
         app,
-        ServerLimits::default(),
+        limits,
         server_shared.clone(),
     )
     .map_err(|e| format!("gateway threads: {e}"))?;
     tracing::info!(%bound, standby, "listening; recovering");
-    println!("ladder: listening on http://{bound}");
+    println!("ladder: listening on {scheme}://{bound}");
 
     let started = Instant::now();
     let (journal, report) =
