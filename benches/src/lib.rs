@@ -3,3 +3,4 @@
 
 pub mod engine_replay;
 pub mod engine_stream;
+pub mod pipeline_bench;

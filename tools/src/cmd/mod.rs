@@ -1,6 +1,7 @@
 //! The subcommands of `ladder` and their flags.
 
 mod bench;
+mod bench_pipeline;
 mod client;
 mod demo;
 mod journal;
@@ -144,6 +145,12 @@ pub struct PromoteArgs {
 pub enum BenchCommand {
     /// Replay a generated exchange-core-style stream through the engine alone.
     Engine(EngineBenchArgs),
+    /// Rings, journal (group commit), engine and answers, end to end.
+    Sequencer(bench_pipeline::SequencerBenchArgs),
+    /// Rebuild the engine from a journal, cold.
+    Replay(bench_pipeline::ReplayBenchArgs),
+    /// Write and restore a snapshot of an engine with many open orders.
+    Snapshot(bench_pipeline::SnapshotBenchArgs),
 }
 
 /// `ladder bench engine`.
@@ -200,9 +207,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Serve(args) => serve::serve(&args),
         Command::Standby(args) => serve::standby(&args),
         Command::Promote(args) => promote(&args),
-        Command::Bench {
-            action: BenchCommand::Engine(args),
-        } => bench::engine(&args),
+        Command::Bench { action } => match action {
+            BenchCommand::Engine(args) => bench::engine(&args),
+            BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
+            BenchCommand::Replay(args) => bench_pipeline::replay(&args),
+            BenchCommand::Snapshot(args) => bench_pipeline::snapshot(&args),
+        },
         Command::Client(args) => client::run(args),
         Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
     }

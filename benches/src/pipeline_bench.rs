@@ -1,0 +1,243 @@
+//! Measures of the write path beyond the engine: the sequencer end to end (rings, journal
+//! with group commit, engine, answers), journal replay from a cold start, and snapshots.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::unbounded;
+use hdrhistogram::Histogram;
+use ladder_engine::{Command, Engine, EngineLimits};
+use ladder_journal::{Durability, Journal, JournalOptions};
+use ladder_sequencer::{
+    recover_engine, start, ChannelSink, Completion, SequencerConfig, SequencerParts, Submission,
+    Ticket, Work,
+};
+
+use crate::engine_replay::prepared_engine;
+use crate::engine_stream::{generate, StreamSpec};
+
+/// What a sequencer run measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SequencerResult {
+    /// Commands measured.
+    pub commands: u64,
+    /// `sync` or `async`.
+    pub durability: String,
+    /// Producers (gateway-like threads).
+    pub producers: usize,
+    /// Commands per second, submission to answer.
+    pub ops_per_sec: f64,
+    /// Journal batches (commits).
+    pub batches: u64,
+    /// Latency from submission to answer: median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Drives `commands` stream commands through a sequencer on a journal in `dir` from
+/// `producers` threads, each keeping at most `window` submissions in flight.
+pub fn sequencer(
+    dir: &Path,
+    commands: usize,
+    producers: usize,
+    durability: Durability,
+    window: usize,
+) -> SequencerResult {
+    let stream = generate(&StreamSpec {
+        commands,
+        ..StreamSpec::default()
+    });
+    // The set-up is applied directly; the journal holds the measured commands only (the
+    // sequencer numbers them from the journal, the engine does not care).
+    let (engine, _) = prepared_engine(&stream);
+    let options = JournalOptions {
+        segment_size_bytes: 256 << 20,
+    };
+    let (journal, _) = Journal::open(dir, options).expect("open journal");
+    let mut sinks: Vec<Box<dyn ladder_sequencer::CompletionSink>> = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..producers {
+        let (tx, rx) = unbounded();
+        sinks.push(Box::new(ChannelSink(tx)));
+        receivers.push(rx);
+    }
+    let config = SequencerConfig {
+        durability,
+        ..SequencerConfig::default()
+    };
+    let parts = SequencerParts {
+        engine,
+        journal,
+        sinks,
+        events: Vec::new(),
+        replication: None,
+    };
+    let (handle, submitters) = start(config, parts, producers).expect("start sequencer");
+    let commands_list: Arc<Vec<Command>> = Arc::new(stream.measured);
+    let started = Instant::now();
+    let threads: Vec<_> = submitters
+        .into_iter()
+        .zip(receivers)
+        .enumerate()
+        .map(|(p, (submitter, rx))| {
+            let list = commands_list.clone();
+            std::thread::spawn(move || {
+                let mut h = histogram();
+                let mut sent_at = std::collections::VecDeque::new();
+                let mine: Vec<usize> = (p..list.len()).step_by(producers).collect();
+                let mut next = 0;
+                let mut done = 0;
+                while done < mine.len() {
+                    while next < mine.len() && sent_at.len() < window {
+                        let submission = Submission {
+                            ticket: Ticket {
+                                sink: p as u16,
+                                token: next as u64,
+                            },
+                            work: Work::Command(list[mine[next]].clone()),
+                        };
+                        if submitter.try_submit(submission).is_err() {
+                            break;
+                        }
+                        sent_at.push_back(Instant::now());
+                        next += 1;
+                    }
+                    match rx.recv_timeout(Duration::from_secs(10)) {
+                        Ok(Completion::Applied { .. }) => {
+                            let t0 = sent_at.pop_front().expect("an answer follows a submission");
+                            let _ = h.record(t0.elapsed().as_nanos().max(1) as u64);
+                            done += 1;
+                        }
+                        Ok(_) => done += 1,
+                        Err(_) => panic!("the sequencer stopped answering"),
+                    }
+                }
+                h
+            })
+        })
+        .collect();
+    let mut all = histogram();
+    for t in threads {
+        all.add(t.join().expect("producer")).expect("same bounds");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let batches = handle
+        .stats
+        .batches
+        .load(std::sync::atomic::Ordering::Relaxed);
+    handle.stop();
+    SequencerResult {
+        commands: commands_list.len() as u64,
+        durability: format!("{durability:?}").to_lowercase(),
+        producers,
+        ops_per_sec: commands_list.len() as f64 / elapsed,
+        batches,
+        p50_us: all.value_at_quantile(0.5) as f64 / 1e3,
+        p99_us: all.value_at_quantile(0.99) as f64 / 1e3,
+        p999_us: all.value_at_quantile(0.999) as f64 / 1e3,
+    }
+}
+
+/// What a replay measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReplayResult {
+    /// Records replayed.
+    pub records: u64,
+    /// Records per second from a cold start (open, read, decode, apply).
+    pub records_per_sec: f64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// Writes a journal of `commands` stream commands (set-up included) into `dir`, then times
+/// `recover_engine` on it.
+pub fn replay(dir: &Path, commands: usize) -> ReplayResult {
+    let stream = generate(&StreamSpec {
+        commands,
+        ..StreamSpec::default()
+    });
+    {
+        let (mut journal, _) = Journal::open(
+            dir,
+            JournalOptions {
+                segment_size_bytes: 256 << 20,
+            },
+        )
+        .expect("open journal");
+        let mut buf = Vec::new();
+        for (i, command) in stream
+            .setup
+            .iter()
+            .chain(stream.measured.iter())
+            .enumerate()
+        {
+            let seq = i as u64 + 1;
+            ladder_sequencer::encode_command(command, &mut buf);
+            journal
+                .append(seq, seq * 1_000, ladder_sequencer::RECORD_COMMAND_V1, &buf)
+                .expect("append");
+        }
+        journal.commit(Durability::Async).expect("commit");
+    }
+    let started = Instant::now();
+    let (_, recovered) = recover_engine(dir, EngineLimits::default(), None).expect("replay");
+    let seconds = started.elapsed().as_secs_f64();
+    ReplayResult {
+        records: recovered.replayed,
+        records_per_sec: recovered.replayed as f64 / seconds,
+        seconds,
+    }
+}
+
+/// What a snapshot run measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SnapshotResult {
+    /// Open orders in the engine.
+    pub open_orders: usize,
+    /// Snapshot size.
+    pub bytes: usize,
+    /// Encode and write (temp file, fsync, rename).
+    pub write_ms: f64,
+    /// Read, check and decode.
+    pub restore_ms: f64,
+    /// The restored state hash equals the original.
+    pub hash_equal: bool,
+}
+
+/// Builds an engine with `open_orders` resting orders, then times a snapshot and a restore.
+pub fn snapshot(dir: &Path, open_orders: usize) -> SnapshotResult {
+    let spec = StreamSpec {
+        markets: 8,
+        traders: 2_000,
+        resting_per_book: open_orders / 8,
+        commands: 0,
+        ..StreamSpec::default()
+    };
+    let stream = generate(&spec);
+    let (engine, _) = prepared_engine(&stream);
+    let started = Instant::now();
+    let bytes = engine.snapshot_bytes();
+    ladder_journal::write_snapshot(dir, engine.last_seq(), &bytes).expect("write snapshot");
+    let write_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let loaded = ladder_journal::latest_valid_snapshot(dir)
+        .expect("read")
+        .expect("a snapshot");
+    let restored = Engine::from_snapshot_bytes(&loaded.payload).expect("decode");
+    let restore_ms = started.elapsed().as_secs_f64() * 1e3;
+    SnapshotResult {
+        open_orders: engine.open_order_count(),
+        bytes: bytes.len(),
+        write_ms,
+        restore_ms,
+        hash_equal: restored.state_hash() == engine.state_hash(),
+    }
+}

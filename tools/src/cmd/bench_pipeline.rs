@@ -1,0 +1,99 @@
+//! `ladder bench sequencer | replay | snapshot`: the write path's measures (issue: the
+//! sequencer and the journal). Each prints one JSON line. Data goes to a temporary
+//! directory under `--dir` (default the system's temporary directory), removed afterwards.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ladder_benches::pipeline_bench;
+use ladder_journal::Durability;
+
+/// `ladder bench sequencer`.
+#[derive(Args, Debug, Clone)]
+pub struct SequencerBenchArgs {
+    /// Commands to drive through.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub commands: usize,
+    /// Producer threads (as gateway threads).
+    #[arg(long, default_value_t = 2)]
+    pub producers: usize,
+    /// `sync` or `async`.
+    #[arg(long, default_value = "sync")]
+    pub durability: String,
+    /// Submissions in flight per producer.
+    #[arg(long, default_value_t = 4096)]
+    pub window: usize,
+    /// Parent directory of the temporary data directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `ladder bench replay`.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayBenchArgs {
+    /// Measured commands in the journal (after the set-up).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub commands: usize,
+    /// Parent directory of the temporary data directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `ladder bench snapshot`.
+#[derive(Args, Debug, Clone)]
+pub struct SnapshotBenchArgs {
+    /// Open orders in the engine.
+    #[arg(long, default_value_t = 100_000)]
+    pub open_orders: usize,
+    /// Parent directory of the temporary data directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+fn temp_dir(parent: &Option<PathBuf>) -> Result<tempfile::TempDir, String> {
+    match parent {
+        Some(p) => tempfile::tempdir_in(p),
+        None => tempfile::tempdir(),
+    }
+    .map_err(|e| format!("temporary directory: {e}"))
+}
+
+fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string(result).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// Runs the sequencer bench.
+pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
+    let durability: Durability = args
+        .durability
+        .parse()
+        .map_err(|e: String| format!("--durability: {e}"))?;
+    let dir = temp_dir(&args.dir)?;
+    let producers = args.producers.clamp(1, 64);
+    print(&pipeline_bench::sequencer(
+        dir.path(),
+        args.commands.max(1),
+        producers,
+        durability,
+        args.window.max(1),
+    ))
+}
+
+/// Runs the replay bench.
+pub fn replay(args: &ReplayBenchArgs) -> Result<(), String> {
+    let dir = temp_dir(&args.dir)?;
+    print(&pipeline_bench::replay(dir.path(), args.commands.max(1)))
+}
+
+/// Runs the snapshot bench.
+pub fn snapshot(args: &SnapshotBenchArgs) -> Result<(), String> {
+    let dir = temp_dir(&args.dir)?;
+    print(&pipeline_bench::snapshot(
+        dir.path(),
+        args.open_orders.max(8),
+    ))
+}
