@@ -1,6 +1,7 @@
 //! The subcommands of `ladder` and their flags.
 
 mod bench;
+mod bench_fanout;
 mod bench_pipeline;
 mod client;
 mod demo;
@@ -151,6 +152,8 @@ pub enum BenchCommand {
     Replay(bench_pipeline::ReplayBenchArgs),
     /// Write and restore a snapshot of an engine with many open orders.
     Snapshot(bench_pipeline::SnapshotBenchArgs),
+    /// Many /ws/market subscribers on one busy market of a running service.
+    Fanout(bench_fanout::FanoutArgs),
 }
 
 /// `ladder bench engine`.
@@ -212,6 +215,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
             BenchCommand::Replay(args) => bench_pipeline::replay(&args),
             BenchCommand::Snapshot(args) => bench_pipeline::snapshot(&args),
+            BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
         },
         Command::Client(args) => client::run(args),
         Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
