@@ -6,6 +6,7 @@ mod bench_pipeline;
 mod client;
 mod demo;
 mod journal;
+mod loadgen;
 mod serve;
 
 use std::path::PathBuf;
@@ -191,6 +192,9 @@ pub struct LoadgenArgs {
     /// Where plots and the full result go.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Requests in flight per connection (HTTP pipelining), 1 to 64.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
 }
 
 /// Sets up structured logs on stderr.
@@ -218,7 +222,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
         },
         Command::Client(args) => client::run(args),
-        Command::Loadgen(_) => Err("loadgen: not built yet (issue: the load generator)".into()),
+        Command::Loadgen(args) => loadgen::run(&args),
     }
 }
 

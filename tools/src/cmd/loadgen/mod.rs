@@ -1,0 +1,265 @@
+//! `ladder loadgen` (CONTRACT 17): drives a running service with signed orders and measures it.
+//!
+//! A run, in order:
+//! 1. the ceiling probe ([`ceiling`]): signature recoveries per second on the gateway's thread
+//!    count (read from `/metrics`, else 2), the most orders per second this machine could verify;
+//! 2. set-up through the admin surface ([`setup`]): a fresh market and fresh funded accounts
+//!    with API keys, so runs never collide and never rely on the demo;
+//! 3. the plan ([`plan`]) and its signing on all cores ([`presign`]), before the clock starts;
+//!    the pre-built book of `mm` and `burst` is placed then too;
+//! 4. `/ws/user` listeners ([`feed`]) for the ids of quotes to cancel and fill notifications;
+//! 5. the measured loop ([`driver`]): open loop at `--rate` or closed loop, `--connections`
+//!    keep-alive connections, a progress line on stderr every second;
+//! 6. the result ([`report`]): one JSON line last on stdout, and `result.json` plus
+//!    `latency.svg` in `--out`.
+//!
+//! Requests in flight per connection come from `--pipeline` (default 1, at most
+//! 64): HTTP/1.1 pipelining. Orders are signed for the default exchange address.
+
+mod ceiling;
+mod driver;
+mod feed;
+mod plan;
+mod presign;
+mod report;
+mod setup;
+mod stats;
+mod wire;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ladder_protocol::ExchangeDomain;
+
+use super::LoadgenArgs;
+use feed::{CancelQueue, FeedRole, FeedShared, SendTimes};
+use plan::Scenario;
+use stats::{ConnStats, FeedStats};
+
+/// How long the ceiling probe runs.
+pub const CEILING_PROBE: Duration = Duration::from_secs(2);
+/// The gateway's thread count when `/metrics` does not say (`ladder serve`'s default).
+pub const GATEWAY_THREADS_DEFAULT: usize = 2;
+/// Fewest orders signed for a closed-loop run.
+pub const CLOSED_LOOP_REQUESTS_MIN: u64 = 10_000;
+/// Most orders signed for a closed-loop run (about 120 MB of bodies).
+pub const CLOSED_LOOP_REQUESTS_MAX: u64 = 150_000;
+/// Most requests of an open-loop run (`--rate` times `--duration`).
+pub const OPEN_LOOP_REQUESTS_MAX: u64 = 1_000_000;
+/// Most connections.
+pub const CONNECTIONS_MAX: usize = 1_024;
+/// Time between setting the start and the first planned request (threads get ready).
+pub const START_DELAY: Duration = Duration::from_millis(50);
+/// How long the feeds keep listening after the last answer (late trade events).
+pub const FEED_DRAIN: Duration = Duration::from_millis(500);
+
+/// Runs `ladder loadgen`.
+pub fn run(args: &LoadgenArgs) -> Result<(), String> {
+    let scenario = Scenario::parse(&args.scenario)?;
+    check_flags(args)?;
+    let token = args
+        .admin_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .ok_or("--admin-token (or LADDER_ADMIN_TOKEN) is required: loadgen creates its own market and accounts")?;
+    let host = wire::authority(&args.url)?;
+    let pipeline = pipeline_depth(args)?;
+    setup::check_reachable(&args.url)?;
+
+    let threads = setup::gateway_threads(&args.url);
+    let ceiling = ceiling::probe(threads.unwrap_or(GATEWAY_THREADS_DEFAULT), CEILING_PROBE)?;
+    eprintln!(
+        "loadgen: ceiling {:.0} signature recoveries/s on {} threads",
+        ceiling.recoveries_per_s, ceiling.threads
+    );
+    let total = match args.rate {
+        Some(rate) => rate.saturating_mul(args.duration),
+        None => ((ceiling.recoveries_per_s * args.duration as f64) as u64)
+            .clamp(CLOSED_LOOP_REQUESTS_MIN, CLOSED_LOOP_REQUESTS_MAX),
+    };
+    if total > OPEN_LOOP_REQUESTS_MAX {
+        return Err(format!(
+            "--rate x --duration = {total} requests: at most {OPEN_LOOP_REQUESTS_MAX} are signed ahead"
+        ));
+    }
+
+    let setup_started = Instant::now();
+    let admin = setup::Admin::new(&args.url, token);
+    let market = setup::create_market(&admin)?;
+    let n = args.connections;
+    let takers = scenario.has_takers();
+    let book = plan::book(scenario, total);
+    let count = n * (1 + usize::from(takers)) + usize::from(!book.is_empty());
+    let accounts = setup::create_accounts(&admin, &market, count)?;
+    let setup_s = setup_started.elapsed().as_secs_f64();
+
+    let presign_started = Instant::now();
+    let plans = plan::plan(scenario, n, total, rand::random());
+    let signers = presign::Signers {
+        conns: (0..n).map(|c| (c, takers.then_some(n + c))).collect(),
+        book: (!book.is_empty()).then_some(count - 1),
+    };
+    let domain = ExchangeDomain::default();
+    let presigned = presign::presign(&plans, &book, &signers, &accounts, &market, &domain)?;
+    let presign_s = presign_started.elapsed().as_secs_f64();
+    let orders_presigned = plans
+        .iter()
+        .map(|p| p.slots.iter().filter(|s| **s != plan::Slot::Cancel).count() + p.spares.len())
+        .sum::<usize>()
+        + book.len();
+    eprintln!(
+        "loadgen: market {}, {count} accounts, {orders_presigned} orders signed in {presign_s:.1} s",
+        market.condition_id
+    );
+    if let Some(b) = signers.book {
+        setup::seed_book(&args.url, &accounts[b], &presigned.book)?;
+    }
+
+    let sent: Vec<Arc<SendTimes>> = presigned
+        .conns
+        .iter()
+        .map(|w| Arc::new(SendTimes::new(w.slots.len())))
+        .collect();
+    let shared = Arc::new(FeedShared {
+        takers: presigned.takers,
+        sent: sent.clone(),
+        stats: FeedStats::default(),
+        stop: Default::default(),
+    });
+    let mut feeds = Vec::new();
+    let mut cancels = Vec::with_capacity(n);
+    for c in 0..n {
+        let queue = (scenario == Scenario::Mm).then(|| Arc::new(CancelQueue::default()));
+        if let Some(queue) = &queue {
+            let role = FeedRole::Maker {
+                wallet: accounts[c].wallet.clone(),
+                cancels: queue.clone(),
+            };
+            feeds.push(feed::connect(
+                &host,
+                &accounts[c],
+                market.condition_id,
+                role,
+                domain,
+            )?);
+        }
+        if takers {
+            let role = FeedRole::Taker;
+            feeds.push(feed::connect(
+                &host,
+                &accounts[n + c],
+                market.condition_id,
+                role,
+                domain,
+            )?);
+        }
+        cancels.push(queue);
+    }
+
+    let stats: Vec<Arc<ConnStats>> = (0..n).map(|_| Arc::new(ConnStats::default())).collect();
+    let conns: Vec<driver::Conn> = presigned
+        .conns
+        .into_iter()
+        .enumerate()
+        .map(|(c, work)| driver::Conn {
+            index: c,
+            work,
+            maker: wire::Auth::new(&accounts[c]),
+            taker: takers.then(|| wire::Auth::new(&accounts[n + c])),
+            cancels: cancels[c].clone(),
+            sent: sent[c].clone(),
+            stats: stats[c].clone(),
+        })
+        .collect();
+    let config = driver::DriveConfig {
+        host,
+        rate: args.rate,
+        connections: n,
+        duration: Duration::from_secs(args.duration),
+        pipeline,
+    };
+    let start = Instant::now() + START_DELAY;
+    let feed_threads: Vec<_> = feeds
+        .into_iter()
+        .map(|f| {
+            let shared = shared.clone();
+            std::thread::spawn(move || f.run(start, &shared))
+        })
+        .collect();
+    let driven = driver::drive(&config, conns, start);
+    std::thread::sleep(FEED_DRAIN);
+    shared.stop.store(true, Ordering::Release);
+    for t in feed_threads {
+        let _ = t.join();
+    }
+    driven?;
+
+    let info = report::RunInfo {
+        scenario,
+        rate: args.rate,
+        duration_s: args.duration,
+        connections: n,
+        pipeline,
+        ceiling,
+        gateway_threads_from_metrics: threads.is_some(),
+        setup_s,
+        presign_s,
+        orders_presigned: orders_presigned as u64,
+        book_orders: book.len() as u64,
+        market: market.condition_id.to_string(),
+    };
+    let full = report::build(&info, &stats, &shared.stats);
+    if let Some(dir) = &args.out {
+        report::write_out(dir, &full)?;
+    }
+    hints(&full);
+    let line = serde_json::to_string(&full.summary).map_err(|e| e.to_string())?;
+    println!("{line}");
+    Ok(())
+}
+
+fn check_flags(args: &LoadgenArgs) -> Result<(), String> {
+    if args.rate == Some(0) {
+        return Err("--rate: expected at least 1 request/s (omit it for a closed loop)".into());
+    }
+    if args.duration == 0 {
+        return Err("--duration: expected at least 1 second".into());
+    }
+    if !(1..=CONNECTIONS_MAX).contains(&args.connections) {
+        return Err(format!("--connections: expected 1 to {CONNECTIONS_MAX}"));
+    }
+    Ok(())
+}
+
+fn pipeline_depth(args: &LoadgenArgs) -> Result<usize, String> {
+    Some(args.pipeline)
+        .filter(|d| (1..=driver::PIPELINE_MAX).contains(d))
+        .ok_or_else(|| {
+            format!(
+                "--pipeline {}: expected 1 to {}",
+                args.pipeline,
+                driver::PIPELINE_MAX
+            )
+        })
+}
+
+/// Explains results that come from the service's configuration rather than its speed.
+fn hints(full: &report::Full) {
+    let limited: u64 = full
+        .summary
+        .errors_by_kind
+        .iter()
+        .filter(|(k, _)| k.starts_with("http 429"))
+        .map(|(_, v)| v)
+        .sum();
+    if limited > 0 {
+        eprintln!(
+            "loadgen: {limited} requests were refused by the service's rate limits (429); \
+             to measure capacity, run `ladder serve --rate-limit-key 0 --rate-limit-ip 0`"
+        );
+    }
+    if full.pool_exhausted {
+        eprintln!("loadgen: a connection used up its pre-signed orders before --duration ended");
+    }
+}

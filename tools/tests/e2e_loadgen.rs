@@ -1,0 +1,140 @@
+//! `ladder loadgen` end to end (CONTRACT 17): against a fresh service it sets up its own
+//! market and accounts, drives it, and prints one JSON line last whose first fields are
+//! `{offered_rate, achieved_rate, ok, errors, p50_us, p90_us, p99_us, p999_us, max_us}`;
+//! with `--out` it writes `result.json` and `latency.svg`.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::*;
+
+/// The binding fields of the stdout line, in order.
+const CONTRACT_KEYS: [&str; 9] = [
+    "offered_rate",
+    "achieved_rate",
+    "ok",
+    "errors",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+];
+
+fn loadgen(service: &Service, flags: &[&str], out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "loadgen",
+            "--url",
+            &service.url,
+            "--admin-token",
+            ADMIN_TOKEN,
+        ])
+        .args(flags)
+        .arg("--out")
+        .arg(out)
+        .args(["--log", "warn"])
+        .output()
+        .expect("run ladder loadgen")
+}
+
+/// The last stdout line as JSON, after checking the exit status and the key order.
+fn result_line(output: &Output) -> Value {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "loadgen failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().expect("a result line");
+    let line: Value = serde_json::from_str(last).expect("the last line is JSON");
+    let keys: Vec<&str> = line
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(&keys[..CONTRACT_KEYS.len()], CONTRACT_KEYS, "{last}");
+    assert!(
+        stderr.contains("ok ") && stderr.contains("p99"),
+        "a progress line: {stderr}"
+    );
+    line
+}
+
+fn int(line: &Value, key: &str) -> u64 {
+    line[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {line}"))
+}
+
+#[test]
+fn an_open_loop_mm_run_keeps_the_offered_rate_without_errors_and_writes_its_plot() {
+    let service = Service::start(&[]);
+    let out = tempfile::tempdir().expect("temp dir");
+    let flags = [
+        "--rate",
+        "200",
+        "--duration",
+        "2",
+        "--connections",
+        "2",
+        "--scenario",
+        "mm",
+    ];
+    let line = result_line(&loadgen(&service, &flags, out.path()));
+    assert_eq!(line["offered_rate"], 200, "{line}");
+    assert_eq!(int(&line, "errors"), 0, "{line}");
+    assert_eq!(
+        int(&line, "ok"),
+        400,
+        "every planned request answered: {line}"
+    );
+    let achieved = line["achieved_rate"].as_f64().expect("achieved_rate");
+    assert!((170.0..=230.0).contains(&achieved), "{line}");
+    let percentiles: Vec<u64> = CONTRACT_KEYS[4..].iter().map(|k| int(&line, k)).collect();
+    assert!(percentiles[0] > 0, "{line}");
+    assert!(percentiles.windows(2).all(|w| w[0] <= w[1]), "{line}");
+
+    let full: Value = serde_json::from_slice(
+        &std::fs::read(out.path().join("result.json")).expect("result.json"),
+    )
+    .expect("result.json is JSON");
+    assert_eq!(full["ok"], line["ok"]);
+    assert!(
+        full["cancels"]["canceled"].as_u64() > Some(0),
+        "cancels of quotes learnt on /ws/user: {full}"
+    );
+    assert!(
+        full["latency_percentiles"]
+            .as_array()
+            .is_some_and(|p| p.len() > 10),
+        "{full}"
+    );
+    let svg = std::fs::read_to_string(out.path().join("latency.svg")).expect("latency.svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("<polyline"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn a_closed_loop_burst_run_reports_no_offered_rate_and_fills_takers() {
+    let service = Service::start(&[]);
+    let out = tempfile::tempdir().expect("temp dir");
+    let flags = [
+        "--duration",
+        "1",
+        "--connections",
+        "2",
+        "--scenario",
+        "burst",
+    ];
+    let line = result_line(&loadgen(&service, &flags, out.path()));
+    assert_eq!(line["offered_rate"], Value::Null, "{line}");
+    assert_eq!(line["mode"], "closed", "{line}");
+    assert_eq!(int(&line, "errors"), 0, "{line}");
+    assert!(int(&line, "ok") > 0, "{line}");
+    assert!(int(&line, "fill_notify_count") > 0, "{line}");
+    assert!(out.path().join("latency.svg").exists());
+}
