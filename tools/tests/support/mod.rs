@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use ladder_client::{HttpClient, Trader, Wallet};
@@ -60,19 +60,8 @@ impl Service {
     }
 
     fn launch(&mut self, port: Option<u16>) {
-        let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
-            .args(["serve", "--demo", "--data-dir"])
-            .arg(&self.data_dir)
-            .args([
-                "--listen",
-                &listen,
-                "--admin-token",
-                ADMIN_TOKEN,
-                "--log",
-                "warn",
-            ])
-            .args(&self.extra_args)
+        let mut child = self
+            .serve_command(port)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -92,6 +81,25 @@ impl Service {
         self.child = Some(child);
         self.url = url;
         self.wait_ready();
+    }
+
+    /// `ladder serve` with this service's arguments, on `port` (0: any free port).
+    fn serve_command(&self, port: Option<u16>) -> Command {
+        let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ladder"));
+        command
+            .args(["serve", "--demo", "--data-dir"])
+            .arg(&self.data_dir)
+            .args([
+                "--listen",
+                &listen,
+                "--admin-token",
+                ADMIN_TOKEN,
+                "--log",
+                "warn",
+            ])
+            .args(&self.extra_args);
+        command
     }
 
     fn wait_ready(&self) {
@@ -140,6 +148,65 @@ impl Service {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The running server's process id (`None` once killed or reaped).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (a name `kill -s` knows: `TERM`, `KILL`, ...) to the running server,
+    /// without waiting for it. The child is not reaped, so its pid cannot be reused meanwhile.
+    pub fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let status = Command::new("kill")
+                .args(["-s", signal, &pid.to_string()])
+                .status()
+                .expect("run kill");
+            assert!(status.success(), "kill -s {signal} {pid} failed");
+        }
+    }
+
+    /// Waits up to `timeout` for the server to exit on its own; its exit status, or `None`
+    /// when it is still running (it stays owned, and `kill` still works).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Some(status) = child.try_wait().expect("wait for ladder serve") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts the service again on the same data directory and port, after `kill`,
+    /// `wait_exit` or a crash (SIGKILL first if it still runs).
+    pub fn restart(&mut self) {
+        let port = self.port();
+        self.kill();
+        self.launch(Some(port));
+    }
+
+    /// Starts the server again on the same data directory and port and SIGKILLs it `after`
+    /// later, whatever it is doing by then (recovering, cutting a torn tail, serving). It
+    /// stays down: `restart` brings it back.
+    pub fn start_and_kill_after(&mut self, after: Duration) {
+        let port = self.port();
+        self.kill();
+        let mut child = self
+            .serve_command(Some(port))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ladder serve");
+        std::thread::sleep(after);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// A plain HTTP client.
