@@ -18,7 +18,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::conn::{Connection, Slot, IN_FLIGHT_MAX};
 use crate::handler::Outcome;
 use crate::http::{parse_request, HttpError, Method, Request, Response, Status};
-use crate::ws::conn::{Action, WsConn};
+use crate::ws::conn::{Action, Interests, WsConn};
 use crate::ws::feed::{FeedBatch, FeedTarget};
 use crate::ws::WsKind;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -185,6 +185,7 @@ pub fn spawn(
             next_ticket: 0,
             sockets: Vec::new(),
             sockets_free: Vec::new(),
+            routes: FeedRoutes::default(),
             ws_tickets: HashMap::new(),
         };
         let name = format!("gateway-{}", worker.lp.sink_index);
@@ -210,6 +211,7 @@ struct Worker {
     next_ticket: u64,
     sockets: Vec<Option<WsConn>>,
     sockets_free: Vec<usize>,
+    routes: FeedRoutes,
     ws_tickets: HashMap<u64, (usize, u32)>,
 }
 
@@ -667,19 +669,19 @@ impl Worker {
     }
 
     fn take_feed(&mut self) {
-        let mut any = false;
+        let mut touched = std::collections::BTreeSet::new();
         while let Ok(batch) = self.lp.feed.try_recv() {
-            any = true;
             for item in batch.iter() {
-                for socket in self.sockets.iter_mut().flatten() {
-                    socket.deliver(item);
+                for slot in self.routes.slots_for(item) {
+                    if let Some(socket) = self.sockets[slot].as_mut() {
+                        socket.deliver(item);
+                        touched.insert(slot);
+                    }
                 }
             }
         }
-        if any {
-            for slot in 0..self.sockets.len() {
-                self.flush_socket(slot);
-            }
+        for slot in touched {
+            self.flush_socket(slot);
         }
     }
 
@@ -688,7 +690,9 @@ impl Worker {
             return;
         };
         socket.flush();
+        self.routes.update(slot, socket.interests());
         if socket.is_closed() {
+            self.routes.update(slot, Interests::default());
             if let Some(mut socket) = self.sockets[slot].take() {
                 let _ = self.lp.poll.registry().deregister(socket.stream_mut());
             }
@@ -733,5 +737,73 @@ fn write_all_now(stream: &mut crate::stream::Stream, mut bytes: &[u8]) -> io::Re
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Which sockets of this event loop want which feed frames: an index by market and by
+/// account, so a frame is offered only to its subscribers.
+#[derive(Default)]
+struct FeedRoutes {
+    by_market: HashMap<ladder_engine::Bytes32, Vec<usize>>,
+    by_user: HashMap<ladder_engine::Address, Vec<usize>>,
+    all_markets: Vec<usize>,
+    current: HashMap<usize, Interests>,
+}
+
+impl FeedRoutes {
+    /// Records what socket `slot` wants now.
+    fn update(&mut self, slot: usize, interests: Interests) {
+        if self.current.get(&slot) == Some(&interests) {
+            return;
+        }
+        if let Some(old) = self.current.remove(&slot) {
+            for market in old.markets {
+                remove_slot(self.by_market.get_mut(&market), slot);
+            }
+            if let Some(user) = old.user {
+                remove_slot(self.by_user.get_mut(&user), slot);
+            }
+            self.all_markets.retain(|s| *s != slot);
+        }
+        self.by_market.retain(|_, v| !v.is_empty());
+        self.by_user.retain(|_, v| !v.is_empty());
+        if interests == Interests::default() {
+            return;
+        }
+        for market in &interests.markets {
+            self.by_market.entry(*market).or_default().push(slot);
+        }
+        if let Some(user) = interests.user {
+            self.by_user.entry(user).or_default().push(slot);
+        }
+        if interests.all_markets {
+            self.all_markets.push(slot);
+        }
+        self.current.insert(slot, interests);
+    }
+
+    /// The sockets that want `item`.
+    fn slots_for(&self, item: &crate::ws::feed::FeedItem) -> Vec<usize> {
+        use crate::ws::feed::FeedItem;
+        match item {
+            FeedItem::User { address, .. } => {
+                self.by_user.get(address).cloned().unwrap_or_default()
+            }
+            FeedItem::Market { market, .. } => {
+                let mut slots = self.by_market.get(market).cloned().unwrap_or_default();
+                for slot in &self.all_markets {
+                    if !slots.contains(slot) {
+                        slots.push(*slot);
+                    }
+                }
+                slots
+            }
+        }
+    }
+}
+
+fn remove_slot(list: Option<&mut Vec<usize>>, slot: usize) {
+    if let Some(list) = list {
+        list.retain(|s| *s != slot);
     }
 }

@@ -36,6 +36,17 @@ pub enum Action {
     Snapshot(Vec<Bytes32>),
 }
 
+/// What a connection wants from the feed (see [`WsConn::interests`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interests {
+    /// The account whose events it follows.
+    pub user: Option<ladder_engine::Address>,
+    /// The markets it follows.
+    pub markets: Vec<Bytes32>,
+    /// It takes every market frame for now (a snapshot is being read).
+    pub all_markets: bool,
+}
+
 /// A `/ws/user` subscription.
 #[derive(Clone, Debug)]
 struct UserSub {
@@ -93,6 +104,16 @@ impl WsConn {
     /// Whether it is done (closed or failed).
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// What this connection wants from the feed: an account's events, the frames of these
+    /// markets, or (while a snapshot is being read) every market frame.
+    pub fn interests(&self) -> Interests {
+        Interests {
+            user: self.user.as_ref().map(|u| u.address),
+            markets: self.markets.keys().copied().collect(),
+            all_markets: self.kind == WsKind::Market && self.snapshots_pending > 0,
+        }
     }
 
     /// Whether the subscribe message has arrived.
@@ -288,7 +309,7 @@ impl WsConn {
 }
 
 /// Parses `{"type":"user","auth":{...},"markets":[...]}`.
-fn parse_user_subscribe(text: &str) -> Result<(Value, Vec<Bytes32>), String> {
+pub fn parse_user_subscribe(text: &str) -> Result<(Value, Vec<Bytes32>), String> {
     let value: Value =
         serde_json::from_str(text).map_err(|_| "subscribe: expected a JSON object".to_string())?;
     match value.get("type").and_then(Value::as_str) {
