@@ -34,38 +34,40 @@ pub struct Metrics {
     rings: Mutex<Vec<Submitter>>,
 }
 
+/// Every path Ladder serves (besides `/markets/{id}`, `/trades/{id}` and `/admin/...`):
+/// the labels of `/metrics` and what tells 405 from 404.
+pub const ROUTES: &[&str] = &[
+    "/time",
+    "/markets",
+    "/sampling-markets",
+    "/book",
+    "/books",
+    "/price",
+    "/midpoint",
+    "/spread",
+    "/tick-size",
+    "/neg-risk",
+    "/fee-rate",
+    "/prices-history",
+    "/last-trades-prices",
+    "/claimable",
+    "/auth/api-key",
+    "/auth/derive-api-key",
+    "/auth/api-keys",
+    "/order",
+    "/orders",
+    "/cancel-market-orders",
+    "/cancel-all",
+    "/trades",
+    "/data/trades",
+    "/balance-allowance",
+    "/metrics",
+    "/ws/user",
+    "/ws/market",
+];
+
 /// A bounded label for a request path.
 pub fn route_label(path: &str) -> &'static str {
-    const ROUTES: &[&str] = &[
-        "/time",
-        "/markets",
-        "/sampling-markets",
-        "/book",
-        "/books",
-        "/price",
-        "/prices",
-        "/midpoint",
-        "/spread",
-        "/tick-size",
-        "/neg-risk",
-        "/fee-rate",
-        "/prices-history",
-        "/last-trades-prices",
-        "/claimable",
-        "/auth/api-key",
-        "/auth/derive-api-key",
-        "/auth/api-keys",
-        "/order",
-        "/orders",
-        "/cancel-market-orders",
-        "/cancel-all",
-        "/trades",
-        "/data/trades",
-        "/balance-allowance",
-        "/metrics",
-        "/ws/user",
-        "/ws/market",
-    ];
     let path = path.trim_end_matches('/');
     if let Some(known) = ROUTES.iter().find(|r| **r == path) {
         return known;

@@ -252,37 +252,8 @@ fn too_many(wait_s: u64) -> Outcome {
     )
 }
 
-/// Paths Ladder serves, to tell 405 from 404.
-const KNOWN_PATHS: &[&str] = &[
-    "/time",
-    "/markets",
-    "/sampling-markets",
-    "/book",
-    "/books",
-    "/price",
-    "/prices",
-    "/midpoint",
-    "/spread",
-    "/tick-size",
-    "/neg-risk",
-    "/fee-rate",
-    "/prices-history",
-    "/last-trades-prices",
-    "/claimable",
-    "/auth/api-key",
-    "/auth/derive-api-key",
-    "/auth/api-keys",
-    "/order",
-    "/orders",
-    "/cancel-market-orders",
-    "/cancel-all",
-    "/trades",
-    "/data/trades",
-    "/balance-allowance",
-];
-
 fn not_found_or_405(path: &str) -> Outcome {
-    let known = KNOWN_PATHS.contains(&path)
+    let known = crate::metrics::ROUTES.contains(&path)
         || path.starts_with("/markets/")
         || path.starts_with("/trades/");
     if known {
