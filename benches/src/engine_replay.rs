@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use ladder_engine::{Engine, EngineLimits};
+use ladder_engine::{Command, Engine, EngineLimits};
 
 use crate::engine_stream::Stream;
 
@@ -26,13 +26,29 @@ pub struct ReplayResult {
     pub max_ns: u64,
 }
 
+/// Limits sized for `stream`, as a deployment sized for its load would set them: room for
+/// every order it places and for about one trade per eight measured commands (the default
+/// stream makes one per fourteen) made at start-up, and prefaulted, so that the measured
+/// part does not pay the operating system's first touch of each page.
+pub fn bench_limits(stream: &Stream) -> EngineLimits {
+    let orders = stream
+        .setup
+        .iter()
+        .chain(&stream.measured)
+        .filter(|command| matches!(command, Command::PlaceOrder(_)))
+        .count();
+    EngineLimits {
+        open_orders_preallocated: orders.min(1 << 20),
+        orders_preallocated: orders,
+        trades_preallocated: stream.measured.len() / 8,
+        prefault: true,
+        ..EngineLimits::default()
+    }
+}
+
 /// An engine with the stream's set-up applied; returns it and the next sequence number.
 pub fn prepared_engine(stream: &Stream) -> (Engine, u64) {
-    let limits = EngineLimits {
-        open_orders_preallocated: 1 << 20,
-        ..EngineLimits::default()
-    };
-    let mut engine = Engine::new(limits);
+    let mut engine = Engine::new(bench_limits(stream));
     let mut seq = 0;
     for command in &stream.setup {
         seq += 1;

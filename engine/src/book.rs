@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::orders::{OrderTable, Slot, NIL};
+use crate::orders::{Links, OrderTable, Slot, NIL};
 use crate::price_bits::PriceBits;
 use crate::types::{AxisSide, PriceTicks, Units, PRICE_SCALE};
 
@@ -127,13 +127,13 @@ impl Book {
             level.head = slot;
             ladder.occupied.set(price);
         } else {
-            orders.get_mut(old_tail).next = slot;
+            orders.links_mut(old_tail).next = slot;
         }
         level.tail = slot;
         level.total_units += remaining;
-        let order = orders.get_mut(slot);
-        order.prev = old_tail;
-        order.next = NIL;
+        let links = orders.links_mut(slot);
+        links.prev = old_tail;
+        links.next = NIL;
         self.improve_best(side, price);
     }
 
@@ -154,21 +154,20 @@ impl Book {
 
     /// Takes the order in `slot` out of its level's queue (its remaining size leaves the level).
     pub fn unlink(&mut self, orders: &mut OrderTable, slot: Slot) {
-        let (side, price, remaining, prev, next) = {
+        let (side, price, remaining) = {
             let order = orders.get(slot);
             (
                 order.axis_side(),
                 order.axis_price(),
                 order.remaining_units(),
-                order.prev,
-                order.next,
             )
         };
+        let Links { prev, next, .. } = *orders.links(slot);
         if prev != NIL {
-            orders.get_mut(prev).next = next;
+            orders.links_mut(prev).next = next;
         }
         if next != NIL {
-            orders.get_mut(next).prev = prev;
+            orders.links_mut(next).prev = prev;
         }
         let ladder = self.side_mut(side);
         let level = &mut ladder.levels[price as usize];
@@ -186,9 +185,9 @@ impl Book {
             ladder.occupied.clear(price);
             self.refresh_best(side, price);
         }
-        let order = orders.get_mut(slot);
-        order.prev = NIL;
-        order.next = NIL;
+        let links = orders.links_mut(slot);
+        links.prev = NIL;
+        links.next = NIL;
     }
 
     /// Records that a resting order at `price` on `side` lost `units` to a fill.

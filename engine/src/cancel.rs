@@ -16,12 +16,13 @@ impl Engine {
         condition_id: Option<&ConditionId>,
         signer: Option<&Address>,
     ) -> CancelReport {
-        let mut report = CancelReport::default();
+        // Each report holds exactly one id: made at its size, not grown into.
+        let not_canceled = |reason| CancelReport {
+            canceled: Vec::new(),
+            not_canceled: vec![(order_id, reason)],
+        };
         if signer.is_some_and(|s| s != requester && !self.controllers.contains(&(*requester, *s))) {
-            report
-                .not_canceled
-                .push((order_id, NotCanceled::InvalidSignature));
-            return report;
+            return not_canceled(NotCanceled::InvalidSignature);
         }
         let account = self.ledger.find(requester);
         let slot = self.orders.slot_of(order_id);
@@ -36,26 +37,24 @@ impl Engine {
             _ => false,
         };
         if elsewhere {
-            report.not_canceled.push((order_id, NotCanceled::NotFound));
-            return report;
+            return not_canceled(NotCanceled::NotFound);
         }
         match slot {
             Some(slot) if Some(self.orders.get(slot).account) == account => {
                 self.cancel_slot(slot);
-                report.canceled.push(order_id);
+                CancelReport {
+                    canceled: vec![order_id],
+                    not_canceled: Vec::new(),
+                }
             }
-            Some(_) => report.not_canceled.push((order_id, NotCanceled::NotOwner)),
-            None => {
-                let reason = match self.order_fates.get((order_id as usize).wrapping_sub(1)) {
-                    None => NotCanceled::NotFound,
-                    Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
-                    Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
-                    Some(_) => NotCanceled::AlreadyCanceled,
-                };
-                report.not_canceled.push((order_id, reason));
-            }
+            Some(_) => not_canceled(NotCanceled::NotOwner),
+            None => not_canceled(match self.orders.fate(order_id) {
+                None => NotCanceled::NotFound,
+                Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
+                Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
+                Some(_) => NotCanceled::AlreadyCanceled,
+            }),
         }
-        report
     }
 
     /// Cancels the requester's orders on one market (one token of it, when given).
@@ -114,7 +113,7 @@ impl Engine {
             if keep(order) {
                 ids.push(order.id);
             }
-            slot = order.account_next;
+            slot = self.orders.links(slot).account_next;
         }
         ids
     }
@@ -158,7 +157,7 @@ impl Engine {
     /// reserves. It must already be off its book and out of the delay queue.
     pub(crate) fn close_slot(&mut self, slot: Slot, fate: OrderStatus) {
         self.unlink_account_order(slot);
-        let order = self.orders.remove(slot);
+        let order = self.orders.remove(slot, fate);
         if order.expiration_s != 0 {
             self.expiries.remove(&(order.expiration_s, order.id));
         }
@@ -169,7 +168,6 @@ impl Engine {
             order.side,
             order.reserved_units,
         );
-        self.order_fates[(order.id - 1) as usize].status = fate;
     }
 
     /// Gives back `units` reserved by an order of `account`.
@@ -199,26 +197,27 @@ impl Engine {
         if tail == NIL {
             self.ledger.account_mut(account).open_head = slot;
         } else {
-            self.orders.get_mut(tail).account_next = slot;
+            self.orders.links_mut(tail).account_next = slot;
         }
-        let order = self.orders.get_mut(slot);
-        order.account_prev = tail;
-        order.account_next = NIL;
+        let links = self.orders.links_mut(slot);
+        links.account_prev = tail;
+        links.account_next = NIL;
         let acct = self.ledger.account_mut(account);
         acct.open_tail = slot;
         acct.open_count += 1;
     }
 
     fn unlink_account_order(&mut self, slot: Slot) {
-        let order = self.orders.get(slot);
-        let (account, prev, next) = (order.account, order.account_prev, order.account_next);
+        let account = self.orders.get(slot).account;
+        let links = self.orders.links(slot);
+        let (prev, next) = (links.account_prev, links.account_next);
         if prev != NIL {
-            self.orders.get_mut(prev).account_next = next;
+            self.orders.links_mut(prev).account_next = next;
         } else {
             self.ledger.account_mut(account).open_head = next;
         }
         if next != NIL {
-            self.orders.get_mut(next).account_prev = prev;
+            self.orders.links_mut(next).account_prev = prev;
         } else {
             self.ledger.account_mut(account).open_tail = prev;
         }

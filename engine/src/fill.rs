@@ -11,7 +11,6 @@ use crate::event::{FillParty, OrderEventKind, OrderStatus, TradeView};
 use crate::market::LastTrade;
 use crate::orders::Slot;
 use crate::placement::taker_fee_units;
-use crate::trades::trade_id;
 use crate::types::{axis_price, notional_units, Bytes32, MatchType, PriceTicks, Side, Units};
 
 impl Engine {
@@ -53,10 +52,11 @@ impl Engine {
         self.orders.get_mut(taker_slot).filled_units += size_units;
 
         let index = self.trades.next_index();
+        let id = self.trades.next_id();
         let state = self.markets.get(market);
         let trade = TradeView {
             index,
-            id: trade_id(index),
+            id,
             transaction_hash: Bytes32::default(),
             condition_id: state.spec.condition_id,
             yes_token_id: state.spec.yes_token_id,

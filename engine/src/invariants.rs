@@ -47,7 +47,7 @@ impl Engine {
                             return Err(format!("order {} rests with nothing left", order.id));
                         }
                         sum += order.remaining_units();
-                        slot = order.next;
+                        slot = self.orders.links(slot).next;
                     }
                     if sum != total || total == 0 {
                         return Err(format!(
@@ -208,7 +208,7 @@ fn count_level(
     let mut slot = market.book.level(side, price).head;
     while slot != NIL {
         n += 1;
-        slot = engine.orders.get(slot).next;
+        slot = engine.orders.links(slot).next;
     }
     n
 }

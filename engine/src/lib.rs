@@ -18,11 +18,13 @@
 
 mod book;
 mod cancel;
+mod chunk_log;
 mod claims;
 mod command;
 mod engine;
 mod event;
 mod fill;
+mod hash_index;
 mod invariants;
 mod ledger;
 mod market;
@@ -32,6 +34,8 @@ mod price_bits;
 mod queries;
 mod reject;
 mod reply;
+mod room;
+mod seen_hashes;
 mod settlement;
 mod state_hash;
 mod timers;

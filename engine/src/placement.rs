@@ -2,7 +2,7 @@
 //! waiting out a taker delay, or leaving.
 
 use crate::command::NewOrder;
-use crate::engine::{ClosedOrder, Engine};
+use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus};
 use crate::orders::{Order, OrderPlace, Slot, NIL};
 use crate::reject::Reject;
@@ -155,8 +155,30 @@ impl Engine {
         if delayed {
             return Ok(self.delay(slot, market_index));
         }
+        if !crosses {
+            return Ok(self.rest_at_once(slot));
+        }
         let totals = self.take(slot);
         Ok(self.finish_taker(slot, totals, false))
+    }
+
+    /// Rests an order that does not cross: what `take` then `finish_taker` would do with
+    /// nothing to take, without the taker phase's bookkeeping (most orders are passive).
+    fn rest_at_once(&mut self, slot: Slot) -> Placement {
+        let order = self.orders.get(slot);
+        // A FOK or FAK that does not cross was refused by `check_fillable`.
+        debug_assert!(order.order_type.rests());
+        let (order_id, order_hash) = (order.id, order.hash);
+        self.rest(slot, false);
+        Placement {
+            order_id,
+            order_hash,
+            status: OrderStatus::Live,
+            making_units: 0,
+            taking_units: 0,
+            trade_ids: Vec::new(),
+            transaction_hash: None,
+        }
     }
 
     /// Refuses a FOK that cannot fill entirely and a FAK that cannot fill at all, before
@@ -211,7 +233,7 @@ impl Engine {
                         return total;
                     }
                 }
-                slot = order.next;
+                slot = self.orders.links(slot).next;
             }
             level_price = book.next_level(opposite, price);
         }
@@ -226,11 +248,7 @@ impl Engine {
         outcome: Outcome,
         reserved_units: Units,
     ) -> Slot {
-        let id = self.order_fates.len() as u64 + 1;
-        self.order_fates.push(ClosedOrder {
-            account,
-            status: OrderStatus::Live,
-        });
+        let id = self.orders.next_id();
         self.seen_hashes.insert(new.order_hash);
         let slot = self.orders.insert(Order {
             id,
@@ -248,10 +266,6 @@ impl Engine {
             expiration_s: new.expiration_s,
             place: OrderPlace::Taking,
             due_ns: 0,
-            prev: NIL,
-            next: NIL,
-            account_prev: NIL,
-            account_next: NIL,
         });
         self.link_account_order(account, slot);
         if new.expiration_s != 0 {

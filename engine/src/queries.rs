@@ -161,7 +161,7 @@ impl Engine {
         let mut slot = self.ledger.account(account).open_head;
         while slot != NIL {
             let order = self.orders.get(slot);
-            slot = order.account_next;
+            slot = self.orders.links(slot).account_next;
             let view = self.order_view_of(order);
             let keep = filter.market.is_none_or(|m| m == view.condition_id)
                 && filter.token_id.is_none_or(|t| t == view.token_id)

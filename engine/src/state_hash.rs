@@ -62,8 +62,9 @@ impl Engine {
         h.bytes(b"ladder:state:v1");
         h.u64(self.last_seq);
         h.u64(self.now_ns);
-        h.u64(self.order_fates.len() as u64);
-        for fate in &self.order_fates {
+        let fates = self.orders.fates();
+        h.u64(fates.len() as u64);
+        for fate in fates {
             h.u64(u64::from(fate.account));
             h.debug(&fate.status);
         }
@@ -129,7 +130,7 @@ impl Engine {
                     while slot != NIL {
                         let order = self.orders.get(slot);
                         h.order(order);
-                        slot = order.next;
+                        slot = self.orders.links(slot).next;
                     }
                 }
             }
@@ -145,7 +146,7 @@ impl Engine {
             while slot != NIL {
                 let order = self.orders.get(slot);
                 h.u64(order.id);
-                slot = order.account_next;
+                slot = self.orders.links(slot).account_next;
             }
             h.debug(&account.trades);
             h.debug(&account.api_keys);
@@ -172,7 +173,7 @@ impl Engine {
                 bytes.len() - used
             )));
         }
-        engine.events = Vec::with_capacity(1024);
+        engine.events = Vec::with_capacity(crate::engine::EVENTS_PREALLOCATED);
         Ok(engine)
     }
 }

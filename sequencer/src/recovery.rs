@@ -28,13 +28,27 @@ pub fn recover_engine(
 ) -> Result<(Engine, Recovered), String> {
     let mut recovered = Recovered::default();
     let snapshot = latest_valid_snapshot(data_dir).map_err(|e| e.to_string())?;
-    let mut engine = match snapshot {
+    let restored = match snapshot {
         Some(snapshot) if until_seq.is_none_or(|u| snapshot.seq <= u) => {
-            recovered.snapshot_seq = snapshot.seq;
-            recovered.last_seq = snapshot.seq;
-            Engine::from_snapshot_bytes(&snapshot.payload).map_err(|e| e.to_string())?
+            match Engine::from_snapshot_bytes(&snapshot.payload) {
+                Ok(engine) => Some((snapshot.seq, engine)),
+                Err(e) => {
+                    // An older engine's format (or damage the checksum missed): the journal is
+                    // complete from sequence 1, so replaying all of it gives the same state.
+                    tracing::warn!(seq = snapshot.seq, error = %e, "snapshot not usable; replaying the whole journal");
+                    None
+                }
+            }
         }
-        _ => Engine::new(limits),
+        _ => None,
+    };
+    let mut engine = match restored {
+        Some((seq, engine)) => {
+            recovered.snapshot_seq = seq;
+            recovered.last_seq = seq;
+            engine
+        }
+        None => Engine::new(limits),
     };
     let journal_exists = ladder_journal::journal_dir(data_dir).exists();
     if !journal_exists {
