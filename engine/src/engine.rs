@@ -291,18 +291,25 @@ impl Engine {
         self.markets.find(condition_id).ok_or(Reject::UnknownMarket)
     }
 
+    /// The market of `condition_id`, refused once resolved or voided.
+    fn unresolved_market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
+        let index = self.market_index(condition_id)?;
+        let state = self.markets.get(index).state;
+        if let MarketState::Resolved(_) = state {
+            return Err(Reject::MarketNotActive {
+                state: state.describe(),
+            });
+        }
+        Ok(index)
+    }
+
     fn set_market_state(
         &mut self,
         condition_id: &Hash32,
         state: MarketState,
     ) -> Result<(), Reject> {
-        let index = self.market_index(condition_id)?;
+        let index = self.unresolved_market_index(condition_id)?;
         let market = self.markets.get_mut(index);
-        if let MarketState::Resolved(_) = market.state {
-            return Err(Reject::MarketNotActive {
-                state: market.state.describe(),
-            });
-        }
         if market.state == state {
             return Ok(());
         }
@@ -341,13 +348,7 @@ impl Engine {
         condition_id: &Hash32,
         resolution: Resolution,
     ) -> Result<(), Reject> {
-        let index = self.market_index(condition_id)?;
-        let market = self.markets.get(index);
-        if let MarketState::Resolved(_) = market.state {
-            return Err(Reject::MarketNotActive {
-                state: market.state.describe(),
-            });
-        }
+        let index = self.unresolved_market_index(condition_id)?;
         for id in self.open_order_ids_in_market(index) {
             if let Some(slot) = self.orders.slot_of(id) {
                 self.cancel_slot(slot);
