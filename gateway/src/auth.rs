@@ -96,12 +96,29 @@ pub struct L1Claim {
     pub signer: Address,
     /// The ClobAuth nonce (a uint256; default 0).
     pub nonce: U256,
+    /// The ClobAuth digest that was signed.
+    pub digest: [u8; 32],
+    /// The signature.
+    pub signature: Signature,
+    /// Set when the smart account itself accepted the signature on the chain (ERC-1271).
+    pub accepted_on_chain: bool,
 }
 
 impl L1Claim {
-    /// Whether the signer is the address itself (an EOA).
-    pub fn is_direct(&self) -> bool {
-        self.address == self.signer
+    /// Whether the signer may act for the address without the registry: it is the address
+    /// (an EOA), or the account accepted its signature on the chain.
+    pub fn acts_alone(&self) -> bool {
+        self.address == self.signer || self.accepted_on_chain
+    }
+
+    /// The signer the engine must find in its registry: the address itself when the claim
+    /// acts alone.
+    pub fn registry_signer(&self) -> Address {
+        if self.acts_alone() {
+            self.address
+        } else {
+            self.signer
+        }
     }
 }
 
@@ -135,6 +152,9 @@ pub fn authenticate_l1(
         address,
         signer,
         nonce,
+        digest,
+        signature,
+        accepted_on_chain: false,
     })
 }
 

@@ -136,6 +136,24 @@ impl Connection {
         }
     }
 
+    /// Gives the pending slot `serial` a new completer (a deferred request that went on to
+    /// the sequencer).
+    pub fn replace_completer(&mut self, serial: u64, new: Completer) {
+        for slot in self.slots.iter_mut() {
+            if let Slot::Pending {
+                serial: s,
+                completer,
+                ..
+            } = slot
+            {
+                if *s == serial {
+                    *completer = new;
+                    return;
+                }
+            }
+        }
+    }
+
     /// Number of requests waiting for an answer.
     pub fn pending(&self) -> usize {
         self.slots

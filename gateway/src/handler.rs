@@ -14,12 +14,20 @@ pub enum Outcome {
     Respond(Response),
     /// Send `work` to the sequencer; answer with `completer` once it completes.
     Submit(Box<Work>, Completer),
+    /// Run `job` on a deferred-work worker (it waits on something outside the service);
+    /// the outcome it returns is then carried out.
+    Defer(crate::deferred::Job),
 }
 
 impl Outcome {
     /// Submits `work`, answering with `completer`.
     pub fn submit(work: Work, completer: Completer) -> Outcome {
         Outcome::Submit(Box::new(work), completer)
+    }
+
+    /// Runs `job` off the event loop.
+    pub fn defer(job: impl FnOnce() -> Outcome + Send + 'static) -> Outcome {
+        Outcome::Defer(Box::new(job))
     }
 
     /// An error response now.

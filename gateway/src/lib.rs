@@ -9,12 +9,14 @@ pub mod app;
 pub mod auth;
 pub mod conn;
 pub mod convert;
+pub mod deferred;
 pub mod handler;
 pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod rate_limit;
 pub mod server;
+pub mod smart;
 pub mod stream;
 pub mod ws;
 

@@ -11,11 +11,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use ladder_sequencer::{Completion, CompletionSink, Submission, SubmitError, Submitter, Ticket};
+use ladder_sequencer::{
+    Completion, CompletionSink, Submission, SubmitError, Submitter, Ticket, Work,
+};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::conn::{Connection, Slot, IN_FLIGHT_MAX};
+use crate::deferred::{DeferPool, Return, DEFER_WORKERS};
 use crate::handler::Outcome;
 use crate::http::{parse_request, HttpError, Method, Request, Response, Status};
 use crate::ws::conn::{Action, Interests, WsConn};
@@ -88,7 +91,10 @@ impl CompletionSink for GatewaySink {
 pub struct Loop {
     poll: Poll,
     listener: TcpListener,
+    waker: Arc<Waker>,
     completions: Receiver<Completion>,
+    deferred_tx: Sender<(u64, Outcome)>,
+    deferred_rx: Receiver<(u64, Outcome)>,
     feed: Receiver<FeedBatch>,
     sink_index: u16,
 }
@@ -125,16 +131,34 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
             tx: feed_tx,
             waker: waker.clone(),
         });
-        sinks.push(GatewaySink { tx, waker });
+        sinks.push(GatewaySink {
+            tx,
+            waker: waker.clone(),
+        });
+        let (deferred_tx, deferred_rx) = unbounded();
         loops.push(Loop {
             poll,
             listener,
+            waker,
             completions: rx,
+            deferred_tx,
+            deferred_rx,
             feed: feed_rx,
             sink_index: index as u16,
         });
     }
     Ok((loops, sinks, targets, bound))
+}
+
+/// The outcome of a request that asked to close the connection: its response closes it.
+fn closing(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Respond(response) => Outcome::Respond(response.closing()),
+        Outcome::Submit(work, completer) => {
+            Outcome::Submit(work, Box::new(move |c| completer(c).closing()))
+        }
+        Outcome::Defer(job) => Outcome::Defer(Box::new(move || closing(job()))),
+    }
 }
 
 fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -171,10 +195,13 @@ pub fn spawn(
     shared: Arc<ServerShared>,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
+    let pool = Arc::new(DeferPool::start(DEFER_WORKERS)?);
     for (lp, submitter) in loops.into_iter().zip(submitters) {
         let mut worker = Worker {
             lp,
             submitter,
+            pool: pool.clone(),
+            deferred: HashMap::new(),
             service: service.clone(),
             limits: limits.clone(),
             shared: shared.clone(),
@@ -201,6 +228,9 @@ pub fn spawn(
 struct Worker {
     lp: Loop,
     submitter: Submitter,
+    pool: Arc<DeferPool>,
+    /// Deferred jobs by token: connection index, generation, request serial.
+    deferred: HashMap<u64, (usize, u32, u64)>,
     service: Arc<dyn Service>,
     limits: ServerLimits,
     shared: Arc<ServerShared>,
@@ -238,6 +268,7 @@ impl Worker {
                     LISTENER => {}
                     WAKER => {
                         self.take_completions();
+                        self.take_deferred();
                         self.take_feed();
                     }
                     Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
@@ -250,7 +281,7 @@ impl Worker {
                 self.sweep_sockets();
                 last_sweep = Instant::now();
             }
-            if stopping && self.tickets.is_empty() {
+            if stopping && self.tickets.is_empty() && self.deferred.is_empty() {
                 return;
             }
         }
@@ -392,38 +423,111 @@ impl Worker {
                 };
                 let serial = conn.next_serial;
                 conn.next_serial += 1;
-                let ticket_token = self.next_ticket;
-                self.next_ticket += 1;
-                let submission = Submission {
-                    ticket: Ticket {
-                        sink: self.lp.sink_index,
-                        token: ticket_token,
-                    },
-                    work: *work,
-                };
-                match self.submitter.try_submit(submission) {
-                    Ok(()) => {
-                        conn.slots.push_back(Slot::Pending {
-                            serial,
-                            completer,
-                            head_only,
-                        });
-                        self.tickets
-                            .insert(ticket_token, (index, conn.generation, serial));
-                    }
-                    Err(SubmitError::Full(_)) => {
-                        let busy =
-                            Response::error(Status::Unavailable, "service busy, retry shortly")
-                                .retry_after(1);
-                        conn.push_ready(&busy, head_only);
-                    }
-                    Err(SubmitError::Stopped(_)) => {
-                        let down = Response::error(Status::Unavailable, "service not ready")
-                            .retry_after(1);
-                        conn.push_ready(&down, head_only);
-                    }
-                }
+                conn.slots.push_back(Slot::Pending {
+                    serial,
+                    completer,
+                    head_only,
+                });
+                let generation = conn.generation;
+                self.submit_for(index, generation, serial, *work);
             }
+            Outcome::Defer(job) => {
+                let keep_alive = request.keep_alive;
+                if !keep_alive {
+                    conn.stop_reading = true;
+                }
+                let serial = conn.next_serial;
+                conn.next_serial += 1;
+                conn.slots.push_back(Slot::Pending {
+                    serial,
+                    completer: Box::new(crate::handler::unexpected),
+                    head_only,
+                });
+                let generation = conn.generation;
+                let job: crate::deferred::Job = if keep_alive {
+                    job
+                } else {
+                    Box::new(move || closing(job()))
+                };
+                self.defer_for(index, generation, serial, job);
+            }
+        }
+    }
+
+    /// Submits `work` for the pending slot `serial` of connection `index`; a full or
+    /// stopped ring answers the slot at once.
+    fn submit_for(&mut self, index: usize, generation: u32, serial: u64, work: Work) {
+        let ticket_token = self.next_ticket;
+        self.next_ticket += 1;
+        let submission = Submission {
+            ticket: Ticket {
+                sink: self.lp.sink_index,
+                token: ticket_token,
+            },
+            work,
+        };
+        let refusal = match self.submitter.try_submit(submission) {
+            Ok(()) => {
+                self.tickets
+                    .insert(ticket_token, (index, generation, serial));
+                return;
+            }
+            Err(SubmitError::Full(_)) => {
+                Response::error(Status::Unavailable, "service busy, retry shortly").retry_after(1)
+            }
+            Err(SubmitError::Stopped(_)) => {
+                Response::error(Status::Unavailable, "service not ready").retry_after(1)
+            }
+        };
+        if let Some(conn) = self.conns[index].as_mut() {
+            conn.complete(serial, |_| refusal);
+        }
+    }
+
+    /// Hands `job` to the deferred-work pool for the pending slot `serial`.
+    fn defer_for(&mut self, index: usize, generation: u32, serial: u64, job: crate::deferred::Job) {
+        let token = self.next_ticket;
+        self.next_ticket += 1;
+        let back = Return {
+            tx: self.lp.deferred_tx.clone(),
+            waker: self.lp.waker.clone(),
+            token,
+        };
+        if self.pool.run(job, back) {
+            self.deferred.insert(token, (index, generation, serial));
+        } else if let Some(conn) = self.conns[index].as_mut() {
+            let busy =
+                Response::error(Status::Unavailable, "service busy, retry shortly").retry_after(1);
+            conn.complete(serial, |_| busy);
+        }
+    }
+
+    /// Carries out the outcomes of finished deferred jobs.
+    fn take_deferred(&mut self) {
+        let mut touched = Vec::new();
+        while let Ok((token, outcome)) = self.lp.deferred_rx.try_recv() {
+            let Some((index, generation, serial)) = self.deferred.remove(&token) else {
+                continue;
+            };
+            let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if conn.generation != generation {
+                continue;
+            }
+            match outcome {
+                Outcome::Respond(response) => conn.complete(serial, |_| response),
+                Outcome::Submit(work, completer) => {
+                    conn.replace_completer(serial, completer);
+                    self.submit_for(index, generation, serial, *work);
+                }
+                Outcome::Defer(job) => self.defer_for(index, generation, serial, job),
+            }
+            touched.push(index);
+        }
+        for index in touched {
+            self.parse_and_dispatch(index);
+            self.flush(index);
         }
     }
 

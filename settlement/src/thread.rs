@@ -7,10 +7,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use ladder_engine::{Command, Engine, Event, Hash32, TimestampNs, TradeStatus};
-use ladder_sequencer::{PublishedBatch, Submission, SubmitError, Submitter, Ticket, Work};
+use ladder_engine::{Engine, Event, Hash32, TimestampNs, TradeStatus, TradeView};
+use ladder_sequencer::{PublishedBatch, Submitter};
 
 use crate::backend::{Backend, Step};
+use crate::outbox::Outbox;
 
 /// Most batches waiting for a status change; past it, new batches wait in the journal
 /// until the next restart re-arms them (logged).
@@ -22,6 +23,13 @@ pub struct SettlementHandle {
 }
 
 impl SettlementHandle {
+    /// Wraps a started thread.
+    pub(crate) fn new(thread: JoinHandle<()>) -> SettlementHandle {
+        SettlementHandle {
+            thread: Some(thread),
+        }
+    }
+
     /// Waits for the thread to end (it ends when the event channel closes).
     pub fn join(mut self) {
         if let Some(t) = self.thread.take() {
@@ -30,15 +38,37 @@ impl SettlementHandle {
     }
 }
 
-/// Batches whose status is not final, with their status and last change: what a restart
-/// re-arms.
-pub fn pending_batches(engine: &Engine) -> Vec<(Hash32, TradeStatus, TimestampNs)> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
+/// A batch whose status is not final: what a restart re-arms.
+#[derive(Clone, Debug)]
+pub struct PendingBatch {
+    /// The batch's transaction hash (Ladder's batch id).
+    pub transaction_hash: Hash32,
+    /// Its status.
+    pub status: TradeStatus,
+    /// When it last changed.
+    pub last_update_ns: TimestampNs,
+    /// Its trades, in trade-log order.
+    pub trades: Vec<TradeView>,
+}
+
+/// Batches whose status is not final, with their trades.
+pub fn pending_batches(engine: &Engine) -> Vec<PendingBatch> {
+    let mut index: HashMap<Hash32, usize> = HashMap::new();
+    let mut out: Vec<PendingBatch> = Vec::new();
     for trade in engine.all_trades() {
-        if !trade.status.is_final() && seen.insert(trade.transaction_hash) {
-            out.push((trade.transaction_hash, trade.status, trade.last_update_ns));
+        if trade.status.is_final() {
+            continue;
         }
+        let slot = *index.entry(trade.transaction_hash).or_insert_with(|| {
+            out.push(PendingBatch {
+                transaction_hash: trade.transaction_hash,
+                status: trade.status,
+                last_update_ns: trade.last_update_ns,
+                trades: Vec::new(),
+            });
+            out.len() - 1
+        });
+        out[slot].trades.push(*trade);
     }
     out
 }
@@ -50,58 +80,44 @@ pub fn start(
     events: Receiver<PublishedBatch>,
     submitter: Submitter,
     sink: u16,
-    pending: Vec<(Hash32, TradeStatus, TimestampNs)>,
+    pending: Vec<PendingBatch>,
 ) -> std::io::Result<SettlementHandle> {
     let thread = std::thread::Builder::new()
         .name("settlement".into())
         .spawn(move || {
             let mut timers = Timers::default();
-            for (tx, status, at) in pending {
-                if let Some(step) = backend.next_step(&tx, status, at) {
+            for batch in pending {
+                let tx = batch.transaction_hash;
+                if let Some(step) = backend.next_step(&tx, batch.status, batch.last_update_ns) {
                     timers.arm(tx, step);
                 }
             }
-            let mut next_token = 0u64;
+            let mut outbox = Outbox::new(submitter, sink);
             loop {
-                let wait = timers.wait(now_ns());
+                let wait = if outbox.is_backed_up() {
+                    Duration::from_millis(10)
+                } else {
+                    timers.wait(now_ns())
+                };
                 match events.recv_timeout(wait) {
                     Ok(batch) => observe(&mut *backend, &mut timers, &batch),
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
                 for (tx, step) in timers.due(now_ns()) {
-                    next_token += 1;
-                    let command = Command::SettlementUpdate {
-                        transaction_hash: tx,
-                        status: step.status,
-                    };
-                    let submission = Submission {
-                        ticket: Ticket {
-                            sink,
-                            token: next_token,
-                        },
-                        work: Work::Command(command),
-                    };
-                    match submitter.try_submit(submission) {
-                        Ok(()) => {}
-                        Err(SubmitError::Full(_)) => timers.arm(
-                            tx,
-                            Step {
-                                due_ns: now_ns() + 10_000_000,
-                                ..step
-                            },
-                        ),
-                        Err(SubmitError::Stopped(_)) => return,
+                    if outbox.send(tx, step.status).is_err() {
+                        return;
                     }
+                }
+                if outbox.flush().is_err() {
+                    return;
                 }
             }
         })?;
-    Ok(SettlementHandle {
-        thread: Some(thread),
-    })
+    Ok(SettlementHandle::new(thread))
 }
 
-fn now_ns() -> TimestampNs {
+pub(crate) fn now_ns() -> TimestampNs {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

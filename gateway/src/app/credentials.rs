@@ -12,7 +12,8 @@ use crate::auth::{authenticate_l1, AuthError, L1Claim, L1_MISMATCH};
 use crate::convert::engine_address;
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
-use crate::keys::{Credentials, KeyTable};
+use crate::keys::{Credentials, KeyTable, MasterKey};
+use crate::smart::{ControlCheck, Verdict};
 
 /// Routes the key endpoints; `None` when the path is not one of them.
 pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
@@ -41,9 +42,40 @@ fn l1(app: &App, request: &Request) -> Result<L1Claim, Outcome> {
     authenticate_l1(request, now_s(), &app.config.auth).map_err(unauthorized)
 }
 
+/// Goes on with `then` once the chain (with `--rpc-url`) has said whether a smart account
+/// accepts the claim's signature: at once when no check is needed, on a deferred worker
+/// otherwise. An unreachable chain is a 503 that says so.
+fn with_claim(
+    app: &App,
+    claim: L1Claim,
+    then: impl FnOnce(L1Claim) -> Outcome + Send + 'static,
+) -> Outcome {
+    let accounts = app.config.smart_accounts.clone();
+    if !accounts.needs_check(&claim.address, &claim.signer) {
+        return then(claim);
+    }
+    Outcome::defer(move || {
+        let mut claim = claim;
+        let check = ControlCheck {
+            account: claim.address,
+            signer: claim.signer,
+            digest: claim.digest,
+            signature: claim.signature,
+        };
+        match accounts.check(&check) {
+            Verdict::Controls => claim.accepted_on_chain = true,
+            Verdict::NotOnChain => {}
+            Verdict::Unreachable(why) => {
+                return Outcome::error(Status::Unavailable, &Verdict::refusal(&why))
+            }
+        }
+        then(claim)
+    })
+}
+
 /// Whether the claim's signer may act for its address: itself, or an owner of the smart account.
 fn may_act(e: &Engine, claim: &L1Claim) -> bool {
-    claim.is_direct()
+    claim.acts_alone()
         || e.controls(
             &engine_address(&claim.address),
             &engine_address(&claim.signer),
@@ -58,16 +90,23 @@ fn create(app: &App, request: &Request) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    let keys = app.keys.clone();
+    let max_keys_per_address = app.config.max_keys_per_user;
+    with_claim(app, claim, move |claim| {
+        create_key(keys, claim, max_keys_per_address)
+    })
+}
+
+fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) -> Outcome {
     let key_id = Uuid::new_v4();
     let address = claim.address;
-    let keys = app.keys.clone();
     command(
         Command::CreateApiKey(ApiKeySpec {
             address: engine_address(&address),
-            signer: engine_address(&claim.signer),
+            signer: engine_address(&claim.registry_signer()),
             key_id: *key_id.as_bytes(),
             nonce: ladder_engine::Bytes32(claim.nonce.to_be_bytes()),
-            max_keys_per_address: app.config.max_keys_per_user,
+            max_keys_per_address,
         }),
         move |_, reply| match reply {
             Reply::Ok => credentials_json(&keys.insert(key_id, address)),
@@ -89,6 +128,10 @@ fn derive(app: &App, request: &Request) -> Outcome {
         Err(o) => return o,
     };
     let master = app.keys.master();
+    with_claim(app, claim, move |claim| derive_key(master, claim))
+}
+
+fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
     query(
         move |e: &Engine| {
             if !may_act(e, &claim) {
@@ -132,10 +175,14 @@ fn caller(app: &App, request: &Request) -> Result<Caller, Outcome> {
 }
 
 fn list(app: &App, request: &Request) -> Outcome {
-    let caller = match caller(app, request) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
+    match caller(app, request) {
+        Ok(Caller::L1(claim)) => with_claim(app, claim, |claim| list_keys(Caller::L1(claim))),
+        Ok(l2) => list_keys(l2),
+        Err(o) => o,
+    }
+}
+
+fn list_keys(caller: Caller) -> Outcome {
     query(
         move |e: &Engine| {
             let address = match &caller {
@@ -161,26 +208,24 @@ fn delete(app: &App, request: &Request) -> Outcome {
     if let Err(refused) = app.writable() {
         return refused;
     }
-    let (address, key_id, signer) = match caller(app, request) {
-        Ok(Caller::L2 { address, key_id }) => (address, key_id, address),
+    let keys = app.keys.clone();
+    match caller(app, request) {
+        Ok(Caller::L2 { address, key_id }) => delete_key(keys, address, address, key_id),
         Ok(Caller::L1(claim)) => {
             let named = request.header("svc_api_key").map(Uuid::parse_str);
             match named {
-                Some(Ok(key_id)) => (claim.address, key_id, claim.signer),
-                Some(Err(_)) => {
-                    return Outcome::error(Status::BadRequest, "SVC_API_KEY: expected a UUID")
-                }
-                None => {
-                    return Outcome::error(
-                        Status::BadRequest,
-                        "SVC_API_KEY: required with L1 to name the key to delete",
-                    )
-                }
+                Some(Ok(key_id)) => with_claim(app, claim, move |claim| {
+                    delete_key(keys, claim.address, claim.registry_signer(), key_id)
+                }),
+                Some(Err(_)) => Outcome::error(Status::BadRequest, "SVC_API_KEY: expected a UUID"),
+                None => Outcome::error(
+                    Status::BadRequest,
+                    "SVC_API_KEY: required with L1 to name the key to delete",
+                ),
             }
         }
-        Err(o) => return o,
-    };
-    delete_key(app.keys.clone(), address, signer, key_id)
+        Err(o) => o,
+    }
 }
 
 fn delete_key(keys: Arc<KeyTable>, address: Address, signer: Address, key_id: Uuid) -> Outcome {

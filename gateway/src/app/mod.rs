@@ -46,6 +46,8 @@ pub struct AppConfig {
     pub rate_limit_key: u32,
     /// Requests per 10 s per client IP (0: off).
     pub rate_limit_ip: u32,
+    /// Smart-account control checked on the chain (`--rpc-url`), besides the registry.
+    pub smart_accounts: crate::smart::SmartAccounts,
 }
 
 /// The application.
@@ -224,24 +226,36 @@ impl crate::server::Service for App {
         if let Err(wait_s) = self.ip_limiter.take(&peer.ip(), started) {
             return too_many(wait_s);
         }
-        match self.route(request, peer) {
-            Outcome::Respond(response) => {
-                self.metrics
-                    .observe(request.path(), response.status.code(), started);
-                Outcome::Respond(response)
-            }
-            Outcome::Submit(work, completer) => {
-                let metrics = self.metrics.clone();
-                let path = request.path().to_string();
-                Outcome::Submit(
-                    work,
-                    Box::new(move |completion| {
-                        let response = completer(completion);
-                        metrics.observe(&path, response.status.code(), started);
-                        response
-                    }),
-                )
-            }
+        observed(
+            &self.metrics,
+            request.path(),
+            started,
+            self.route(request, peer),
+        )
+    }
+}
+
+/// `outcome`, with its final response counted in the metrics under `path`.
+fn observed(metrics: &Arc<Metrics>, path: &str, started: Instant, outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Respond(response) => {
+            metrics.observe(path, response.status.code(), started);
+            Outcome::Respond(response)
+        }
+        Outcome::Submit(work, completer) => {
+            let (metrics, path) = (metrics.clone(), path.to_string());
+            Outcome::Submit(
+                work,
+                Box::new(move |completion| {
+                    let response = completer(completion);
+                    metrics.observe(&path, response.status.code(), started);
+                    response
+                }),
+            )
+        }
+        Outcome::Defer(job) => {
+            let (metrics, path) = (metrics.clone(), path.to_string());
+            Outcome::defer(move || observed(&metrics, &path, started, job()))
         }
     }
 }

@@ -13,7 +13,7 @@ use ladder_protocol::wire::order::{parse_post_orders, PostOrderRequest};
 use ladder_protocol::wire::responses::{
     BalanceAllowance, CancelResult, OrderPlacementResult, Page,
 };
-use ladder_protocol::{Address, ExchangeDomain, SignatureType, B256, U256};
+use ladder_protocol::{Address, ExchangeDomain, Signature, SignatureType, B256, U256};
 use ladder_sequencer::{Completion, Work};
 
 use super::present::{cancel_result, engine_order_type, open_order, placement};
@@ -22,6 +22,7 @@ use crate::auth::L2Principal;
 use crate::convert::{engine_address, engine_b256, engine_side, engine_token, wire_b256};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
+use crate::smart::{ControlCheck, SmartAccounts, Verdict};
 
 /// Routes the order endpoints; `None` when the path is not one of them.
 pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
@@ -131,6 +132,47 @@ fn placement_result(reply: &Reply, order: &NewOrder) -> Result<OrderPlacementRes
     }
 }
 
+/// The chain check an order needs before it goes to the engine, if any.
+fn order_check(app: &App, order: &NewOrder) -> Option<ControlCheck> {
+    let maker = Address(order.maker.0);
+    let signer = Address(order.signer.0);
+    if !app.config.smart_accounts.needs_check(&maker, &signer) {
+        return None;
+    }
+    let signature: [u8; 65] = order
+        .signed
+        .as_ref()?
+        .signature
+        .as_slice()
+        .try_into()
+        .ok()?;
+    Some(ControlCheck {
+        account: maker,
+        signer,
+        digest: order.order_hash.0,
+        signature: Signature::from_bytes(signature),
+    })
+}
+
+/// Applies the chain's verdict to `order`; the rejection when the chain could not be asked.
+fn settle_check(
+    accounts: &SmartAccounts,
+    check: &ControlCheck,
+    order: &mut NewOrder,
+) -> Result<(), Box<OrderPlacementResult>> {
+    match accounts.check(check) {
+        Verdict::Controls => order.signer_verified = true,
+        Verdict::NotOnChain => {}
+        Verdict::Unreachable(why) => {
+            return Err(Box::new(OrderPlacementResult::rejected(
+                Verdict::refusal(&why),
+                Some(wire_b256(&order.order_hash)),
+            )))
+        }
+    }
+    Ok(())
+}
+
 fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
     let parsed = match PostOrderRequest::parse(&request.body) {
         Ok(p) => p,
@@ -141,34 +183,75 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Err(Refusal::Rejected(text, hash)) => {
             Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
         }
-        Ok(order) => {
-            let echo = order.clone();
-            command(
-                Command::PlaceOrder(order),
-                move |_, reply| match placement_result(&reply, &echo) {
-                    Ok(result) => ok_json(&result),
-                    Err(response) => response,
-                },
-            )
-        }
+        Ok(order) => match order_check(app, &order) {
+            None => place_one(order),
+            Some(check) => {
+                let accounts = app.config.smart_accounts.clone();
+                Outcome::defer(move || {
+                    let mut order = order;
+                    match settle_check(&accounts, &check, &mut order) {
+                        Ok(()) => place_one(order),
+                        Err(rejected) => Outcome::Respond(ok_json(&rejected)),
+                    }
+                })
+            }
+        },
     }
 }
+
+fn place_one(order: NewOrder) -> Outcome {
+    let echo = order.clone();
+    command(
+        Command::PlaceOrder(order),
+        move |_, reply| match placement_result(&reply, &echo) {
+            Ok(result) => ok_json(&result),
+            Err(response) => response,
+        },
+    )
+}
+
+/// One element of a batch: an order for the engine, or its result already.
+type BatchSlot = Result<NewOrder, OrderPlacementResult>;
 
 fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
     let parsed = match parse_post_orders(&request.body) {
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    let mut slots: Vec<Result<NewOrder, OrderPlacementResult>> = Vec::with_capacity(parsed.len());
+    let mut slots: Vec<BatchSlot> = Vec::with_capacity(parsed.len());
+    let mut checks: Vec<(usize, ControlCheck)> = Vec::new();
     for (i, item) in parsed.iter().enumerate() {
         match prepare(&app.config.exchange, principal, item) {
-            Ok(order) => slots.push(Ok(order)),
+            Ok(order) => {
+                if let Some(check) = order_check(app, &order) {
+                    checks.push((i, check));
+                }
+                slots.push(Ok(order));
+            }
             Err(Refusal::BadRequest(text)) => return bad_request(format!("orders[{i}]: {text}")),
             Err(Refusal::Rejected(text, hash)) => {
                 slots.push(Err(OrderPlacementResult::rejected(text, hash)))
             }
         }
     }
+    if checks.is_empty() {
+        return place_batch(slots);
+    }
+    let accounts = app.config.smart_accounts.clone();
+    Outcome::defer(move || {
+        let mut slots = slots;
+        for (i, check) in checks {
+            if let Some(Ok(order)) = slots.get_mut(i) {
+                if let Err(rejected) = settle_check(&accounts, &check, order) {
+                    slots[i] = Err(*rejected);
+                }
+            }
+        }
+        place_batch(slots)
+    })
+}
+
+fn place_batch(slots: Vec<BatchSlot>) -> Outcome {
     let commands: Vec<Command> = slots
         .iter()
         .filter_map(|s| s.as_ref().ok().map(|o| Command::PlaceOrder(o.clone())))
@@ -303,12 +386,16 @@ fn smart_signer(
     }
 }
 
+/// A cancel for the engine and, for a smart account's signer with `--rpc-url`, the chain
+/// check it needs first.
+type CheckedCancel = (Command, Option<ControlCheck>);
+
 fn cancel_command(
+    app: &App,
     principal: &L2Principal,
     cancel: &CancelOrderRequest,
-    domain: &ExchangeDomain,
-) -> Result<Command, u64> {
-    let digest = cancel.digest(domain);
+) -> Result<CheckedCancel, u64> {
+    let digest = cancel.digest(&app.config.exchange);
     if !cancel_signed_ok(
         &digest,
         &cancel.signature,
@@ -318,27 +405,89 @@ fn cancel_command(
     ) {
         return Err(cancel.order_id);
     }
-    Ok(Command::CancelOrder {
-        requester: engine_address(&principal.address),
-        order_id: cancel.order_id,
-        condition_id: Some(engine_b256(&cancel.market_id)),
-        signer: smart_signer(cancel.signature_type, cancel.signer),
-    })
+    let signer = smart_signer(cancel.signature_type, cancel.signer);
+    Ok((
+        Command::CancelOrder {
+            requester: engine_address(&principal.address),
+            order_id: cancel.order_id,
+            condition_id: Some(engine_b256(&cancel.market_id)),
+            signer,
+        },
+        cancel_check(app, principal, signer, &digest, &cancel.signature),
+    ))
 }
 
-fn merge(reports: impl IntoIterator<Item = CancelReport>, invalid: &[u64]) -> CancelResult {
+/// The chain check of a type-3 cancel's signer, when one is needed.
+fn cancel_check(
+    app: &App,
+    principal: &L2Principal,
+    signer: Option<ladder_engine::Address>,
+    digest: &[u8; 32],
+    signature: &Signature,
+) -> Option<ControlCheck> {
+    let signer = Address(signer?.0);
+    app.config
+        .smart_accounts
+        .needs_check(&principal.address, &signer)
+        .then_some(ControlCheck {
+            account: principal.address,
+            signer,
+            digest: *digest,
+            signature: *signature,
+        })
+}
+
+/// Runs the chain checks (on a deferred worker): a signer the chain accepts needs no
+/// registry entry (its command goes without a signer to check); an unreachable chain leaves
+/// the cancel undone with the reason.
+fn checked_cancels(
+    accounts: &SmartAccounts,
+    cancels: Vec<CheckedCancel>,
+    not_done: &mut Vec<(u64, String)>,
+) -> Vec<Command> {
+    let mut commands = Vec::with_capacity(cancels.len());
+    for (mut cmd, check) in cancels {
+        if let Some(check) = check {
+            match accounts.check(&check) {
+                Verdict::Controls => clear_signer(&mut cmd),
+                Verdict::NotOnChain => {}
+                Verdict::Unreachable(why) => {
+                    if let Command::CancelOrder { order_id, .. } = cmd {
+                        not_done.push((order_id, Verdict::refusal(&why)));
+                    }
+                    continue;
+                }
+            }
+        }
+        commands.push(cmd);
+    }
+    commands
+}
+
+fn clear_signer(cmd: &mut Command) {
+    if let Command::CancelOrder { signer, .. } | Command::CancelMarket { signer, .. } = cmd {
+        *signer = None;
+    }
+}
+
+fn merge(
+    reports: impl IntoIterator<Item = CancelReport>,
+    not_done: &[(u64, String)],
+) -> CancelResult {
     let mut all = CancelReport::default();
     for report in reports {
         all.canceled.extend(report.canceled);
         all.not_canceled.extend(report.not_canceled);
     }
     let mut result = cancel_result(&all);
-    for id in invalid {
-        result
-            .not_canceled
-            .insert(id.to_string(), "invalid signature".into());
+    for (id, reason) in not_done {
+        result.not_canceled.insert(id.to_string(), reason.clone());
     }
     result
+}
+
+fn invalid_signature(id: u64) -> (u64, String) {
+    (id, "invalid signature".into())
 }
 
 fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
@@ -346,13 +495,9 @@ fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcom
         Ok(c) => c,
         Err(e) => return bad_request(e),
     };
-    match cancel_command(principal, &cancel, &app.config.exchange) {
-        Err(id) => Outcome::Respond(ok_json(&merge([], &[id]))),
-        Ok(cmd) => command(cmd, |_, reply| match reply {
-            Reply::Canceled(report) => ok_json(&merge([report], &[])),
-            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
-            _ => Response::error(Status::Internal, "internal error"),
-        }),
+    match cancel_command(app, principal, &cancel) {
+        Err(id) => Outcome::Respond(ok_json(&merge([], &[invalid_signature(id)]))),
+        Ok(checked) => run_cancels(app, vec![checked], Vec::new()),
     }
 }
 
@@ -361,16 +506,35 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
         Ok(c) => c,
         Err(e) => return bad_request(e),
     };
-    let mut invalid = Vec::new();
-    let mut commands = Vec::new();
+    let mut not_done = Vec::new();
+    let mut checked = Vec::new();
     for cancel in &cancels {
-        match cancel_command(principal, cancel, &app.config.exchange) {
-            Ok(cmd) => commands.push(cmd),
-            Err(id) => invalid.push(id),
+        match cancel_command(app, principal, cancel) {
+            Ok(c) => checked.push(c),
+            Err(id) => not_done.push(invalid_signature(id)),
         }
     }
+    run_cancels(app, checked, not_done)
+}
+
+/// Checks (deferred, when any cancel needs the chain) and applies `checked`; the answer
+/// merges the engine's reports with `not_done`.
+fn run_cancels(app: &App, checked: Vec<CheckedCancel>, not_done: Vec<(u64, String)>) -> Outcome {
+    if checked.iter().all(|(_, check)| check.is_none()) {
+        let commands = checked.into_iter().map(|(cmd, _)| cmd).collect();
+        return submit_cancels(commands, not_done);
+    }
+    let accounts = app.config.smart_accounts.clone();
+    Outcome::defer(move || {
+        let mut not_done = not_done;
+        let commands = checked_cancels(&accounts, checked, &mut not_done);
+        submit_cancels(commands, not_done)
+    })
+}
+
+fn submit_cancels(commands: Vec<Command>, not_done: Vec<(u64, String)>) -> Outcome {
     if commands.is_empty() {
-        return Outcome::Respond(ok_json(&merge([], &invalid)));
+        return Outcome::Respond(ok_json(&merge([], &not_done)));
     }
     Outcome::submit(
         Work::Commands(commands),
@@ -380,7 +544,7 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
                     Reply::Canceled(report) => Some(report),
                     _ => None,
                 });
-                ok_json(&merge(reports, &invalid))
+                ok_json(&merge(reports, &not_done))
             }
             other => unexpected(other),
         }),
@@ -405,26 +569,38 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
             "signature: invalid signature over CancelMarketOrders(marketId)",
         );
     }
-    command(
-        Command::CancelMarket {
-            requester: engine_address(&principal.address),
-            condition_id: engine_b256(&cancel.market_id),
-            token_id: cancel.token_id.as_ref().map(engine_token),
-            signer: smart_signer(cancel.signature_type, cancel.signer),
-        },
-        |_, reply| match reply {
-            Reply::Canceled(report) => ok_json(&merge([report], &[])),
-            Reply::Rejected(Reject::SignerNotController) => Response::error(
-                Status::BadRequest,
-                "signature: invalid signature (the signer does not control the maker)",
-            ),
-            Reply::Rejected(Reject::UnknownMarket) => {
-                Response::error(Status::NotFound, "not found")
-            }
-            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
-            _ => Response::error(Status::Internal, "internal error"),
-        },
-    )
+    let signer = smart_signer(cancel.signature_type, cancel.signer);
+    let mut cmd = Command::CancelMarket {
+        requester: engine_address(&principal.address),
+        condition_id: engine_b256(&cancel.market_id),
+        token_id: cancel.token_id.as_ref().map(engine_token),
+        signer,
+    };
+    let Some(check) = cancel_check(app, principal, signer, &digest, &cancel.signature) else {
+        return submit_cancel_market(cmd);
+    };
+    let accounts = app.config.smart_accounts.clone();
+    Outcome::defer(move || match accounts.check(&check) {
+        Verdict::Controls => {
+            clear_signer(&mut cmd);
+            submit_cancel_market(cmd)
+        }
+        Verdict::NotOnChain => submit_cancel_market(cmd),
+        Verdict::Unreachable(why) => Outcome::error(Status::Unavailable, &Verdict::refusal(&why)),
+    })
+}
+
+fn submit_cancel_market(cmd: Command) -> Outcome {
+    command(cmd, |_, reply| match reply {
+        Reply::Canceled(report) => ok_json(&merge([report], &[])),
+        Reply::Rejected(Reject::SignerNotController) => Response::error(
+            Status::BadRequest,
+            "signature: invalid signature (the signer does not control the maker)",
+        ),
+        Reply::Rejected(Reject::UnknownMarket) => Response::error(Status::NotFound, "not found"),
+        Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+        _ => Response::error(Status::Internal, "internal error"),
+    })
 }
 
 fn cancel_all(_app: &App, principal: &L2Principal, _request: &Request) -> Outcome {

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_fanout;
 mod bench_pipeline;
+mod chain_link;
 mod client;
 mod demo;
 mod journal;
@@ -74,9 +75,8 @@ pub struct ServeArgs {
     /// Create a demo market and funded demo accounts on an empty data directory.
     #[arg(long)]
     pub demo: bool,
-    /// Ethereum JSON-RPC URL (ERC-1271 checks and chain settlement).
-    #[arg(long)]
-    pub rpc_url: Option<String>,
+    #[command(flatten)]
+    pub chain: ChainFlags,
     /// TLS certificate (PEM).
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -110,9 +110,31 @@ pub struct ServeArgs {
     /// Serve the admin surface and /metrics to any address, not only loopback.
     #[arg(long)]
     pub admin_public: bool,
-    /// Address of the exchange contract (EIP-712 verifyingContract).
+}
+
+/// Where the chain is: the exchange contract (also the EIP-712 verifyingContract) and, with
+/// `--rpc-url`, the node that answers ERC-1271 checks and receives settlement batches.
+#[derive(Args, Debug, Clone)]
+pub struct ChainFlags {
+    /// Ethereum JSON-RPC URL (ERC-1271 checks and chain settlement).
+    #[arg(long)]
+    pub rpc_url: Option<String>,
+    /// Address of the exchange contract (EIP-712 verifyingContract; settlement target).
     #[arg(long, default_value = "0x000000000000000000000000000000000000C10b")]
     pub exchange_address: String,
+    /// Chain settlement: the account that sends batches (one the node signs for, e.g. an
+    /// unlocked development account or a Web3Signer/Clef proxy); default the node's first.
+    #[arg(long)]
+    pub chain_from: Option<String>,
+    /// Chain settlement: blocks, the batch's own included, before CONFIRMED.
+    #[arg(long, default_value_t = 2)]
+    pub chain_confirmations: u64,
+    /// Chain settlement: how often receipts and the head are read, in ms.
+    #[arg(long, default_value_t = 500)]
+    pub chain_poll_ms: u64,
+    /// ERC-1271 and settlement calls give up after this many ms.
+    #[arg(long, default_value_t = 3000)]
+    pub rpc_timeout_ms: u64,
 }
 
 /// `ladder standby`.
@@ -129,6 +151,8 @@ pub struct StandbyArgs {
     /// Built-in settlement after promotion (as `serve`).
     #[arg(long, default_value_t = 0)]
     pub settlement_fail_percent: u8,
+    #[command(flatten)]
+    pub chain: ChainFlags,
 }
 
 /// `ladder promote`.

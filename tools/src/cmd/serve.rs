@@ -17,6 +17,7 @@ use ladder_engine::{Command, Engine, EngineLimits, Reply};
 use ladder_gateway::app::{App, AppConfig, ServiceState};
 use ladder_gateway::keys::{KeyTable, MasterKey, MASTER_KEY_FILE};
 use ladder_gateway::metrics::Metrics;
+use ladder_gateway::smart::SmartAccounts;
 use ladder_gateway::ws::feed::MarketIds;
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
@@ -30,7 +31,8 @@ use ladder_sequencer::{
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
 
-use super::{demo, ServeArgs, StandbyArgs};
+use super::chain_link::ChainLink;
+use super::{demo, ChainFlags, ServeArgs, StandbyArgs};
 
 /// How often a snapshot is taken when commands have been applied since the last one.
 pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
@@ -68,7 +70,7 @@ struct RunOptions {
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
-    exchange_address: String,
+    chain: ChainFlags,
     max_keys_per_user: u32,
     rate_limit_key: u32,
     rate_limit_ip: u32,
@@ -80,9 +82,6 @@ struct RunOptions {
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    if args.rpc_url.is_some() {
-        return Err("--rpc-url: the ERC-1271 verifier and chain settlement are not built yet (settlement issue)".into());
-    }
     if args.replicas > 0 && args.replication_listen.is_none() {
         return Err("--replicas needs --replication-listen (where standbys connect)".into());
     }
@@ -96,7 +95,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             .parse()
             .map_err(|e: String| format!("--durability: {e}"))?,
         gateway_threads: args.gateway_threads,
-        exchange_address: args.exchange_address.clone(),
+        chain: args.chain.clone(),
         max_keys_per_user: args.max_keys_per_user,
         rate_limit_key: args.rate_limit_key,
         rate_limit_ip: args.rate_limit_ip,
@@ -123,7 +122,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
-        exchange_address: "0x000000000000000000000000000000000000C10b".into(),
+        chain: args.chain.clone(),
         max_keys_per_user: 5,
         rate_limit_key: 3500,
         rate_limit_ip: 9000,
@@ -144,8 +143,9 @@ fn run(options: RunOptions) -> Result<(), String> {
     let data_dir = options.data_dir.clone();
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
-    let exchange = Address::parse_ignoring_checksum(&options.exchange_address)
+    let exchange = Address::parse_ignoring_checksum(&options.chain.exchange_address)
         .map_err(|e| format!("--exchange-address: {e}"))?;
+    let chain = ChainLink::connect(&options.chain, exchange)?;
     let master = MasterKey::load_or_create(&data_dir).map_err(|e| format!("master key: {e}"))?;
     let keys = Arc::new(KeyTable::new(master));
     let standby = matches!(options.role, Role::Standby { .. });
@@ -160,6 +160,10 @@ fn run(options: RunOptions) -> Result<(), String> {
         max_keys_per_user: options.max_keys_per_user,
         rate_limit_key: options.rate_limit_key,
         rate_limit_ip: options.rate_limit_ip,
+        smart_accounts: chain
+            .as_ref()
+            .map(|link| SmartAccounts::on_chain(link.verifier.clone()))
+            .unwrap_or_default(),
     };
     let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
     let hook = Arc::new(move || {
@@ -288,18 +292,27 @@ fn run(options: RunOptions) -> Result<(), String> {
         next: 0,
     };
     let settle = |pending| {
-        let backend = Box::new(BuiltIn::new(
-            options.settlement_delay_ms,
-            options.settlement_fail_percent,
-        ));
-        ladder_settlement::start(
-            backend,
-            settlement_rx.clone(),
-            settlement_ring.clone(),
-            internal_sink + 1,
-            pending,
-        )
-        .map_err(|e| format!("settlement thread: {e}"))
+        let started = match &chain {
+            Some(link) => ladder_settlement::start_chain(
+                link.exchange_client()?,
+                link.settings.clone(),
+                settlement_rx.clone(),
+                settlement_ring.clone(),
+                internal_sink + 1,
+                pending,
+            ),
+            None => ladder_settlement::start(
+                Box::new(BuiltIn::new(
+                    options.settlement_delay_ms,
+                    options.settlement_fail_percent,
+                )),
+                settlement_rx.clone(),
+                settlement_ring.clone(),
+                internal_sink + 1,
+                pending,
+            ),
+        };
+        started.map_err(|e| format!("settlement thread: {e}"))
     };
     let mut settlement: Option<SettlementHandle> = None;
     let mut follower: Option<(Arc<AtomicBool>, std::thread::JoinHandle<u64>)> = None;
@@ -534,9 +547,7 @@ impl Internal {
         Ok(seq)
     }
 
-    fn pending_settlements(
-        &mut self,
-    ) -> Result<Vec<(ladder_engine::Hash32, ladder_engine::TradeStatus, u64)>, String> {
+    fn pending_settlements(&mut self) -> Result<Vec<ladder_settlement::PendingBatch>, String> {
         self.query(ladder_settlement::pending_batches)
     }
 }

@@ -1,0 +1,81 @@
+//! `--rpc-url`: the service's link to a chain. One RPC client for the ERC-1271 verifier
+//! (shared by the gateway's deferred-work workers) and one for the settlement thread.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ladder_chain::{Erc1271Verifier, ExchangeClient, RpcClient, VerifierConfig};
+use ladder_protocol::{Address, CHAIN_ID};
+use ladder_settlement::ChainSettings;
+
+use super::ChainFlags;
+
+/// A configured chain.
+pub struct ChainLink {
+    url: String,
+    timeout: Duration,
+    exchange: Address,
+    from: Option<Address>,
+    /// The chain settlement backend's pacing.
+    pub settings: ChainSettings,
+    /// The ERC-1271 verifier.
+    pub verifier: Arc<Erc1271Verifier>,
+}
+
+impl ChainLink {
+    /// The link `flags` describe (`None` without `--rpc-url`). The node need not be up yet:
+    /// a failed first contact is logged, and requests that need the chain say so until it is.
+    pub fn connect(flags: &ChainFlags, exchange: Address) -> Result<Option<ChainLink>, String> {
+        let Some(url) = &flags.rpc_url else {
+            return Ok(None);
+        };
+        let timeout = Duration::from_millis(flags.rpc_timeout_ms.max(1));
+        let rpc = RpcClient::new(url, timeout).map_err(|e| e.to_string())?;
+        match rpc.chain_id() {
+            Ok(id) if id != CHAIN_ID => tracing::warn!(
+                chain_id = id,
+                signing_chain_id = CHAIN_ID,
+                "the node's chain id differs from the EIP-712 domain's; signatures use the domain's"
+            ),
+            Ok(id) => tracing::info!(chain_id = id, url = %url, "chain node reached"),
+            Err(e) => tracing::warn!(error = %e, url = %url, "chain node not reachable yet"),
+        }
+        let from = flags
+            .chain_from
+            .as_deref()
+            .map(Address::parse_ignoring_checksum)
+            .transpose()
+            .map_err(|e| format!("--chain-from: {e}"))?;
+        if flags.chain_confirmations == 0 {
+            return Err("--chain-confirmations: at least 1 (the batch's own block)".into());
+        }
+        Ok(Some(ChainLink {
+            url: url.clone(),
+            timeout,
+            exchange,
+            from,
+            settings: ChainSettings {
+                poll_interval: Duration::from_millis(flags.chain_poll_ms.max(10)),
+                confirmations: flags.chain_confirmations,
+                ..ChainSettings::default()
+            },
+            verifier: Arc::new(Erc1271Verifier::new(rpc, VerifierConfig::default())),
+        }))
+    }
+
+    /// A client of the exchange contract for the settlement thread. Without `--chain-from`
+    /// the node's first account sends, so the node must answer now.
+    pub fn exchange_client(&self) -> Result<ExchangeClient, String> {
+        let rpc = RpcClient::new(&self.url, self.timeout).map_err(|e| e.to_string())?;
+        let from = match self.from {
+            Some(from) => from,
+            None => ExchangeClient::first_account(&rpc).map_err(|e| {
+                format!(
+                    "chain settlement: no sender ({e}); give --chain-from or start the node first"
+                )
+            })?,
+        };
+        tracing::info!(exchange = %self.exchange.to_lowercase_hex(), from = %from.to_lowercase_hex(), "chain settlement");
+        Ok(ExchangeClient::new(rpc, self.exchange, from))
+    }
+}

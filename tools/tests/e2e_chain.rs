@@ -1,0 +1,341 @@
+//! Ladder against a real local EVM node (anvil, installed by `.ci/install-chain-tools.sh`):
+//! ERC-1271 smart accounts sign API keys, orders and cancels with no registry entry; a match
+//! settles on the test exchange contract (MATCHED → MINED → CONFIRMED, recorded on chain);
+//! a batch the contract reverts goes through RETRYING to FAILED and is reversed; statuses
+//! survive a restart.
+//!
+//! Without anvil the test says so and passes, unless `LADDER_REQUIRE_CHAIN=1` (set by
+//! `.ci/run`), where a missing node is a failure.
+
+mod helpers;
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use helpers::{deposit, place, rejection, rest};
+use ladder_chain::abi::{address_word, encode_call, selector, uint_word, word_as_usize, Arg};
+use ladder_chain::RpcClient;
+use ladder_client::{Trader, Wallet};
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::{Address, ExchangeDomain, Side, CHAIN_ID};
+use serde_json::{json, Value};
+use support::{no, yes, Service};
+
+/// A local anvil node, killed on drop.
+struct Anvil {
+    child: Child,
+    rpc: RpcClient,
+    url: String,
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf()
+}
+
+/// The anvil binary: `LADDER_ANVIL`, the one `.ci/install-chain-tools.sh` installs, or PATH.
+fn anvil_binary() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("LADDER_ANVIL") {
+        return Some(PathBuf::from(path));
+    }
+    let installed =
+        repo_root().join(".ci/node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+    if installed.exists() {
+        return Some(installed);
+    }
+    let on_path = std::env::var_os("PATH")?;
+    std::env::split_paths(&on_path)
+        .map(|dir| dir.join("anvil"))
+        .find(|p| p.exists())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+impl Anvil {
+    fn start() -> Option<Anvil> {
+        let Some(binary) = anvil_binary() else {
+            assert!(
+                std::env::var("LADDER_REQUIRE_CHAIN").as_deref() != Ok("1"),
+                "LADDER_REQUIRE_CHAIN=1 but no anvil: run .ci/install-chain-tools.sh"
+            );
+            eprintln!("e2e_chain: no anvil binary (run .ci/install-chain-tools.sh); skipped");
+            return None;
+        };
+        let port = free_port();
+        let child = Command::new(binary)
+            .args([
+                "--chain-id",
+                &CHAIN_ID.to_string(),
+                "--port",
+                &port.to_string(),
+                "--block-time",
+                "1",
+                "--silent",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn anvil");
+        let url = format!("http://127.0.0.1:{port}");
+        let rpc = RpcClient::new(&url, Duration::from_secs(5)).expect("rpc client");
+        let anvil = Anvil { child, rpc, url };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while anvil.rpc.chain_id().is_err() {
+            assert!(Instant::now() < deadline, "anvil did not answer");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(anvil)
+    }
+
+    fn operator(&self) -> String {
+        self.rpc.call("eth_accounts", json!([])).expect("accounts")[0]
+            .as_str()
+            .expect("account")
+            .to_string()
+    }
+
+    /// Sends a transaction from the operator and waits for its receipt.
+    fn transact(&self, to: Option<&str>, data: &[u8]) -> Value {
+        let mut tx = json!({
+            "from": self.operator(),
+            "data": format!("0x{}", hex::encode(data)),
+            "gas": "0x4c4b40",
+        });
+        if let Some(to) = to {
+            tx["to"] = json!(to);
+        }
+        let hash = self
+            .rpc
+            .call("eth_sendTransaction", json!([tx]))
+            .expect("send transaction");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let receipt = self
+                .rpc
+                .call("eth_getTransactionReceipt", json!([hash]))
+                .expect("receipt");
+            if !receipt.is_null() {
+                assert_eq!(receipt["status"], json!("0x1"), "{receipt}");
+                return receipt;
+            }
+            assert!(Instant::now() < deadline, "transaction not mined");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Deploys `contracts/build/<name>.bin` with ABI-encoded constructor `args`.
+    fn deploy(&self, name: &str, args: &[[u8; 32]]) -> Address {
+        let path = repo_root().join(format!("contracts/build/{name}.bin"));
+        let text = std::fs::read_to_string(&path).expect("contract bytecode");
+        let mut code = hex::decode(text.trim()).expect("bytecode hex");
+        for arg in args {
+            code.extend_from_slice(arg);
+        }
+        let receipt = self.transact(None, &code);
+        Address::parse_ignoring_checksum(receipt["contractAddress"].as_str().expect("address"))
+            .expect("contract address")
+    }
+
+    fn call_word(&self, to: &Address, data: &[u8]) -> usize {
+        let out = self
+            .rpc
+            .eth_call(&to.to_lowercase_hex(), data)
+            .expect("call");
+        word_as_usize(&out[..32]).expect("small number")
+    }
+}
+
+/// A trader whose account is a freshly deployed SmartAccount owned by its wallet; nothing
+/// is linked in Ladder's registry.
+fn smart_trader(anvil: &Anvil, service: &Service, exchange: &ExchangeDomain) -> Trader {
+    let wallet = Wallet::random();
+    let account = anvil.deploy("SmartAccount", &[address_word(&wallet.address())]);
+    deposit(service, &account, "COLLATERAL", 100_000_000);
+    let mut trader = Trader::new(&service.url, wallet, account).expect("trader");
+    trader.exchange = *exchange;
+    trader
+}
+
+fn trades(trader: &mut Trader) -> Vec<Value> {
+    let r = trader.send("GET", "/trades", None).expect("GET /trades");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    body.get("data")
+        .and_then(Value::as_array)
+        .or_else(|| body.as_array())
+        .cloned()
+        .expect("trades list")
+}
+
+/// Polls the trade `id` until its status is `want`, recording every status seen.
+fn wait_status(trader: &mut Trader, id: &str, want: &str, seen: &mut Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = trader
+            .send("GET", &format!("/trades/{id}"), None)
+            .expect("GET /trades/{id}");
+        assert_eq!(r.status, 200, "{}", r.body);
+        let status = r.json()["status"].as_str().unwrap_or_default().to_string();
+        if seen.last() != Some(&status) {
+            seen.push(status.clone());
+        }
+        if status == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "trade {id} stuck: seen {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn collateral(trader: &mut Trader) -> u64 {
+    helpers::balance(trader, "asset_type=COLLATERAL")["balance"]
+        .as_str()
+        .expect("balance")
+        .parse()
+        .expect("number")
+}
+
+#[test]
+fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
+    let Some(anvil) = Anvil::start() else { return };
+    // The exchange first, so the operator (anvil's first account) is its operator.
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let mut service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "2",
+        "--chain-poll-ms",
+        "100",
+    ]);
+
+    // L1: the account's owner creates an API key for it; a stranger cannot.
+    let mut maker = smart_trader(&anvil, &service, &exchange);
+    let mut taker = smart_trader(&anvil, &service, &exchange);
+    let mut stranger = Trader::new(&service.url, Wallet::random(), maker.account).expect("t");
+    stranger.exchange = exchange;
+    let refused = stranger.create_api_key(0).expect("request");
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    for t in [&mut maker, &mut taker] {
+        let r = t.create_api_key(0).expect("create key");
+        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
+    }
+
+    // Orders: the owner's signature passes; a stranger's (with the maker's key) does not.
+    let mut forger = Trader::new(&service.url, Wallet::random(), maker.account).expect("t");
+    forger.exchange = exchange;
+    forger.credentials = maker.credentials.clone();
+    let forged = place(&mut forger, yes(), Side::Buy, 6_000, 10, OrderType::Gtc);
+    assert!(
+        rejection(&forged).contains("signer does not control"),
+        "{forged}"
+    );
+    // A cancel signed by the owner (signature type 3) is accepted on the chain's word.
+    let resting = rest(&mut maker, yes(), Side::Buy, 5_000, 10);
+    let id = helpers::id_of(&mut maker, &resting);
+    let r = maker.cancel(id, support::market()).expect("cancel");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["canceled"], json!([id.to_string()]), "{}", r.body);
+
+    // A MINT: the maker bids Yes at 0.60, the taker bids No at 0.40.
+    let maker_before = collateral(&mut maker);
+    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let trade_id = matched["tradeIds"][0]
+        .as_str()
+        .expect("trade id")
+        .to_string();
+    let batch = matched["transactionsHashes"][0]
+        .as_str()
+        .expect("batch hash")
+        .to_string();
+    let mut seen = Vec::new();
+    wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("MATCHED"),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"MINED".to_string()), "{seen:?}");
+    let batch_id: [u8; 32] = hex::decode(batch.trim_start_matches("0x"))
+        .expect("hex")
+        .try_into()
+        .expect("32 bytes");
+    let settled_at = anvil.call_word(
+        &exchange_address,
+        &encode_call(selector("settledAt(bytes32)"), &[Arg::Word(batch_id)]),
+    );
+    assert!(settled_at > 0, "the contract recorded the batch");
+    let fills = anvil.call_word(
+        &exchange_address,
+        &encode_call(selector("fillCount(bytes32)"), &[Arg::Word(batch_id)]),
+    );
+    assert_eq!(fills, 1);
+    let total = anvil.call_word(
+        &exchange_address,
+        &encode_call(selector("totalSize(bytes32)"), &[Arg::Word(batch_id)]),
+    );
+    assert_eq!(total, 10_000_000, "10 shares in base units");
+    assert_eq!(collateral(&mut maker), maker_before - 6_000_000);
+
+    // The contract refuses batches: the next match goes RETRYING → FAILED and is reversed.
+    anvil.transact(
+        Some(&exchange_text),
+        &encode_call(selector("setRejecting(bool)"), &[Arg::Word(uint_word(1))]),
+    );
+    let maker_before = collateral(&mut maker);
+    let taker_before = collateral(&mut taker);
+    rest(&mut maker, yes(), Side::Buy, 5_500, 10);
+    let failing = place(&mut taker, no(), Side::Buy, 4_500, 10, OrderType::Gtc);
+    assert_eq!(failing["status"], json!("matched"), "{failing}");
+    let failing_id = failing["tradeIds"][0].as_str().expect("id").to_string();
+    let mut seen_failing = Vec::new();
+    wait_status(&mut taker, &failing_id, "FAILED", &mut seen_failing);
+    assert!(seen_failing.first().map(String::as_str) == Some("MATCHED"));
+    assert_eq!(
+        collateral(&mut maker),
+        maker_before,
+        "reversed for the maker"
+    );
+    assert_eq!(
+        collateral(&mut taker),
+        taker_before,
+        "reversed for the taker"
+    );
+
+    // A restart replays the same statuses.
+    let before: Vec<Value> = trades(&mut taker);
+    service.restart();
+    let mut taker_again =
+        Trader::new(&service.url, taker.wallet.clone(), taker.account).expect("t");
+    taker_again.exchange = exchange;
+    taker_again.credentials = taker.credentials.clone();
+    let after: Vec<Value> = trades(&mut taker_again);
+    let statuses = |list: &[Value]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|t| (t["id"].to_string(), t["status"].to_string()))
+            .collect()
+    };
+    assert_eq!(statuses(&before), statuses(&after));
+}
