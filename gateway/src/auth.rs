@@ -102,6 +102,8 @@ pub struct L1Claim {
     pub signature: Signature,
     /// Set when the smart account itself accepted the signature on the chain (ERC-1271).
     pub accepted_on_chain: bool,
+    /// Why the chain could not be asked, when it could not (the registry decides then).
+    pub chain_error: Option<String>,
 }
 
 impl L1Claim {
@@ -155,6 +157,7 @@ pub fn authenticate_l1(
         digest,
         signature,
         accepted_on_chain: false,
+        chain_error: None,
     })
 }
 

@@ -2,8 +2,8 @@
 //! ERC-1271 `isValidSignature` judges a signature its owner made. The check waits on the
 //! network, so handlers run it as deferred work ([`crate::handler::Outcome::Defer`]), never
 //! on an event loop or the sequencer. A "no" from the chain leaves the decision to the
-//! built-in registry in the engine (an account linked there still passes); an RPC failure
-//! refuses the request with a message that says so.
+//! built-in registry in the engine (an account linked there still passes); so does an RPC
+//! failure, and a refusal then says the chain could not be asked.
 
 use std::sync::Arc;
 

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ladder_chain::exchange::SubmitError;
-use ladder_chain::{ExchangeClient, Fill, RpcError};
+use ladder_chain::{ExchangeClient, Fill, Receipt, RpcError};
 use ladder_engine::{Event, Hash32, MatchType, Side, TradeStatus, TradeView};
 use ladder_protocol::Address;
 use ladder_sequencer::{PublishedBatch, Submitter};
 
-use crate::outbox::{Outbox, Stopped};
+use crate::outbox::Outbox;
 use crate::thread::{PendingBatch, SettlementHandle};
 
 /// How the chain backend paces itself.
@@ -90,6 +90,33 @@ pub fn fill_of(trade: &TradeView) -> Fill {
     }
 }
 
+/// What the settler needs of the exchange contract (the real one is [`ExchangeClient`]).
+pub trait ChainExchange: Send {
+    /// The block at which the contract recorded `batch_id` (0: not recorded).
+    fn settled_at(&self, batch_id: &[u8; 32]) -> Result<u64, RpcError>;
+    /// Sends the batch; the chain transaction's hash.
+    fn submit(&self, batch_id: &[u8; 32], fills: &[Fill]) -> Result<[u8; 32], SubmitError>;
+    /// The receipt of a sent transaction, once mined.
+    fn receipt(&self, tx: &[u8; 32]) -> Result<Option<Receipt>, RpcError>;
+    /// The newest block.
+    fn block_number(&self) -> Result<u64, RpcError>;
+}
+
+impl ChainExchange for ExchangeClient {
+    fn settled_at(&self, batch_id: &[u8; 32]) -> Result<u64, RpcError> {
+        ExchangeClient::settled_at(self, batch_id)
+    }
+    fn submit(&self, batch_id: &[u8; 32], fills: &[Fill]) -> Result<[u8; 32], SubmitError> {
+        ExchangeClient::submit(self, batch_id, fills)
+    }
+    fn receipt(&self, tx: &[u8; 32]) -> Result<Option<Receipt>, RpcError> {
+        ExchangeClient::receipt(self, tx)
+    }
+    fn block_number(&self) -> Result<u64, RpcError> {
+        ExchangeClient::block_number(self)
+    }
+}
+
 /// Starts the chain settlement thread (arguments as [`crate::start`]).
 pub fn start_chain(
     client: ExchangeClient,
@@ -102,21 +129,10 @@ pub fn start_chain(
     let thread: JoinHandle<()> = std::thread::Builder::new()
         .name("settlement-chain".into())
         .spawn(move || {
-            let mut settler = ChainSettler {
-                client,
-                settings,
-                batches: HashMap::new(),
-                outbox: Outbox::new(submitter, sink),
-            };
-            for batch in pending {
-                settler.track(
-                    batch.transaction_hash,
-                    batch.status,
-                    batch.trades.iter().map(fill_of).collect(),
-                );
-            }
+            let mut settler = ChainSettler::new(Box::new(client), settings, pending);
+            let mut outbox = Outbox::new(submitter, sink);
             loop {
-                let wait = if settler.outbox.is_backed_up() {
+                let wait = if outbox.is_backed_up() {
                     Duration::from_millis(10)
                 } else {
                     settler.settings.poll_interval
@@ -126,7 +142,13 @@ pub fn start_chain(
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
-                if settler.advance(Instant::now()).is_err() || settler.outbox.flush().is_err() {
+                settler.advance(Instant::now());
+                for (tx, status) in settler.changes.drain(..) {
+                    if outbox.send(tx, status).is_err() {
+                        return;
+                    }
+                }
+                if outbox.flush().is_err() {
                     return;
                 }
             }
@@ -134,14 +156,36 @@ pub fn start_chain(
     Ok(SettlementHandle::new(thread))
 }
 
+/// The batches on their way and the status changes they made, to be journaled in order.
 struct ChainSettler {
-    client: ExchangeClient,
+    client: Box<dyn ChainExchange>,
     settings: ChainSettings,
     batches: HashMap<Hash32, Tracked>,
-    outbox: Outbox,
+    changes: Vec<(Hash32, TradeStatus)>,
 }
 
 impl ChainSettler {
+    fn new(
+        client: Box<dyn ChainExchange>,
+        settings: ChainSettings,
+        pending: Vec<PendingBatch>,
+    ) -> ChainSettler {
+        let mut settler = ChainSettler {
+            client,
+            settings,
+            batches: HashMap::new(),
+            changes: Vec::new(),
+        };
+        for batch in pending {
+            settler.track(
+                batch.transaction_hash,
+                batch.status,
+                batch.trades.iter().map(fill_of).collect(),
+            );
+        }
+        settler
+    }
+
     fn track(&mut self, tx: Hash32, status: TradeStatus, fills: Vec<Fill>) {
         self.batches.insert(
             tx,
@@ -174,7 +218,7 @@ impl ChainSettler {
     }
 
     /// Moves every batch that is due one step on.
-    fn advance(&mut self, now: Instant) -> Result<(), Stopped> {
+    fn advance(&mut self, now: Instant) {
         let due: Vec<Hash32> = self
             .batches
             .iter()
@@ -182,14 +226,13 @@ impl ChainSettler {
             .map(|(tx, _)| *tx)
             .collect();
         for tx in due {
-            self.step(tx, now)?;
+            self.step(tx, now);
         }
-        Ok(())
     }
 
-    fn step(&mut self, tx: Hash32, now: Instant) -> Result<(), Stopped> {
+    fn step(&mut self, tx: Hash32, now: Instant) {
         let Some(phase) = self.batches.get(&tx).map(|t| t.phase) else {
-            return Ok(());
+            return;
         };
         let poll = self.settings.poll_interval;
         match phase {
@@ -199,10 +242,7 @@ impl ChainSettler {
                 Err(e) => self.unreachable(tx, &e, now),
             },
             Phase::Receipt { tx: chain_tx } => match self.client.receipt(&chain_tx) {
-                Ok(None) => {
-                    self.set_next(tx, now + poll);
-                    Ok(())
-                }
+                Ok(None) => self.set_next(tx, now + poll),
                 Ok(Some(r)) if r.success => self.recorded(tx, r.block_number, now),
                 Ok(Some(_)) => self.fail(tx, "the settlement transaction reverted"),
                 Err(e) => self.unreachable(tx, &e, now),
@@ -213,23 +253,20 @@ impl ChainSettler {
                     Err(e) => return self.unreachable(tx, &e, now),
                 };
                 if head + 1 < block + self.settings.confirmations {
-                    self.set_next(tx, now + poll);
-                    return Ok(());
+                    return self.set_next(tx, now + poll);
                 }
                 match self.client.settled_at(&tx.0) {
                     Ok(0) => {
                         tracing::warn!(batch = %hex(&tx), "settled batch vanished from the chain (reorganisation); sending again");
-                        self.change(tx, TradeStatus::Retrying)?;
+                        self.change(tx, TradeStatus::Retrying);
                         if let Some(t) = self.batches.get_mut(&tx) {
                             t.phase = Phase::Send;
                             t.next_try = now;
                         }
-                        Ok(())
                     }
                     Ok(_) => {
-                        self.change(tx, TradeStatus::Confirmed)?;
+                        self.change(tx, TradeStatus::Confirmed);
                         self.batches.remove(&tx);
-                        Ok(())
                     }
                     Err(e) => self.unreachable(tx, &e, now),
                 }
@@ -238,21 +275,21 @@ impl ChainSettler {
     }
 
     /// Sends the batch; a batch journaled as MINED that is not on chain goes back to RETRYING.
-    fn send(&mut self, tx: Hash32, now: Instant) -> Result<(), Stopped> {
+    fn send(&mut self, tx: Hash32, now: Instant) {
         if self.batches.get(&tx).map(|t| t.status) == Some(TradeStatus::Mined) {
-            self.change(tx, TradeStatus::Retrying)?;
+            self.change(tx, TradeStatus::Retrying);
         }
         let Some(tracked) = self.batches.get(&tx) else {
-            return Ok(());
+            return;
         };
         match self.client.submit(&tx.0, &tracked.fills) {
             Ok(chain_tx) => {
                 tracing::info!(batch = %hex(&tx), transaction = %hex_bytes(&chain_tx), fills = tracked.fills.len(), "settlement batch sent");
+                let first_look = self.settings.poll_interval.min(Duration::from_millis(100));
                 if let Some(t) = self.batches.get_mut(&tx) {
                     t.phase = Phase::Receipt { tx: chain_tx };
-                    t.next_try = now + self.settings.poll_interval.min(Duration::from_millis(100));
+                    t.next_try = now + first_look;
                 }
-                Ok(())
             }
             Err(SubmitError::Reverted(why)) => self.fail(tx, &format!("reverted: {why}")),
             Err(SubmitError::Rpc(e)) => self.unreachable(tx, &e, now),
@@ -260,22 +297,21 @@ impl ChainSettler {
     }
 
     /// The contract holds the batch at `block`: MINED, then wait for the depth.
-    fn recorded(&mut self, tx: Hash32, block: u64, now: Instant) -> Result<(), Stopped> {
+    fn recorded(&mut self, tx: Hash32, block: u64, now: Instant) {
         if self.batches.get(&tx).map(|t| t.status) != Some(TradeStatus::Mined) {
-            self.change(tx, TradeStatus::Mined)?;
+            self.change(tx, TradeStatus::Mined);
         }
         if let Some(t) = self.batches.get_mut(&tx) {
             t.phase = Phase::Depth { block };
             t.attempts = 0;
             t.next_try = now;
         }
-        Ok(())
     }
 
     /// The node could not be reached: RETRYING, back off; FAILED past the attempt limit.
-    fn unreachable(&mut self, tx: Hash32, error: &RpcError, now: Instant) -> Result<(), Stopped> {
+    fn unreachable(&mut self, tx: Hash32, error: &RpcError, now: Instant) {
         let Some(tracked) = self.batches.get_mut(&tx) else {
-            return Ok(());
+            return;
         };
         tracked.attempts += 1;
         let attempts = tracked.attempts;
@@ -289,29 +325,27 @@ impl ChainSettler {
             .min(BACKOFF_MAX);
         tracked.next_try = now + backoff;
         tracing::warn!(batch = %hex(&tx), attempts, error = %error, "settlement: RPC failed; retrying");
-        if tracked.status != TradeStatus::Retrying && !matches!(tracked.phase, Phase::Depth { .. })
-        {
-            self.change(tx, TradeStatus::Retrying)?;
+        let mined = matches!(tracked.phase, Phase::Depth { .. });
+        if tracked.status != TradeStatus::Retrying && !mined {
+            self.change(tx, TradeStatus::Retrying);
         }
-        Ok(())
     }
 
     /// FAILED, through RETRYING; the engine reverses the batch's ledger movement.
-    fn fail(&mut self, tx: Hash32, why: &str) -> Result<(), Stopped> {
+    fn fail(&mut self, tx: Hash32, why: &str) {
         tracing::warn!(batch = %hex(&tx), why, "settlement batch failed");
         if self.batches.get(&tx).map(|t| t.status) != Some(TradeStatus::Retrying) {
-            self.change(tx, TradeStatus::Retrying)?;
+            self.change(tx, TradeStatus::Retrying);
         }
-        self.change(tx, TradeStatus::Failed)?;
+        self.change(tx, TradeStatus::Failed);
         self.batches.remove(&tx);
-        Ok(())
     }
 
-    fn change(&mut self, tx: Hash32, status: TradeStatus) -> Result<(), Stopped> {
+    fn change(&mut self, tx: Hash32, status: TradeStatus) {
         if let Some(t) = self.batches.get_mut(&tx) {
             t.status = status;
         }
-        self.outbox.send(tx, status)
+        self.changes.push((tx, status));
     }
 
     fn set_next(&mut self, tx: Hash32, at: Instant) {
@@ -332,4 +366,181 @@ fn hex_bytes(bytes: &[u8; 32]) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use ladder_engine::Bytes32;
+
+    /// A scripted chain: batches recorded by block, a head, and switches for failures.
+    #[derive(Default)]
+    struct Chain {
+        settled: HashMap<[u8; 32], u64>,
+        receipts: HashMap<[u8; 32], Receipt>,
+        head: u64,
+        down: bool,
+        rejecting: bool,
+        sent: usize,
+    }
+
+    struct Fake(Arc<Mutex<Chain>>);
+
+    fn down() -> RpcError {
+        RpcError::Transport("connection refused".into())
+    }
+
+    impl ChainExchange for Fake {
+        fn settled_at(&self, batch_id: &[u8; 32]) -> Result<u64, RpcError> {
+            let c = self.0.lock().unwrap();
+            if c.down {
+                return Err(down());
+            }
+            Ok(c.settled.get(batch_id).copied().unwrap_or(0))
+        }
+        fn submit(&self, batch_id: &[u8; 32], _: &[Fill]) -> Result<[u8; 32], SubmitError> {
+            let mut c = self.0.lock().unwrap();
+            if c.down {
+                return Err(SubmitError::Rpc(down()));
+            }
+            if c.rejecting {
+                return Err(SubmitError::Reverted(
+                    "exchange is rejecting batches".into(),
+                ));
+            }
+            c.sent += 1;
+            c.head += 1;
+            let block = c.head;
+            c.settled.insert(*batch_id, block);
+            let mut chain_tx = *batch_id;
+            chain_tx[0] ^= 0xff;
+            c.receipts.insert(
+                chain_tx,
+                Receipt {
+                    block_number: block,
+                    success: true,
+                },
+            );
+            Ok(chain_tx)
+        }
+        fn receipt(&self, tx: &[u8; 32]) -> Result<Option<Receipt>, RpcError> {
+            let c = self.0.lock().unwrap();
+            if c.down {
+                return Err(down());
+            }
+            Ok(c.receipts.get(tx).copied())
+        }
+        fn block_number(&self) -> Result<u64, RpcError> {
+            let c = self.0.lock().unwrap();
+            if c.down {
+                return Err(down());
+            }
+            Ok(c.head)
+        }
+    }
+
+    const BATCH: Bytes32 = Bytes32([7; 32]);
+
+    fn settler(chain: &Arc<Mutex<Chain>>, status: TradeStatus) -> ChainSettler {
+        let settings = ChainSettings {
+            poll_interval: Duration::ZERO,
+            confirmations: 2,
+            attempts_max: 3,
+            backoff: Duration::ZERO,
+        };
+        let pending = vec![PendingBatch {
+            transaction_hash: BATCH,
+            status,
+            last_update_ns: 0,
+            trades: Vec::new(),
+        }];
+        ChainSettler::new(Box::new(Fake(chain.clone())), settings, pending)
+    }
+
+    /// Advances `rounds` times; the statuses journaled.
+    fn run(s: &mut ChainSettler, rounds: usize) -> Vec<TradeStatus> {
+        for _ in 0..rounds {
+            s.advance(Instant::now());
+        }
+        s.changes.drain(..).map(|(_, status)| status).collect()
+    }
+
+    use TradeStatus::*;
+
+    #[test]
+    fn a_batch_is_sent_once_mined_on_its_receipt_and_confirmed_at_the_depth() {
+        let chain = Arc::new(Mutex::new(Chain::default()));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 5), [Mined], "one block: not deep enough");
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 2), [Confirmed]);
+        assert_eq!(chain.lock().unwrap().sent, 1);
+        assert!(s.batches.is_empty());
+    }
+
+    #[test]
+    fn a_batch_already_on_chain_after_a_restart_is_not_sent_again() {
+        let chain = Arc::new(Mutex::new(Chain::default()));
+        {
+            let mut c = chain.lock().unwrap();
+            c.settled.insert(BATCH.0, 4);
+            c.head = 9;
+        }
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Mined, Confirmed]);
+        let mut again = settler(&chain, Mined);
+        assert_eq!(run(&mut again, 3), [Confirmed], "MINED stays MINED");
+        assert_eq!(chain.lock().unwrap().sent, 0);
+    }
+
+    #[test]
+    fn a_revert_fails_the_batch_through_retrying() {
+        let chain = Arc::new(Mutex::new(Chain {
+            rejecting: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Retrying, Failed]);
+        assert!(s.batches.is_empty());
+    }
+
+    #[test]
+    fn an_unreachable_node_is_retried_then_failed_and_a_recovery_in_time_mines() {
+        let chain = Arc::new(Mutex::new(Chain {
+            down: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 1), [Retrying]);
+        assert_eq!(run(&mut s, 1), [], "RETRYING is journaled once");
+        chain.lock().unwrap().down = false;
+        assert_eq!(run(&mut s, 3), [Mined]);
+
+        let chain = Arc::new(Mutex::new(Chain {
+            down: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Retrying, Failed], "three attempts");
+    }
+
+    #[test]
+    fn a_reorganisation_that_drops_the_batch_sends_it_again() {
+        let chain = Arc::new(Mutex::new(Chain::default()));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Mined]);
+        {
+            let mut c = chain.lock().unwrap();
+            c.settled.clear();
+            c.head += 1;
+        }
+        assert_eq!(run(&mut s, 1), [Retrying]);
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 4), [Mined]);
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 1), [Confirmed]);
+        assert_eq!(chain.lock().unwrap().sent, 2);
+    }
 }

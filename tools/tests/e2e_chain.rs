@@ -339,3 +339,55 @@ fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
     };
     assert_eq!(statuses(&before), statuses(&after));
 }
+
+/// With the chain down, the registry still decides; what it refuses says the chain could not
+/// be asked, and a match waits in RETRYING. Needs no node.
+#[test]
+fn an_unreachable_chain_leaves_the_registry_in_charge_and_says_why() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let service = Service::start(&[
+        "--rpc-url",
+        &dead,
+        "--chain-from",
+        "0x0000000000000000000000000000000000000001",
+        "--rpc-timeout-ms",
+        "300",
+        "--chain-poll-ms",
+        "50",
+    ]);
+    // Linked in the registry: key, order and match work without the chain.
+    let mut maker = helpers::new_trader(&service, 100_000_000);
+    let mut taker = helpers::new_trader(&service, 100_000_000);
+    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+
+    // Not linked: the refusal names the chain's failure.
+    let mut stranger =
+        Trader::new(&service.url, Wallet::random(), Wallet::random().address()).expect("trader");
+    let refused = stranger.create_api_key(0).expect("request");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("smart-account check failed: RPC node unreachable"),
+        "{}",
+        refused.body
+    );
+    let mut forger = Trader::new(&service.url, Wallet::random(), maker.account).expect("t");
+    forger.credentials = maker.credentials.clone();
+    let forged = place(&mut forger, yes(), Side::Buy, 6_000, 10, OrderType::Gtc);
+    assert!(
+        rejection(&forged).starts_with("smart-account check failed: RPC node unreachable"),
+        "{forged}"
+    );
+
+    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let trade_id = matched["tradeIds"][0].as_str().expect("id").to_string();
+    let mut seen = Vec::new();
+    wait_status(&mut taker, &trade_id, "RETRYING", &mut seen);
+    // The refusal is immediate, so MATCHED may already be gone at the first look.
+    assert!(
+        seen == ["MATCHED", "RETRYING"] || seen == ["RETRYING"],
+        "{seen:?}"
+    );
+}

@@ -44,7 +44,8 @@ fn l1(app: &App, request: &Request) -> Result<L1Claim, Outcome> {
 
 /// Goes on with `then` once the chain (with `--rpc-url`) has said whether a smart account
 /// accepts the claim's signature: at once when no check is needed, on a deferred worker
-/// otherwise. An unreachable chain is a 503 that says so.
+/// otherwise. When the chain cannot be asked the registry decides, and a refusal says why
+/// ([`mismatch`]).
 fn with_claim(
     app: &App,
     claim: L1Claim,
@@ -65,9 +66,7 @@ fn with_claim(
         match accounts.check(&check) {
             Verdict::Controls => claim.accepted_on_chain = true,
             Verdict::NotOnChain => {}
-            Verdict::Unreachable(why) => {
-                return Outcome::error(Status::Unavailable, &Verdict::refusal(&why))
-            }
+            Verdict::Unreachable(why) => claim.chain_error = Some(why),
         }
         then(claim)
     })
@@ -97,9 +96,19 @@ fn create(app: &App, request: &Request) -> Outcome {
     })
 }
 
+/// The refusal of a signer that may not act for the address: 401, or 503 when the chain
+/// that might have said otherwise could not be asked.
+fn mismatch(chain_error: Option<&str>) -> Response {
+    match chain_error {
+        Some(why) => Response::error(Status::Unavailable, &Verdict::refusal(why)),
+        None => Response::error(Status::Unauthorized, L1_MISMATCH),
+    }
+}
+
 fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) -> Outcome {
     let key_id = Uuid::new_v4();
     let address = claim.address;
+    let chain_error = claim.chain_error.clone();
     command(
         Command::CreateApiKey(ApiKeySpec {
             address: engine_address(&address),
@@ -113,9 +122,7 @@ fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) ->
             Reply::Rejected(Reject::ApiKeyLimit) => {
                 Response::error(Status::BadRequest, "api key limit reached")
             }
-            Reply::Rejected(Reject::SignerNotController) => {
-                Response::error(Status::Unauthorized, L1_MISMATCH)
-            }
+            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
             Reply::Rejected(other) => Response::error(Status::BadRequest, &other.to_string()),
             _ => Response::error(Status::Internal, "internal error"),
         },
@@ -132,6 +139,7 @@ fn derive(app: &App, request: &Request) -> Outcome {
 }
 
 fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
+    let chain_error = claim.chain_error.clone();
     query(
         move |e: &Engine| {
             if !may_act(e, &claim) {
@@ -147,7 +155,7 @@ fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
                 .map(|k| (Uuid::from_bytes(k), claim.address)))
         },
         move |found| match found {
-            Err(()) => Response::error(Status::Unauthorized, L1_MISMATCH),
+            Err(()) => mismatch(chain_error.as_deref()),
             Ok(None) => Response::error(
                 Status::NotFound,
                 "no api key was created with this SVC_NONCE for this address",
@@ -183,6 +191,10 @@ fn list(app: &App, request: &Request) -> Outcome {
 }
 
 fn list_keys(caller: Caller) -> Outcome {
+    let chain_error = match &caller {
+        Caller::L1(claim) => claim.chain_error.clone(),
+        Caller::L2 { .. } => None,
+    };
     query(
         move |e: &Engine| {
             let address = match &caller {
@@ -197,8 +209,8 @@ fn list_keys(caller: Caller) -> Outcome {
                     .collect::<Vec<_>>(),
             )
         },
-        |keys| match keys {
-            None => Response::error(Status::Unauthorized, L1_MISMATCH),
+        move |keys| match keys {
+            None => mismatch(chain_error.as_deref()),
             Some(api_keys) => ok_json(&ApiKeysList { api_keys }),
         },
     )
@@ -210,12 +222,13 @@ fn delete(app: &App, request: &Request) -> Outcome {
     }
     let keys = app.keys.clone();
     match caller(app, request) {
-        Ok(Caller::L2 { address, key_id }) => delete_key(keys, address, address, key_id),
+        Ok(Caller::L2 { address, key_id }) => delete_key(keys, address, address, key_id, None),
         Ok(Caller::L1(claim)) => {
             let named = request.header("svc_api_key").map(Uuid::parse_str);
             match named {
                 Some(Ok(key_id)) => with_claim(app, claim, move |claim| {
-                    delete_key(keys, claim.address, claim.registry_signer(), key_id)
+                    let signer = claim.registry_signer();
+                    delete_key(keys, claim.address, signer, key_id, claim.chain_error)
                 }),
                 Some(Err(_)) => Outcome::error(Status::BadRequest, "SVC_API_KEY: expected a UUID"),
                 None => Outcome::error(
@@ -228,7 +241,13 @@ fn delete(app: &App, request: &Request) -> Outcome {
     }
 }
 
-fn delete_key(keys: Arc<KeyTable>, address: Address, signer: Address, key_id: Uuid) -> Outcome {
+fn delete_key(
+    keys: Arc<KeyTable>,
+    address: Address,
+    signer: Address,
+    key_id: Uuid,
+    chain_error: Option<String>,
+) -> Outcome {
     command(
         Command::DeleteApiKey {
             address: engine_address(&address),
@@ -243,9 +262,7 @@ fn delete_key(keys: Arc<KeyTable>, address: Address, signer: Address, key_id: Uu
             Reply::Rejected(Reject::UnknownApiKey) => {
                 Response::error(Status::NotFound, "api key not found for this address")
             }
-            Reply::Rejected(Reject::SignerNotController) => {
-                Response::error(Status::Unauthorized, L1_MISMATCH)
-            }
+            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
             Reply::Rejected(other) => Response::error(Status::BadRequest, &other.to_string()),
             _ => Response::error(Status::Internal, "internal error"),
         },

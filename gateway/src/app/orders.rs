@@ -118,9 +118,20 @@ fn prepare(
 }
 
 /// The placement result of one engine reply.
-fn placement_result(reply: &Reply, order: &NewOrder) -> Result<OrderPlacementResult, Response> {
+/// `chain_error`: why the chain could not judge the signer, which explains a registry refusal.
+fn placement_result(
+    reply: &Reply,
+    order: &NewOrder,
+    chain_error: Option<&str>,
+) -> Result<OrderPlacementResult, Response> {
     match reply {
         Reply::Placed(p) => Ok(placement(p, order.side)),
+        Reply::Rejected(Reject::SignerNotController) if chain_error.is_some() => {
+            Ok(OrderPlacementResult::rejected(
+                Verdict::refusal(chain_error.unwrap_or_default()),
+                Some(wire_b256(&order.order_hash)),
+            ))
+        }
         Reply::Rejected(r @ (Reject::PostOnlyWouldCross | Reject::PostOnlyNeedsRestingType)) => {
             Err(Response::error(Status::BadRequest, &r.to_string()))
         }
@@ -154,23 +165,21 @@ fn order_check(app: &App, order: &NewOrder) -> Option<ControlCheck> {
     })
 }
 
-/// Applies the chain's verdict to `order`; the rejection when the chain could not be asked.
+/// Applies the chain's verdict to `order`. When the chain could not be asked, the registry
+/// decides; the reason is returned to explain its refusal.
 fn settle_check(
     accounts: &SmartAccounts,
     check: &ControlCheck,
     order: &mut NewOrder,
-) -> Result<(), Box<OrderPlacementResult>> {
+) -> Option<String> {
     match accounts.check(check) {
-        Verdict::Controls => order.signer_verified = true,
-        Verdict::NotOnChain => {}
-        Verdict::Unreachable(why) => {
-            return Err(Box::new(OrderPlacementResult::rejected(
-                Verdict::refusal(&why),
-                Some(wire_b256(&order.order_hash)),
-            )))
+        Verdict::Controls => {
+            order.signer_verified = true;
+            None
         }
+        Verdict::NotOnChain => None,
+        Verdict::Unreachable(why) => Some(why),
     }
-    Ok(())
 }
 
 fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
@@ -184,34 +193,33 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
             Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
         }
         Ok(order) => match order_check(app, &order) {
-            None => place_one(order),
+            None => place_one(order, None),
             Some(check) => {
                 let accounts = app.config.smart_accounts.clone();
                 Outcome::defer(move || {
                     let mut order = order;
-                    match settle_check(&accounts, &check, &mut order) {
-                        Ok(()) => place_one(order),
-                        Err(rejected) => Outcome::Respond(ok_json(&rejected)),
-                    }
+                    let chain_error = settle_check(&accounts, &check, &mut order);
+                    place_one(order, chain_error)
                 })
             }
         },
     }
 }
 
-fn place_one(order: NewOrder) -> Outcome {
+fn place_one(order: NewOrder, chain_error: Option<String>) -> Outcome {
     let echo = order.clone();
     command(
         Command::PlaceOrder(order),
-        move |_, reply| match placement_result(&reply, &echo) {
+        move |_, reply| match placement_result(&reply, &echo, chain_error.as_deref()) {
             Ok(result) => ok_json(&result),
             Err(response) => response,
         },
     )
 }
 
-/// One element of a batch: an order for the engine, or its result already.
-type BatchSlot = Result<NewOrder, OrderPlacementResult>;
+/// One element of a batch: an order for the engine (with why the chain could not judge its
+/// signer, if so), or its result already.
+type BatchSlot = Result<(NewOrder, Option<String>), OrderPlacementResult>;
 
 fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
     let parsed = match parse_post_orders(&request.body) {
@@ -226,7 +234,7 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
                 if let Some(check) = order_check(app, &order) {
                     checks.push((i, check));
                 }
-                slots.push(Ok(order));
+                slots.push(Ok((order, None)));
             }
             Err(Refusal::BadRequest(text)) => return bad_request(format!("orders[{i}]: {text}")),
             Err(Refusal::Rejected(text, hash)) => {
@@ -241,10 +249,8 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
     Outcome::defer(move || {
         let mut slots = slots;
         for (i, check) in checks {
-            if let Some(Ok(order)) = slots.get_mut(i) {
-                if let Err(rejected) = settle_check(&accounts, &check, order) {
-                    slots[i] = Err(*rejected);
-                }
+            if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
+                *chain_error = settle_check(&accounts, &check, order);
             }
         }
         place_batch(slots)
@@ -254,7 +260,7 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
 fn place_batch(slots: Vec<BatchSlot>) -> Outcome {
     let commands: Vec<Command> = slots
         .iter()
-        .filter_map(|s| s.as_ref().ok().map(|o| Command::PlaceOrder(o.clone())))
+        .filter_map(|s| s.as_ref().ok().map(|(o, _)| Command::PlaceOrder(o.clone())))
         .collect();
     if commands.is_empty() {
         let results: Vec<_> = slots.into_iter().filter_map(Result::err).collect();
@@ -271,11 +277,11 @@ fn place_batch(slots: Vec<BatchSlot>) -> Outcome {
             for slot in slots {
                 match slot {
                     Err(rejected) => out.push(rejected),
-                    Ok(order) => {
+                    Ok((order, chain_error)) => {
                         let Some((_, reply)) = replies.next() else {
                             return Response::error(Status::Internal, "internal error");
                         };
-                        match placement_result(&reply, &order) {
+                        match placement_result(&reply, &order, chain_error.as_deref()) {
                             Ok(result) => out.push(result),
                             Err(response) if response.status == Status::BadRequest => {
                                 let text = String::from_utf8_lossy(&response.body).into_owned();
@@ -438,12 +444,12 @@ fn cancel_check(
 }
 
 /// Runs the chain checks (on a deferred worker): a signer the chain accepts needs no
-/// registry entry (its command goes without a signer to check); an unreachable chain leaves
-/// the cancel undone with the reason.
+/// registry entry (its command goes without a signer to check). When the chain cannot be
+/// asked the registry decides, and the reason explains its refusal (kept in `chain_errors`).
 fn checked_cancels(
     accounts: &SmartAccounts,
     cancels: Vec<CheckedCancel>,
-    not_done: &mut Vec<(u64, String)>,
+    chain_errors: &mut Vec<(u64, String)>,
 ) -> Vec<Command> {
     let mut commands = Vec::with_capacity(cancels.len());
     for (mut cmd, check) in cancels {
@@ -453,9 +459,8 @@ fn checked_cancels(
                 Verdict::NotOnChain => {}
                 Verdict::Unreachable(why) => {
                     if let Command::CancelOrder { order_id, .. } = cmd {
-                        not_done.push((order_id, Verdict::refusal(&why)));
+                        chain_errors.push((order_id, Verdict::refusal(&why)));
                     }
-                    continue;
                 }
             }
         }
@@ -522,17 +527,23 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
 fn run_cancels(app: &App, checked: Vec<CheckedCancel>, not_done: Vec<(u64, String)>) -> Outcome {
     if checked.iter().all(|(_, check)| check.is_none()) {
         let commands = checked.into_iter().map(|(cmd, _)| cmd).collect();
-        return submit_cancels(commands, not_done);
+        return submit_cancels(commands, not_done, Vec::new());
     }
     let accounts = app.config.smart_accounts.clone();
     Outcome::defer(move || {
-        let mut not_done = not_done;
-        let commands = checked_cancels(&accounts, checked, &mut not_done);
-        submit_cancels(commands, not_done)
+        let mut chain_errors = Vec::new();
+        let commands = checked_cancels(&accounts, checked, &mut chain_errors);
+        submit_cancels(commands, not_done, chain_errors)
     })
 }
 
-fn submit_cancels(commands: Vec<Command>, not_done: Vec<(u64, String)>) -> Outcome {
+/// Submits `commands`; the answer adds `not_done`, and a cancel the registry refused whose
+/// signer the chain could not judge gives the chain's reason (`chain_errors`).
+fn submit_cancels(
+    commands: Vec<Command>,
+    not_done: Vec<(u64, String)>,
+    chain_errors: Vec<(u64, String)>,
+) -> Outcome {
     if commands.is_empty() {
         return Outcome::Respond(ok_json(&merge([], &not_done)));
     }
@@ -544,7 +555,13 @@ fn submit_cancels(commands: Vec<Command>, not_done: Vec<(u64, String)>) -> Outco
                     Reply::Canceled(report) => Some(report),
                     _ => None,
                 });
-                ok_json(&merge(reports, &not_done))
+                let mut result = merge(reports, &not_done);
+                for (id, why) in chain_errors {
+                    if let Some(reason) = result.not_canceled.get_mut(&id.to_string()) {
+                        *reason = why;
+                    }
+                }
+                ok_json(&result)
             }
             other => unexpected(other),
         }),
@@ -577,22 +594,27 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
         signer,
     };
     let Some(check) = cancel_check(app, principal, signer, &digest, &cancel.signature) else {
-        return submit_cancel_market(cmd);
+        return submit_cancel_market(cmd, None);
     };
     let accounts = app.config.smart_accounts.clone();
     Outcome::defer(move || match accounts.check(&check) {
         Verdict::Controls => {
             clear_signer(&mut cmd);
-            submit_cancel_market(cmd)
+            submit_cancel_market(cmd, None)
         }
-        Verdict::NotOnChain => submit_cancel_market(cmd),
-        Verdict::Unreachable(why) => Outcome::error(Status::Unavailable, &Verdict::refusal(&why)),
+        Verdict::NotOnChain => submit_cancel_market(cmd, None),
+        Verdict::Unreachable(why) => submit_cancel_market(cmd, Some(why)),
     })
 }
 
-fn submit_cancel_market(cmd: Command) -> Outcome {
-    command(cmd, |_, reply| match reply {
+/// `chain_error`: why the chain could not judge the signer, which explains a registry refusal.
+fn submit_cancel_market(cmd: Command, chain_error: Option<String>) -> Outcome {
+    command(cmd, move |_, reply| match reply {
         Reply::Canceled(report) => ok_json(&merge([report], &[])),
+        Reply::Rejected(Reject::SignerNotController) if chain_error.is_some() => Response::error(
+            Status::Unavailable,
+            &Verdict::refusal(chain_error.as_deref().unwrap_or_default()),
+        ),
         Reply::Rejected(Reject::SignerNotController) => Response::error(
             Status::BadRequest,
             "signature: invalid signature (the signer does not control the maker)",
