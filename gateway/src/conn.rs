@@ -9,12 +9,12 @@ use std::time::Instant;
 use crate::stream::Stream;
 
 use crate::handler::Completer;
-use crate::http::{Response, BODY_BYTES_MAX, HEADER_BYTES_MAX};
+use crate::http::{Response, BATCH_CANCEL_BODY_BYTES_MAX, HEADER_BYTES_MAX};
 
 /// Most requests of one connection waiting for an answer; past it, parsing pauses.
 pub const IN_FLIGHT_MAX: usize = 64;
 /// Largest buffered input: one full request plus a little of the next.
-pub const READ_BUFFER_MAX: usize = HEADER_BYTES_MAX + BODY_BYTES_MAX + 4096;
+pub const READ_BUFFER_MAX: usize = HEADER_BYTES_MAX + BATCH_CANCEL_BODY_BYTES_MAX + 4096;
 /// Largest unsent output before the connection is considered stuck and closed.
 pub const WRITE_BUFFER_MAX: usize = 8 * 1024 * 1024;
 

@@ -192,6 +192,47 @@ fn delete_orders_cancels_several_and_reports_the_rest() {
 }
 
 #[test]
+fn delete_orders_takes_the_full_batch_of_1000_cancels() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let kept = rest_id(&mut alice, yes(), Side::Buy, 2_000, 1);
+    let gone = rest_id(&mut alice, yes(), Side::Buy, 2_100, 1);
+    let ids: Vec<u64> = std::iter::once(gone).chain(100_000..100_999).collect();
+    let requests: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            cancel_order_request(
+                &alice.wallet,
+                &alice.exchange,
+                id,
+                market(),
+                SignatureType::SmartAccount,
+            )
+        })
+        .collect();
+    let body = cancel_orders_body(&requests);
+    assert!(
+        body.len() > 64 * 1024,
+        "the batch is past the general limit"
+    );
+    let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(canceled_sorted(&v), [gone]);
+    assert_eq!(v["notCanceled"].as_object().map(|m| m.len()), Some(999));
+    assert_eq!(open_ids(&mut alice), [kept]);
+    // One more is refused by count, and the general limit stands for every other route.
+    let mut over = requests.clone();
+    over.push(requests[0]);
+    let r = alice
+        .send("DELETE", "/orders", Some(&cancel_orders_body(&over)))
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = alice.send("DELETE", "/order", Some(&body)).unwrap();
+    assert_eq!(r.status, 413, "{}", r.body);
+}
+
+#[test]
 fn cancel_market_orders_by_market_and_by_token() {
     let service = Service::start(&[]);
     let other = create_market(&service, 0x62, json!({}));

@@ -5,6 +5,7 @@ mod request;
 mod response;
 
 pub use request::{
-    parse_request, HttpError, Method, Request, BODY_BYTES_MAX, HEADERS_MAX, HEADER_BYTES_MAX,
+    body_limit, parse_request, HttpError, Method, Request, BATCH_CANCEL_BODY_BYTES_MAX,
+    BODY_BYTES_MAX, HEADERS_MAX, HEADER_BYTES_MAX,
 };
 pub use response::{Response, Status};

@@ -4,6 +4,19 @@
 pub const HEADER_BYTES_MAX: usize = 16 * 1024;
 /// Largest body (CONTRACT 15: past it, 413).
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
+/// Largest body of `DELETE /orders`, whose array may hold 1,000 signed cancels (CONTRACT 8)
+/// of ~300 bytes each: the one route allowed past [`BODY_BYTES_MAX`].
+pub const BATCH_CANCEL_BODY_BYTES_MAX: usize = 512 * 1024;
+
+/// The body limit of a request to `target` with `method`.
+pub fn body_limit(method: Method, target: &str) -> usize {
+    let path = target.split('?').next().unwrap_or(target);
+    if method == Method::Delete && path == "/orders" {
+        BATCH_CANCEL_BODY_BYTES_MAX
+    } else {
+        BODY_BYTES_MAX
+    }
+}
 /// Most header lines in one request.
 pub const HEADERS_MAX: usize = 64;
 
@@ -186,7 +199,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
         out_headers.push((name, value));
     }
     let body_len = content_length.unwrap_or(0);
-    if body_len > BODY_BYTES_MAX {
+    if body_len > body_limit(method, &target) {
         return Err(HttpError::BodyTooLarge);
     }
     if buf.len() < head_len + body_len {
