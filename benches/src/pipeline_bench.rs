@@ -241,3 +241,198 @@ pub fn snapshot(dir: &Path, open_orders: usize) -> SnapshotResult {
         hash_equal: restored.state_hash() == engine.state_hash(),
     }
 }
+
+/// What a standby-lag run measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StandbyLagResult {
+    /// Commands measured.
+    pub commands: u64,
+    /// Offered rate (commands/s, open loop).
+    pub offered_rate: f64,
+    /// Standbys the primary waited for before answering (`--replicas`).
+    pub replicas: usize,
+    /// Lag from the primary stamping a command to the standby holding it durably and
+    /// applied: median, in µs.
+    pub lag_p50_us: f64,
+    /// 99th percentile.
+    pub lag_p99_us: f64,
+    /// 99.9th percentile.
+    pub lag_p999_us: f64,
+    /// Largest.
+    pub lag_max_us: f64,
+    /// The primary's answer latency from each command's planned send time: median, in µs.
+    pub answer_p50_us: f64,
+    /// 99th percentile.
+    pub answer_p99_us: f64,
+    /// Whether both engines ended with the same state hash.
+    pub state_hashes_equal: bool,
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// A primary and a standby in this process, replicating over loopback TCP (journals in
+/// `dir`, `sync` durability on both): `commands` stream commands are offered to the primary
+/// at `rate` per second (open loop: each has a planned send time), and the standby records,
+/// for each command it holds, how long after the primary stamped it.
+pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> StandbyLagResult {
+    use ladder_sequencer::replication::{client, server, ReplicationHub};
+    use ladder_sequencer::{rings, start_with, ChannelSink, CompletionSink};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let stream = generate(&StreamSpec {
+        commands,
+        ..StreamSpec::default()
+    });
+    let (primary_engine, _) = prepared_engine(&stream);
+    let (standby_engine, _) = prepared_engine(&stream);
+    let options = JournalOptions {
+        segment_size_bytes: 256 << 20,
+    };
+    let primary_dir = dir.join("primary");
+    let standby_dir = dir.join("standby");
+    let (primary_journal, _) = Journal::open(&primary_dir, options).expect("journal");
+    let (standby_journal, _) = Journal::open(&standby_dir, options).expect("journal");
+
+    // The primary: one producer ring, its answers on a channel, a replication hub and port.
+    let hub = Arc::new(ReplicationHub::new(replicas, 0));
+    let (answers_tx, answers_rx) = unbounded();
+    let primary_sinks: Vec<Box<dyn CompletionSink>> = vec![Box::new(ChannelSink(answers_tx))];
+    let (primary, submitters) = start(
+        SequencerConfig::default(),
+        SequencerParts {
+            engine: primary_engine,
+            journal: primary_journal,
+            sinks: primary_sinks,
+            events: Vec::new(),
+            replication: Some(hub.clone()),
+        },
+        1,
+    )
+    .expect("primary sequencer");
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let replication = server::serve(listener, primary_dir, hub.clone(), [7; 32], stop.clone())
+        .expect("replication server");
+
+    // The standby: a follower sequencer fed by the replication client.
+    let standby_config = SequencerConfig::default();
+    standby_config.follower.store(true, Ordering::Release);
+    let (mut standby_rings, standby_consumer) = rings(1, standby_config.ring_capacity);
+    let (applied_tx, applied_rx) = unbounded();
+    let standby = start_with(
+        standby_config,
+        SequencerParts {
+            engine: standby_engine,
+            journal: standby_journal,
+            sinks: vec![Box::new(ChannelSink(applied_tx))],
+            events: Vec::new(),
+            replication: None,
+        },
+        standby_consumer,
+    )
+    .expect("standby sequencer");
+    let (lag_tx, lag_rx) = unbounded::<u64>();
+    let follow_stop = Arc::new(AtomicBool::new(false));
+    let follower = client::follow(client::Follower {
+        primary: address,
+        last_seq: 0,
+        submitter: standby_rings.pop().expect("a ring"),
+        completions: applied_rx,
+        sink: 0,
+        stop: follow_stop.clone(),
+        on_applied: Box::new(move |_, _, stamped_ns| {
+            let _ = lag_tx.send(wall_ns().saturating_sub(stamped_ns));
+        }),
+        on_master_key: Box::new(|_| {}),
+    })
+    .expect("follower");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hub.connected() < 1 {
+        assert!(Instant::now() < deadline, "the standby did not connect");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // Open loop: command i is planned at start + i / rate.
+    let submitter = submitters.into_iter().next().expect("a ring");
+    let list: Vec<Command> = stream.measured;
+    let total = list.len();
+    let planned: Arc<Vec<Instant>> = {
+        let start = Instant::now() + Duration::from_millis(20);
+        Arc::new(
+            (0..total)
+                .map(|i| start + Duration::from_secs_f64(i as f64 / rate))
+                .collect(),
+        )
+    };
+    let answers = {
+        let planned = planned.clone();
+        std::thread::spawn(move || {
+            let mut h = histogram();
+            for _ in 0..total {
+                match answers_rx.recv_timeout(Duration::from_secs(30)) {
+                    Ok(completion) => {
+                        let i = completion.ticket().token as usize;
+                        let _ = h.record(planned[i].elapsed().as_nanos().max(1) as u64);
+                    }
+                    Err(_) => panic!("the primary stopped answering"),
+                }
+            }
+            h
+        })
+    };
+    for (i, command) in list.into_iter().enumerate() {
+        let at = planned[i];
+        while Instant::now() < at {
+            std::hint::spin_loop();
+        }
+        let mut work = Work::Command(command);
+        loop {
+            match submitter.try_submit(Submission {
+                ticket: Ticket {
+                    sink: 0,
+                    token: i as u64,
+                },
+                work,
+            }) {
+                Ok(()) => break,
+                Err(ladder_sequencer::SubmitError::Full(s)) => {
+                    work = s.work;
+                    std::thread::yield_now();
+                }
+                Err(ladder_sequencer::SubmitError::Stopped(_)) => panic!("primary stopped"),
+            }
+        }
+    }
+    let answer = answers.join().expect("answers");
+    let mut lag = histogram();
+    for _ in 0..total {
+        let ns = lag_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the standby fell behind");
+        let _ = lag.record(ns.max(1));
+    }
+    follow_stop.store(true, Ordering::Release);
+    let _ = follower.join();
+    stop.store(true, Ordering::Release);
+    let _ = replication.join();
+    let primary_engine = primary.stop().expect("primary engine");
+    let standby_engine = standby.stop().expect("standby engine");
+    StandbyLagResult {
+        commands: total as u64,
+        offered_rate: rate,
+        replicas,
+        lag_p50_us: lag.value_at_quantile(0.5) as f64 / 1e3,
+        lag_p99_us: lag.value_at_quantile(0.99) as f64 / 1e3,
+        lag_p999_us: lag.value_at_quantile(0.999) as f64 / 1e3,
+        lag_max_us: lag.max() as f64 / 1e3,
+        answer_p50_us: answer.value_at_quantile(0.5) as f64 / 1e3,
+        answer_p99_us: answer.value_at_quantile(0.99) as f64 / 1e3,
+        state_hashes_equal: primary_engine.state_hash() == standby_engine.state_hash(),
+    }
+}

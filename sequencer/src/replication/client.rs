@@ -15,8 +15,9 @@ use super::{HANDSHAKE, RECORD_PAYLOAD_MAX};
 use crate::codec::decode_command;
 use crate::submission::{Completion, Submission, SubmitError, Submitter, Ticket, Work};
 
-/// Called with each applied command and its reply (to keep read-side tables current).
-pub type OnApplied = Box<dyn FnMut(&Command, &Reply) + Send>;
+/// Called with each applied command, its reply and the primary's timestamp of it, once it is
+/// durable here (to keep read-side tables current and to measure the standby's lag).
+pub type OnApplied = Box<dyn FnMut(&Command, &Reply, u64) + Send>;
 /// Called with the primary's master key on every connection.
 pub type OnMasterKey = Box<dyn FnMut([u8; 32]) + Send>;
 
@@ -71,7 +72,7 @@ fn session(f: &mut Follower) -> Result<(), String> {
         .set_read_timeout(Some(Duration::from_millis(200)))
         .ok();
     tracing::info!(primary = %f.primary, from = f.last_seq + 1, "following");
-    let mut pending: Vec<Command> = Vec::new();
+    let mut pending: Vec<(u64, Command)> = Vec::new();
     loop {
         if f.stop.load(Ordering::Acquire) {
             return Ok(());
@@ -85,7 +86,7 @@ fn session(f: &mut Follower) -> Result<(), String> {
                     ));
                 }
                 submit(f, seq, timestamp_ns, command.clone())?;
-                pending.push(command);
+                pending.push((timestamp_ns, command));
                 if reader.buffer().is_empty() {
                     settle(f, &mut pending, &mut stream)?;
                 }
@@ -170,16 +171,16 @@ fn submit(f: &mut Follower, seq: u64, timestamp_ns: u64, command: Command) -> Re
 /// Waits for the submitted records to be durable and applied, then acknowledges the last.
 fn settle(
     f: &mut Follower,
-    pending: &mut Vec<Command>,
+    pending: &mut Vec<(u64, Command)>,
     stream: &mut TcpStream,
 ) -> Result<(), String> {
     if pending.is_empty() {
         return Ok(());
     }
-    for command in pending.drain(..) {
+    for (timestamp_ns, command) in pending.drain(..) {
         match f.completions.recv_timeout(Duration::from_secs(30)) {
             Ok(Completion::Applied { seq, reply, .. }) => {
-                (f.on_applied)(&command, &reply);
+                (f.on_applied)(&command, &reply, timestamp_ns);
                 f.last_seq = seq;
             }
             Ok(Completion::Refused { reason, .. }) => return Err(reason.to_string()),

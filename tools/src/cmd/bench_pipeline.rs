@@ -1,4 +1,4 @@
-//! `ladder bench sequencer | replay | snapshot`: the write path's measures (issue: the
+//! `ladder bench sequencer | replay | snapshot | standby`: the write path's measures (issue: the
 //! sequencer and the journal). Each prints one JSON line. Data goes to a temporary
 //! directory under `--dir` (default the system's temporary directory), removed afterwards.
 
@@ -50,6 +50,23 @@ pub struct SnapshotBenchArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// `ladder bench standby`.
+#[derive(Args, Debug, Clone)]
+pub struct StandbyBenchArgs {
+    /// Commands offered to the primary.
+    #[arg(long, default_value_t = 200_000)]
+    pub commands: usize,
+    /// Offered rate, commands/s (open loop).
+    #[arg(long, default_value_t = 50_000.0)]
+    pub rate: f64,
+    /// Standbys the primary waits for before answering (0 or 1).
+    #[arg(long, default_value_t = 0)]
+    pub replicas: usize,
+    /// Parent directory of the temporary data directories.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
 fn temp_dir(parent: &Option<PathBuf>) -> Result<tempfile::TempDir, String> {
     match parent {
         Some(p) => tempfile::tempdir_in(p),
@@ -95,5 +112,19 @@ pub fn snapshot(args: &SnapshotBenchArgs) -> Result<(), String> {
     print(&pipeline_bench::snapshot(
         dir.path(),
         args.open_orders.max(8),
+    ))
+}
+
+/// Runs the standby-lag bench.
+pub fn standby(args: &StandbyBenchArgs) -> Result<(), String> {
+    if !args.rate.is_finite() || args.rate <= 0.0 {
+        return Err("--rate: must be positive".into());
+    }
+    let dir = temp_dir(&args.dir)?;
+    print(&pipeline_bench::standby_lag(
+        dir.path(),
+        args.commands.max(1),
+        args.rate,
+        args.replicas.min(1),
     ))
 }

@@ -177,6 +177,8 @@ pub enum BenchCommand {
     Replay(bench_pipeline::ReplayBenchArgs),
     /// Write and restore a snapshot of an engine with many open orders.
     Snapshot(bench_pipeline::SnapshotBenchArgs),
+    /// A primary and a standby over loopback: how far behind the standby holds each command.
+    Standby(bench_pipeline::StandbyBenchArgs),
     /// Many /ws/market subscribers on one busy market of a running service.
     Fanout(bench_fanout::FanoutArgs),
 }
@@ -243,6 +245,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
             BenchCommand::Replay(args) => bench_pipeline::replay(&args),
             BenchCommand::Snapshot(args) => bench_pipeline::snapshot(&args),
+            BenchCommand::Standby(args) => bench_pipeline::standby(&args),
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
         },
         Command::Client(args) => client::run(args),

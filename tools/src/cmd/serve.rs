@@ -449,7 +449,7 @@ fn start_follower(
         completions,
         sink,
         stop: stop.clone(),
-        on_applied: Box::new(move |command, reply| match (command, reply) {
+        on_applied: Box::new(move |command, reply, _| match (command, reply) {
             (Command::CreateApiKey(spec), Reply::Ok) => {
                 applied_keys.insert(Uuid::from_bytes(spec.key_id), Address(spec.address.0));
             }
