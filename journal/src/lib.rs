@@ -41,4 +41,4 @@ pub use segment::{journal_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
 pub use snapshot::{latest_valid_snapshot, prune_snapshots, write_snapshot, Snapshot};
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;
 pub use verify::{verify, VerifyReport};
-pub use writer::Journal;
+pub use writer::{FlushTicket, Journal};

@@ -2,9 +2,10 @@
 //! segments, and makes appended records durable on `commit`.
 
 use std::convert::Infallible;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -40,6 +41,8 @@ pub struct Journal {
 #[derive(Debug)]
 struct ActiveSegment {
     map: MmapMut,
+    /// The segment file, for a [`FlushTicket`] completed on another thread.
+    file: Arc<File>,
     path: PathBuf,
     frames_end: usize,
     /// Where the next frame goes; every byte from here to `frames_end` is zero.
@@ -54,6 +57,7 @@ struct ActiveSegment {
 #[derive(Debug)]
 struct RetiredSegment {
     map: MmapMut,
+    file: Arc<File>,
     path: PathBuf,
     synced_offset: usize,
     end_offset: usize,
@@ -201,6 +205,29 @@ impl Journal {
         Ok(())
     }
 
+    /// Starts a synced commit whose waiting happens elsewhere: the returned ticket, completed
+    /// on any thread, makes everything appended so far durable (an fdatasync of each touched
+    /// segment file, which writes back the mapping's dirty pages). `None` when nothing is
+    /// waiting to be flushed. Appends may go on meanwhile; nothing appended before this call
+    /// may be acknowledged before the ticket completes. A failed ticket is fatal, as a failed
+    /// `commit`: the caller must stop without acknowledging.
+    pub fn begin_commit(&mut self) -> Result<Option<FlushTicket>> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        let mut files = Vec::with_capacity(2);
+        if let Some(retired) = self.retired.take() {
+            files.push((retired.file, retired.path));
+        }
+        if let Some(active) = &mut self.active {
+            if active.write_offset > active.synced_offset {
+                files.push((active.file.clone(), active.path.clone()));
+                active.synced_offset = active.write_offset;
+            }
+        }
+        Ok((!files.is_empty()).then_some(FlushTicket { files }))
+    }
+
     /// Sequence of the last record, or `first sequence - 1` when the journal holds none
     /// (0 for a new journal).
     pub fn last_seq(&self) -> u64 {
@@ -276,6 +303,7 @@ impl Journal {
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(JournalError::io("map", &path))?;
         let fresh = ActiveSegment {
             map,
+            file: Arc::new(file),
             path,
             frames_end: size as usize,
             write_offset: layout::SEGMENT_HEADER_BYTES,
@@ -309,6 +337,7 @@ impl Journal {
         if old.write_offset > old.synced_offset {
             self.retired = Some(RetiredSegment {
                 map: old.map,
+                file: old.file,
                 path: old.path,
                 synced_offset: old.synced_offset,
                 end_offset: old.write_offset,
@@ -343,6 +372,7 @@ impl ActiveSegment {
         assert!(segment.data_end <= frames_end && frames_end <= map.len());
         Ok(ActiveSegment {
             map,
+            file: Arc::new(file),
             path: path.clone(),
             frames_end,
             write_offset: segment.data_end,
@@ -361,6 +391,26 @@ impl ActiveSegment {
         // load the word atomically.
         let slot = unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(offset).cast::<u64>()) };
         slot.store(word, Ordering::Release);
+    }
+}
+
+/// What a [`Journal::begin_commit`] left to do: the segment files to sync.
+#[derive(Debug)]
+pub struct FlushTicket {
+    files: Vec<(Arc<File>, PathBuf)>,
+}
+
+impl FlushTicket {
+    /// Makes the records appended before the ticket was taken durable. Blocks for the disk.
+    pub fn complete(self) -> Result<()> {
+        for (file, path) in &self.files {
+            file.sync_data()
+                .map_err(|source| JournalError::FlushFailed {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
     }
 }
 

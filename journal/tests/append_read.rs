@@ -283,3 +283,40 @@ fn journal_and_reader_can_move_to_other_threads() {
     assert_send::<Journal>();
     assert_send::<JournalReader>();
 }
+
+#[test]
+fn a_commit_begun_here_and_completed_elsewhere_covers_every_earlier_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions {
+        segment_size_bytes: 64 * 1024,
+    };
+    let (mut journal, _) = Journal::open(dir.path(), options).unwrap();
+    assert!(
+        journal.begin_commit().unwrap().is_none(),
+        "nothing to flush"
+    );
+    let payload = vec![7u8; 3000];
+    let mut tickets = Vec::new();
+    for seq in 1..=60u64 {
+        journal.append(seq, seq * 10, 1, &payload).unwrap();
+        if seq % 7 == 0 {
+            tickets.push(journal.begin_commit().unwrap().expect("appends to flush"));
+        }
+    }
+    assert!(
+        segment_paths(dir.path()).len() >= 2,
+        "the appends rolled over"
+    );
+    tickets.push(journal.begin_commit().unwrap().expect("the tail"));
+    assert!(journal.begin_commit().unwrap().is_none(), "all handed out");
+    let flusher = std::thread::spawn(move || {
+        for ticket in tickets {
+            ticket.complete().unwrap();
+        }
+    });
+    flusher.join().unwrap();
+    drop(journal);
+    let records = read_all(dir.path());
+    assert_eq!(records.len(), 60);
+    assert_eq!(records.last().map(|r| r.seq), Some(60));
+}

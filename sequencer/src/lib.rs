@@ -9,12 +9,14 @@
 
 mod codec;
 mod recovery;
+mod release;
 pub mod replication;
 mod sequencer;
 mod submission;
 
 pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
 pub use recovery::{recover_engine, Recovered};
+pub use release::{BATCHES_IN_FLIGHT_MAX, REPLICA_ACK_TIMEOUT};
 pub use sequencer::{
     rings, start, start_with, Published, PublishedBatch, Rings, SequencerConfig, SequencerHandle,
     SequencerParts, SequencerStats,

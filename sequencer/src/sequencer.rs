@@ -13,7 +13,12 @@ use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal};
 
 use crate::codec::{encode_command, RECORD_COMMAND_V1};
+use crate::release::{Release, Releaser, Releases};
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
+
+/// Largest batch the sequencer releases itself when nothing else is waiting (larger ones go
+/// to the committer, so that the next batch is applied while this one is flushed).
+const INLINE_RELEASE_SUBMISSIONS_MAX: usize = 16;
 
 /// Settings of the sequencer.
 #[derive(Clone, Debug)]
@@ -52,28 +57,6 @@ pub struct Published {
     pub timestamp_ns: u64,
     /// What it changed.
     pub events: Vec<Event>,
-}
-
-/// How long a batch waits for the required standbys before its writes are answered
-/// `replica unavailable`.
-pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Turns the answers to writes into refusals (their effects are journaled, but not held by
-/// enough standbys: the client is told, and may retry or check).
-fn refuse_applied(per_sink: &mut [Vec<Completion>], reason: &'static str) {
-    for list in per_sink.iter_mut() {
-        for completion in list.iter_mut() {
-            if matches!(
-                completion,
-                Completion::Applied { .. } | Completion::AppliedAll { .. }
-            ) {
-                *completion = Completion::Refused {
-                    ticket: completion.ticket(),
-                    reason,
-                };
-            }
-        }
-    }
 }
 
 /// The events of one durable batch, shared by every consumer.
@@ -161,16 +144,20 @@ pub fn start_with(
     stats
         .last_seq
         .store(parts.journal.last_seq(), Ordering::Relaxed);
+    let pipelined = config.durability == Durability::Sync || parts.replication.is_some();
+    let publishes = !parts.events.is_empty();
+    let releases = Releases::new(
+        Releaser::new(parts.sinks, parts.events, parts.replication, stats.clone()),
+        pipelined,
+    )?;
     let mut writer = Writer {
         config,
         engine: parts.engine,
         journal: parts.journal,
-        sinks: parts.sinks,
-        events: parts.events,
-        replication: parts.replication,
+        releases,
+        publishes,
         rings,
         stop: stop.clone(),
-        stats: stats.clone(),
         encode_buf: Vec::with_capacity(4096),
         last_now_ns: 0,
     };
@@ -178,6 +165,7 @@ pub fn start_with(
         .name("sequencer".into())
         .spawn(move || {
             writer.run();
+            writer.releases.finish();
             writer.engine
         })?;
     Ok(SequencerHandle {
@@ -191,12 +179,11 @@ struct Writer {
     config: SequencerConfig,
     engine: Engine,
     journal: Journal,
-    sinks: Vec<Box<dyn CompletionSink>>,
-    events: Vec<Sender<PublishedBatch>>,
-    replication: Option<Arc<crate::replication::ReplicationHub>>,
+    releases: Releases,
+    /// Whether any consumer takes events (else they are not copied out).
+    publishes: bool,
     rings: Vec<Receiver<Submission>>,
     stop: Arc<AtomicBool>,
-    stats: Arc<SequencerStats>,
     encode_buf: Vec<u8>,
     last_now_ns: u64,
 }
@@ -266,11 +253,13 @@ impl Writer {
     fn process(&mut self, batch: &mut Vec<Submission>) {
         let now_ns = self.now_ns();
         self.last_now_ns = now_ns;
-        let mut per_sink: Vec<Vec<Completion>> =
-            (0..self.sinks.len()).map(|_| Vec::new()).collect();
+        let mut per_sink: Vec<Vec<Completion>> = (0..self.releases.sink_count())
+            .map(|_| Vec::new())
+            .collect();
         let mut published = Vec::new();
         let mut commands = 0u64;
         let mut queries = 0u64;
+        let submissions = batch.len();
         for submission in batch.drain(..) {
             let ticket = submission.ticket;
             let completion = match submission.work {
@@ -321,39 +310,31 @@ impl Writer {
             commands += 1;
             self.apply(now_ns, &Command::Tick, &mut published);
         }
-        if let Err(error) = self.journal.commit(self.config.durability) {
-            // A failed flush is never retried (the page cache may have dropped the data).
+        let ticket = match self.config.durability {
+            Durability::Sync => self.journal.begin_commit(),
+            Durability::Async => Ok(None),
+        };
+        let ticket = ticket.unwrap_or_else(|error| {
             tracing::error!(%error, "journal commit failed; stopping the service");
             eprintln!("ladder: journal commit failed: {error}");
             std::process::exit(1);
-        }
-        self.stats.commands.fetch_add(commands, Ordering::Relaxed);
-        self.stats.queries.fetch_add(queries, Ordering::Relaxed);
-        self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .last_seq
-            .store(self.engine.last_seq(), Ordering::Release);
-        let mut per_sink = per_sink;
-        if let Some(hub) = &self.replication {
-            let last = self.engine.last_seq();
-            hub.committed(last);
-            let held =
-                hub.connected() >= hub.required() && hub.wait_acks(last, REPLICA_ACK_TIMEOUT);
-            if commands > 0 && !follower && !held {
-                refuse_applied(&mut per_sink, "replica unavailable");
-            }
-        }
-        for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
-            if !completions.is_empty() {
-                sink.deliver(completions);
-            }
-        }
-        if !published.is_empty() {
-            let batch: PublishedBatch = Arc::new(published);
-            for consumer in &self.events {
-                let _ = consumer.send(batch.clone());
-            }
-        }
+        });
+        // A small batch with nobody behind it is released here: waiting for the disk delays
+        // no one, and the hand-off to the committer would only add latency.
+        let nothing_waiting = submissions <= INLINE_RELEASE_SUBMISSIONS_MAX
+            && self.rings.iter().all(|ring| ring.is_empty());
+        self.releases.send(
+            Release {
+                ticket,
+                per_sink,
+                published,
+                last_seq: self.engine.last_seq(),
+                commands,
+                queries,
+                follower,
+            },
+            nothing_waiting,
+        );
     }
 
     fn apply(
@@ -374,7 +355,7 @@ impl Writer {
         }
         let reply = self.engine.apply(seq, now_ns, command);
         let events = self.engine.events();
-        if !events.is_empty() && !self.events.is_empty() {
+        if !events.is_empty() && self.publishes {
             published.push(Published {
                 seq,
                 timestamp_ns: now_ns,

@@ -1,0 +1,228 @@
+//! Releasing a batch: once its journal records are durable (and, with required standbys,
+//! held by them), its completions go to their sinks and its events to their consumers, in
+//! batch order.
+//!
+//! With `sync` durability the waiting happens on a committer thread, so the sequencer
+//! applies batch N+1 while the disk flushes batch N (the commit is pipelined; nothing is
+//! answered or published earlier than before). With `async` durability and no standbys there
+//! is nothing to wait for, and the sequencer releases the batch itself.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Sender};
+use ladder_journal::FlushTicket;
+use parking_lot::Mutex;
+
+use crate::replication::ReplicationHub;
+use crate::sequencer::{Published, PublishedBatch, SequencerStats};
+use crate::submission::{Completion, CompletionSink};
+
+/// How long a batch waits for the required standbys before its writes are answered
+/// `replica unavailable`.
+pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Batches applied but not yet released before the sequencer waits for the committer.
+pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
+
+/// One applied batch, waiting to be released.
+pub(crate) struct Release {
+    /// What makes its records durable (`None`: nothing to flush).
+    pub ticket: Option<FlushTicket>,
+    /// Its completions, by sink.
+    pub per_sink: Vec<Vec<Completion>>,
+    /// Its events.
+    pub published: Vec<Published>,
+    /// The last sequence it holds.
+    pub last_seq: u64,
+    /// Commands and queries it held.
+    pub commands: u64,
+    /// Queries it held.
+    pub queries: u64,
+    /// Whether it was applied as a follower (replicated records: never refused).
+    pub follower: bool,
+}
+
+/// Everything a release touches.
+pub(crate) struct Releaser {
+    sinks: Vec<Box<dyn CompletionSink>>,
+    events: Vec<Sender<PublishedBatch>>,
+    replication: Option<Arc<ReplicationHub>>,
+    stats: Arc<SequencerStats>,
+}
+
+impl Releaser {
+    pub(crate) fn new(
+        sinks: Vec<Box<dyn CompletionSink>>,
+        events: Vec<Sender<PublishedBatch>>,
+        replication: Option<Arc<ReplicationHub>>,
+        stats: Arc<SequencerStats>,
+    ) -> Releaser {
+        Releaser {
+            sinks,
+            events,
+            replication,
+            stats,
+        }
+    }
+
+    /// Number of sinks (completion lists are made per sink).
+    pub(crate) fn sink_count(&self) -> usize {
+        self.sinks.len()
+    }
+
+    /// Waits for the batch to be durable (and held by the required standbys), then hands
+    /// out its completions and events. A failed flush stops the process: nothing of the
+    /// batch may be acknowledged, and the page cache may have dropped it.
+    pub(crate) fn release(&mut self, batch: Release) {
+        if let Some(ticket) = batch.ticket {
+            if let Err(error) = ticket.complete() {
+                tracing::error!(%error, "journal commit failed; stopping the service");
+                eprintln!("ladder: journal commit failed: {error}");
+                std::process::exit(1);
+            }
+        }
+        self.stats
+            .commands
+            .fetch_add(batch.commands, Ordering::Relaxed);
+        self.stats
+            .queries
+            .fetch_add(batch.queries, Ordering::Relaxed);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats.last_seq.store(batch.last_seq, Ordering::Release);
+        let mut per_sink = batch.per_sink;
+        if let Some(hub) = &self.replication {
+            hub.committed(batch.last_seq);
+            let held = hub.connected() >= hub.required()
+                && hub.wait_acks(batch.last_seq, REPLICA_ACK_TIMEOUT);
+            if batch.commands > 0 && !batch.follower && !held {
+                refuse_applied(&mut per_sink, "replica unavailable");
+            }
+        }
+        for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
+            if !completions.is_empty() {
+                sink.deliver(completions);
+            }
+        }
+        if !batch.published.is_empty() {
+            let shared: PublishedBatch = Arc::new(batch.published);
+            for consumer in &self.events {
+                let _ = consumer.send(shared.clone());
+            }
+        }
+    }
+}
+
+/// Where the sequencer sends applied batches: released at once, or by the committer thread.
+pub(crate) enum Releases {
+    /// Released by the sequencer itself.
+    Inline(Releaser),
+    /// Released by the committer thread, in order; or by the sequencer itself when the
+    /// committer has nothing in hand (one batch at a time then costs no thread hand-off).
+    Committer {
+        tx: Option<Sender<Release>>,
+        thread: Option<JoinHandle<()>>,
+        releaser: Arc<Mutex<Releaser>>,
+        /// Batches sent to the committer and not yet released.
+        in_flight: Arc<AtomicUsize>,
+        sinks: usize,
+    },
+}
+
+impl Releases {
+    /// Releases inline, or starts the committer thread when `pipelined`.
+    pub(crate) fn new(releaser: Releaser, pipelined: bool) -> std::io::Result<Releases> {
+        if !pipelined {
+            return Ok(Releases::Inline(releaser));
+        }
+        let sinks = releaser.sink_count();
+        let (tx, rx) = bounded::<Release>(BATCHES_IN_FLIGHT_MAX);
+        let releaser = Arc::new(Mutex::new(releaser));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let thread = {
+            let (releaser, in_flight) = (releaser.clone(), in_flight.clone());
+            std::thread::Builder::new()
+                .name("committer".into())
+                .spawn(move || {
+                    for batch in rx {
+                        releaser.lock().release(batch);
+                        in_flight.fetch_sub(1, Ordering::Release);
+                    }
+                })?
+        };
+        Ok(Releases::Committer {
+            tx: Some(tx),
+            thread: Some(thread),
+            releaser,
+            in_flight,
+            sinks,
+        })
+    }
+
+    /// Number of sinks.
+    pub(crate) fn sink_count(&self) -> usize {
+        match self {
+            Releases::Inline(releaser) => releaser.sink_count(),
+            Releases::Committer { sinks, .. } => *sinks,
+        }
+    }
+
+    /// Releases `batch` now or queues it (waiting while the committer is
+    /// [`BATCHES_IN_FLIGHT_MAX`] batches behind). `nothing_waiting`: no submission is waiting
+    /// for the sequencer, so waiting for the disk here delays nobody.
+    pub(crate) fn send(&mut self, batch: Release, nothing_waiting: bool) {
+        match self {
+            Releases::Inline(releaser) => releaser.release(batch),
+            Releases::Committer {
+                tx,
+                releaser,
+                in_flight,
+                ..
+            } => {
+                // Only the sequencer sends, so a committer with nothing in hand stays idle
+                // while the sequencer releases this batch itself: the order is kept.
+                if nothing_waiting && in_flight.load(Ordering::Acquire) == 0 {
+                    releaser.lock().release(batch);
+                    return;
+                }
+                if let Some(tx) = tx {
+                    in_flight.fetch_add(1, Ordering::AcqRel);
+                    if tx.send(batch).is_err() {
+                        tracing::error!("the committer thread is gone; stopping the service");
+                        std::process::exit(1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Releases everything queued and stops the committer.
+    pub(crate) fn finish(&mut self) {
+        if let Releases::Committer { tx, thread, .. } = self {
+            drop(tx.take());
+            if let Some(thread) = thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// Turns the answers to writes into refusals (their effects are journaled, but not held by
+/// enough standbys: the client is told, and may retry or check).
+fn refuse_applied(per_sink: &mut [Vec<Completion>], reason: &'static str) {
+    for list in per_sink.iter_mut() {
+        for completion in list.iter_mut() {
+            if matches!(
+                completion,
+                Completion::Applied { .. } | Completion::AppliedAll { .. }
+            ) {
+                *completion = Completion::Refused {
+                    ticket: completion.ticket(),
+                    reason,
+                };
+            }
+        }
+    }
+}
