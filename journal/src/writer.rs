@@ -2,12 +2,12 @@
 //! segments, and makes appended records durable on `commit`.
 
 use std::convert::Infallible;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use memmap2::MmapMut;
+use memmap2::MmapRaw;
 
 use crate::error::{JournalError, Result};
 use crate::layout::{self, FrameFields};
@@ -40,9 +40,9 @@ pub struct Journal {
 /// The segment being appended to.
 #[derive(Debug)]
 struct ActiveSegment {
-    map: MmapMut,
-    /// The segment file, for a [`FlushTicket`] completed on another thread.
-    file: Arc<File>,
+    /// The writable mapping, shared with [`FlushTicket`]s that flush ranges of it on another
+    /// thread (they never read or write it). Only this writer writes, past `write_offset`.
+    map: Arc<MmapRaw>,
     path: PathBuf,
     frames_end: usize,
     /// Where the next frame goes; every byte from here to `frames_end` is zero.
@@ -56,8 +56,7 @@ struct ActiveSegment {
 /// A segment the writer has left that still has bytes to flush.
 #[derive(Debug)]
 struct RetiredSegment {
-    map: MmapMut,
-    file: Arc<File>,
+    map: Arc<MmapRaw>,
     path: PathBuf,
     synced_offset: usize,
     end_offset: usize,
@@ -134,7 +133,7 @@ impl Journal {
         let frame_len_max = layout::frame_len_bytes(payload_len_max);
         let active = self.reserve(seq, frame_len_max)?;
         let offset = active.write_offset;
-        let frame = &mut active.map[offset..offset + frame_len_max];
+        let frame = active.bytes_mut(offset, frame_len_max);
         debug_assert!(frame[..layout::FRAME_HEADER_BYTES].iter().all(|&b| b == 0));
         let fields = FrameFields {
             seq,
@@ -215,17 +214,27 @@ impl Journal {
         if self.poisoned {
             return Err(JournalError::Poisoned);
         }
-        let mut files = Vec::with_capacity(2);
+        let mut ranges = Vec::with_capacity(2);
         if let Some(retired) = self.retired.take() {
-            files.push((retired.file, retired.path));
+            ranges.push(FlushRange {
+                map: retired.map,
+                path: retired.path,
+                from: retired.synced_offset,
+                to: retired.end_offset,
+            });
         }
         if let Some(active) = &mut self.active {
             if active.write_offset > active.synced_offset {
-                files.push((active.file.clone(), active.path.clone()));
+                ranges.push(FlushRange {
+                    map: active.map.clone(),
+                    path: active.path.clone(),
+                    from: active.synced_offset,
+                    to: active.write_offset,
+                });
                 active.synced_offset = active.write_offset;
             }
         }
-        Ok((!files.is_empty()).then_some(FlushTicket { files }))
+        Ok((!ranges.is_empty()).then_some(FlushTicket { ranges }))
     }
 
     /// Sequence of the last record, or `first sequence - 1` when the journal holds none
@@ -298,12 +307,11 @@ impl Journal {
     fn roll_over(&mut self, seq: u64) -> Result<()> {
         let size = self.options.segment_size_bytes;
         let (file, path) = create_segment(&self.journal_dir, seq, size)?;
-        // SAFETY: the file is this journal's own segment, guarded by the writer lock; other
-        // processes only map it read-only, and segment files are never truncated while mapped.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(JournalError::io("map", &path))?;
+        // The file is this journal's own segment, guarded by the writer lock; other processes
+        // only map it read-only, and segment files are never truncated while mapped.
+        let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", &path))?;
         let fresh = ActiveSegment {
-            map,
-            file: Arc::new(file),
+            map: Arc::new(map),
             path,
             frames_end: size as usize,
             write_offset: layout::SEGMENT_HEADER_BYTES,
@@ -337,7 +345,6 @@ impl Journal {
         if old.write_offset > old.synced_offset {
             self.retired = Some(RetiredSegment {
                 map: old.map,
-                file: old.file,
                 path: old.path,
                 synced_offset: old.synced_offset,
                 end_offset: old.write_offset,
@@ -366,19 +373,26 @@ impl ActiveSegment {
                 .map_err(JournalError::io("extend segment", path))?;
         }
         file.sync_data().map_err(JournalError::io("sync", path))?;
-        // SAFETY: as in `Journal::roll_over`: our own segment, under the writer lock.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(JournalError::io("map", path))?;
+        let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", path))?;
         let frames_end = segment.segment_size_bytes as usize;
         assert!(segment.data_end <= frames_end && frames_end <= map.len());
         Ok(ActiveSegment {
-            map,
-            file: Arc::new(file),
+            map: Arc::new(map),
             path: path.clone(),
             frames_end,
             write_offset: segment.data_end,
             synced_offset: segment.data_end,
             sealed: segment.sealed,
         })
+    }
+
+    /// The bytes `offset..offset + len` of the segment, to write a frame into.
+    fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.map.len(), "a frame inside the segment");
+        // SAFETY: the range is inside the mapping (asserted), which lives as long as `self`;
+        // only this writer writes the mapping, and `&mut self` means no other slice of it is
+        // live here. Flush tickets only msync it; readers use their own mappings.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(offset), len) }
     }
 
     /// Publishes a frame: one release store of its frame word, after every other byte of the
@@ -394,28 +408,52 @@ impl ActiveSegment {
     }
 }
 
-/// What a [`Journal::begin_commit`] left to do: the segment files to sync.
+/// What a [`Journal::begin_commit`] left to do: byte ranges of segments to msync.
 #[derive(Debug)]
 pub struct FlushTicket {
-    files: Vec<(Arc<File>, PathBuf)>,
+    ranges: Vec<FlushRange>,
+}
+
+/// One segment's unflushed bytes; holding the mapping keeps it alive until flushed.
+#[derive(Debug)]
+struct FlushRange {
+    map: Arc<MmapRaw>,
+    path: PathBuf,
+    from: usize,
+    to: usize,
 }
 
 impl FlushTicket {
-    /// Makes the records appended before the ticket was taken durable. Blocks for the disk.
+    /// One ticket for several taken in order: the ranges of one segment become one range,
+    /// so completing it costs one msync per segment.
+    pub fn merge(tickets: impl IntoIterator<Item = FlushTicket>) -> Option<FlushTicket> {
+        let mut ranges: Vec<FlushRange> = Vec::with_capacity(2);
+        for ticket in tickets {
+            for range in ticket.ranges {
+                match ranges.iter_mut().find(|r| Arc::ptr_eq(&r.map, &range.map)) {
+                    Some(same) => {
+                        same.from = same.from.min(range.from);
+                        same.to = same.to.max(range.to);
+                    }
+                    None => ranges.push(range),
+                }
+            }
+        }
+        (!ranges.is_empty()).then_some(FlushTicket { ranges })
+    }
+
+    /// Makes the records appended before the ticket was taken durable (msync of their byte
+    /// ranges). Blocks for the disk.
     pub fn complete(self) -> Result<()> {
-        for (file, path) in &self.files {
-            file.sync_data()
-                .map_err(|source| JournalError::FlushFailed {
-                    path: path.clone(),
-                    source,
-                })?;
+        for range in &self.ranges {
+            flush(&range.map, &range.path, range.from, range.to)?;
         }
         Ok(())
     }
 }
 
 /// Flushes `from..to` of a mapped segment to stable storage.
-fn flush(map: &MmapMut, path: &Path, from: usize, to: usize) -> Result<()> {
+fn flush(map: &MmapRaw, path: &Path, from: usize, to: usize) -> Result<()> {
     if to <= from {
         return Ok(());
     }

@@ -73,43 +73,65 @@ impl Releaser {
         self.sinks.len()
     }
 
-    /// Waits for the batch to be durable (and held by the required standbys), then hands
-    /// out its completions and events. A failed flush stops the process: nothing of the
-    /// batch may be acknowledged, and the page cache may have dropped it.
-    pub(crate) fn release(&mut self, batch: Release) {
-        if let Some(ticket) = batch.ticket {
+    /// Waits for the batches to be durable (and held by the required standbys), then hands
+    /// out their completions and events, in order. The standbys are told of the last one at
+    /// once and waited for once, so queued batches share one round trip. A failed flush stops
+    /// the process: nothing of the batch may be acknowledged, and the page cache may have
+    /// dropped it.
+    pub(crate) fn release(&mut self, batches: Vec<Release>) {
+        let Some(last) = batches.last() else {
+            return;
+        };
+        let (last_seq, any_writes) = (
+            last.last_seq,
+            batches.iter().any(|b| b.commands > 0 && !b.follower),
+        );
+        let mut released = Vec::with_capacity(batches.len());
+        let mut tickets = Vec::with_capacity(batches.len());
+        let mut rest = Vec::with_capacity(batches.len());
+        for mut batch in batches {
+            tickets.extend(batch.ticket.take());
+            rest.push(batch);
+        }
+        // The queued batches' ranges flushed together: one msync per segment.
+        if let Some(ticket) = FlushTicket::merge(tickets) {
             if let Err(error) = ticket.complete() {
                 tracing::error!(%error, "journal commit failed; stopping the service");
                 eprintln!("ladder: journal commit failed: {error}");
                 std::process::exit(1);
             }
         }
-        self.stats
-            .commands
-            .fetch_add(batch.commands, Ordering::Relaxed);
-        self.stats
-            .queries
-            .fetch_add(batch.queries, Ordering::Relaxed);
-        self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.stats.last_seq.store(batch.last_seq, Ordering::Release);
-        let mut per_sink = batch.per_sink;
+        for batch in rest {
+            self.stats
+                .commands
+                .fetch_add(batch.commands, Ordering::Relaxed);
+            self.stats
+                .queries
+                .fetch_add(batch.queries, Ordering::Relaxed);
+            self.stats.batches.fetch_add(1, Ordering::Relaxed);
+            released.push((batch.per_sink, batch.published));
+        }
+        self.stats.last_seq.store(last_seq, Ordering::Release);
+        let mut held = true;
         if let Some(hub) = &self.replication {
-            hub.committed(batch.last_seq);
-            let held = hub.connected() >= hub.required()
-                && hub.wait_acks(batch.last_seq, REPLICA_ACK_TIMEOUT);
-            if batch.commands > 0 && !batch.follower && !held {
+            hub.committed(last_seq);
+            held =
+                hub.connected() >= hub.required() && hub.wait_acks(last_seq, REPLICA_ACK_TIMEOUT);
+        }
+        for (mut per_sink, published) in released {
+            if !held && any_writes {
                 refuse_applied(&mut per_sink, "replica unavailable");
             }
-        }
-        for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
-            if !completions.is_empty() {
-                sink.deliver(completions);
+            for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
+                if !completions.is_empty() {
+                    sink.deliver(completions);
+                }
             }
-        }
-        if !batch.published.is_empty() {
-            let shared: PublishedBatch = Arc::new(batch.published);
-            for consumer in &self.events {
-                let _ = consumer.send(shared.clone());
+            if !published.is_empty() {
+                let shared: PublishedBatch = Arc::new(published);
+                for consumer in &self.events {
+                    let _ = consumer.send(shared.clone());
+                }
             }
         }
     }
@@ -146,9 +168,12 @@ impl Releases {
             std::thread::Builder::new()
                 .name("committer".into())
                 .spawn(move || {
-                    for batch in rx {
-                        releaser.lock().release(batch);
-                        in_flight.fetch_sub(1, Ordering::Release);
+                    while let Ok(first) = rx.recv() {
+                        let mut group = vec![first];
+                        group.extend(rx.try_iter());
+                        let count = group.len();
+                        releaser.lock().release(group);
+                        in_flight.fetch_sub(count, Ordering::Release);
                     }
                 })?
         };
@@ -174,7 +199,7 @@ impl Releases {
     /// for the sequencer, so waiting for the disk here delays nobody.
     pub(crate) fn send(&mut self, batch: Release, nothing_waiting: bool) {
         match self {
-            Releases::Inline(releaser) => releaser.release(batch),
+            Releases::Inline(releaser) => releaser.release(vec![batch]),
             Releases::Committer {
                 tx,
                 releaser,
@@ -184,7 +209,7 @@ impl Releases {
                 // Only the sequencer sends, so a committer with nothing in hand stays idle
                 // while the sequencer releases this batch itself: the order is kept.
                 if nothing_waiting && in_flight.load(Ordering::Acquire) == 0 {
-                    releaser.lock().release(batch);
+                    releaser.lock().release(vec![batch]);
                     return;
                 }
                 if let Some(tx) = tx {

@@ -144,7 +144,13 @@ pub fn start_with(
     stats
         .last_seq
         .store(parts.journal.last_seq(), Ordering::Relaxed);
-    let pipelined = config.durability == Durability::Sync || parts.replication.is_some();
+    // With standbys to wait for, the sequencer itself waits (measured: the committer's
+    // round trips to the standby cost more than the overlap gained; BENCHMARKS.md).
+    let waits_for_standbys = parts
+        .replication
+        .as_ref()
+        .is_some_and(|hub| hub.required() > 0);
+    let pipelined = config.durability == Durability::Sync && !waits_for_standbys;
     let publishes = !parts.events.is_empty();
     let releases = Releases::new(
         Releaser::new(parts.sinks, parts.events, parts.replication, stats.clone()),
