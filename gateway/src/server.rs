@@ -184,6 +184,21 @@ pub struct ServerShared {
     pub connections: AtomicUsize,
     /// Open WebSocket connections.
     pub websockets: AtomicUsize,
+    /// Open `/ws/user` connections (the feed encodes no user frames while there are none).
+    pub ws_user: AtomicUsize,
+    /// Open `/ws/market` connections (the feed encodes no market frames while there are
+    /// none; a subscriber's snapshot is taken after its connection is counted).
+    pub ws_market: AtomicUsize,
+}
+
+impl ServerShared {
+    /// The count of open WebSocket connections of `kind`.
+    pub fn websockets_of(&self, kind: WsKind) -> &AtomicUsize {
+        match kind {
+            WsKind::User => &self.ws_user,
+            WsKind::Market => &self.ws_market,
+        }
+    }
 }
 
 /// Starts one thread per loop.
@@ -696,6 +711,10 @@ impl Worker {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }
+        // Counted before it can subscribe, so the feed encodes every frame after its snapshot.
+        self.shared
+            .websockets_of(kind)
+            .fetch_add(1, Ordering::SeqCst);
         self.sockets[slot] = Some(socket);
         self.shared.websockets.fetch_add(1, Ordering::Relaxed);
         self.serve_socket(slot);
@@ -799,6 +818,9 @@ impl Worker {
             self.routes.update(slot, Interests::default());
             if let Some(mut socket) = self.sockets[slot].take() {
                 let _ = self.lp.poll.registry().deregister(socket.stream_mut());
+                self.shared
+                    .websockets_of(socket.kind)
+                    .fetch_sub(1, Ordering::SeqCst);
             }
             self.sockets_free.push(slot);
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);

@@ -5,20 +5,22 @@
 //! connection: each is stored as a prefix ending in `"seq":`, and the connection appends its
 //! own number and the closing brace.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use ladder_engine::{
-    format_price, AxisSide, Bytes32, Event, MarketChange, OrderEventKind, Outcome, PriceTicks,
-    Resolution, UNITS_PER_SHARE,
+    format_price, AxisSide, Bytes32, Event, MarketChange, Outcome, PriceTicks, Resolution,
+    UNITS_PER_SHARE,
 };
 use ladder_sequencer::PublishedBatch;
 use mio::Waker;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
 
 use crate::app::present::{open_order, trade};
 use crate::convert::{wire_address, wire_b256, wire_token};
+use crate::server::ServerShared;
 
 /// One encoded frame and who gets it.
 #[derive(Clone, Debug)]
@@ -66,22 +68,29 @@ pub struct MarketIds {
     pub no: Bytes32,
 }
 
-/// Starts the feed thread; it ends when `events` closes.
+/// Starts the feed thread; it ends when `events` closes. Frames of a kind nobody is
+/// connected for (`shared`'s WebSocket counts) are not encoded.
 pub fn start(
     events: Receiver<PublishedBatch>,
-    mut directory: Vec<MarketIds>,
+    directory: Vec<MarketIds>,
     targets: Vec<FeedTarget>,
+    shared: Arc<ServerShared>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("feed".into())
         .spawn(move || {
+            let mut encoder = Encoder::new(directory);
             for batch in events.iter() {
+                let wanted = Wanted {
+                    user: shared.ws_user.load(Ordering::SeqCst) > 0,
+                    market: shared.ws_market.load(Ordering::SeqCst) > 0,
+                };
                 let mut items = Vec::new();
                 for published in batch.iter() {
-                    encode(
-                        &mut directory,
+                    encoder.encode(
                         published.timestamp_ns,
                         &published.events,
+                        wanted,
                         &mut items,
                     );
                 }
@@ -97,198 +106,319 @@ pub fn start(
         })
 }
 
-fn user_prefix(mut object: Map<String, Value>) -> Arc<str> {
-    object.remove("seq");
-    let text = Value::Object(object).to_string();
-    let open = &text[..text.len() - 1];
-    let sep = if open.ends_with('{') { "" } else { "," };
-    Arc::from(format!("{open}{sep}\"seq\":"))
+/// Which kinds of frames someone is connected for.
+#[derive(Clone, Copy, Debug)]
+pub struct Wanted {
+    /// `/ws/user` frames (orders, trades).
+    pub user: bool,
+    /// `/ws/market` frames (price changes, trades, tick sizes, resolutions).
+    pub market: bool,
 }
 
-/// Encodes one command's events (`timestamp_ns` is the command's time).
-pub fn encode(
-    directory: &mut Vec<MarketIds>,
-    timestamp_ns: u64,
-    events: &[Event],
-    out: &mut Vec<FeedItem>,
-) {
-    let timestamp = (timestamp_ns / 1_000_000).to_string();
-    let mut changes: Vec<(u32, u64, Vec<Value>)> = Vec::new();
-    let mut later: Vec<FeedItem> = Vec::new();
-    for event in events {
-        match event {
-            Event::Market {
-                market,
-                change:
-                    MarketChange::Created {
-                        condition_id,
-                        yes_token_id,
-                        no_token_id,
-                    },
-                ..
-            } => {
-                let index = *market as usize;
-                if directory.len() <= index {
-                    directory.resize(
-                        index + 1,
-                        MarketIds {
-                            condition_id: Bytes32::default(),
-                            yes: Bytes32::default(),
-                            no: Bytes32::default(),
+/// A market's ids as they appear in frames, written once.
+#[derive(Clone, Debug, Default)]
+struct MarketText {
+    condition: String,
+    yes: String,
+    no: String,
+}
+
+/// Turns events into frames; knows every market's ids and their text.
+pub struct Encoder {
+    directory: Vec<MarketIds>,
+    text: Vec<MarketText>,
+}
+
+impl Encoder {
+    /// An encoder knowing the markets of `directory` (by creation index).
+    pub fn new(directory: Vec<MarketIds>) -> Encoder {
+        let text = directory.iter().map(market_text).collect();
+        Encoder { directory, text }
+    }
+
+    /// Encodes one command's events (`timestamp_ns` is the command's time) into `out`.
+    pub fn encode(
+        &mut self,
+        timestamp_ns: u64,
+        events: &[Event],
+        wanted: Wanted,
+        out: &mut Vec<FeedItem>,
+    ) {
+        let timestamp = (timestamp_ns / 1_000_000).to_string();
+        let mut changes: Vec<(u32, u64, Vec<PriceChange>)> = Vec::new();
+        let mut later: Vec<FeedItem> = Vec::new();
+        for event in events {
+            match event {
+                Event::Market {
+                    market,
+                    change:
+                        MarketChange::Created {
+                            condition_id,
+                            yes_token_id,
+                            no_token_id,
                         },
+                    ..
+                } => self.learn(
+                    *market as usize,
+                    MarketIds {
+                        condition_id: *condition_id,
+                        yes: *yes_token_id,
+                        no: *no_token_id,
+                    },
+                ),
+                Event::Level {
+                    market,
+                    side,
+                    price_ticks,
+                    total_units,
+                    best_bid,
+                    best_ask,
+                    market_seq,
+                } if wanted.market => {
+                    let Some(text) = self.text.get(*market as usize) else {
+                        continue;
+                    };
+                    let entries = level_entries(
+                        text,
+                        *side,
+                        *price_ticks,
+                        *total_units,
+                        *best_bid,
+                        *best_ask,
                     );
-                }
-                directory[index] = MarketIds {
-                    condition_id: *condition_id,
-                    yes: *yes_token_id,
-                    no: *no_token_id,
-                };
-            }
-            Event::Level {
-                market,
-                side,
-                price_ticks,
-                total_units,
-                best_bid,
-                best_ask,
-                market_seq,
-            } => {
-                let Some(ids) = directory.get(*market as usize) else {
-                    continue;
-                };
-                let entries =
-                    level_entries(ids, *side, *price_ticks, *total_units, *best_bid, *best_ask);
-                match changes.iter_mut().find(|(m, _, _)| m == market) {
-                    Some((_, _, list)) => list.extend(entries),
-                    None => changes.push((*market, *market_seq, entries)),
-                }
-            }
-            Event::LastTrade {
-                market,
-                outcome,
-                side,
-                price_ticks,
-                size_units,
-                market_seq,
-            } => {
-                let Some(ids) = directory.get(*market as usize) else {
-                    continue;
-                };
-                let token = if *outcome == Outcome::Yes {
-                    ids.yes
-                } else {
-                    ids.no
-                };
-                let frame = json!({
-                    "event_type": "last_trade_price", "market": wire_b256(&ids.condition_id), "asset_id": wire_token(&token).to_string(),
-                    "seq": market_seq, "timestamp": timestamp, "price": format_price(*price_ticks), "side": side.as_str(),
-                    "size": (size_units / UNITS_PER_SHARE).to_string(),
-                });
-                later.push(FeedItem::Market {
-                    market: ids.condition_id,
-                    seq: *market_seq,
-                    frame: Arc::from(frame.to_string()),
-                });
-            }
-            Event::Market {
-                market,
-                change,
-                market_seq,
-            } => {
-                let Some(ids) = directory.get(*market as usize) else {
-                    continue;
-                };
-                let frame = match change {
-                    MarketChange::TickSize {
-                        old_tick_ticks,
-                        new_tick_ticks,
-                    } => json!({
-                        "event_type": "tick_size_change", "market": wire_b256(&ids.condition_id), "seq": market_seq, "timestamp": timestamp,
-                        "old_tick_size": format_price(*old_tick_ticks), "new_tick_size": format_price(*new_tick_ticks),
-                    }),
-                    MarketChange::Resolved { resolution } => {
-                        let (asset, outcome) = match resolution {
-                            Resolution::Yes => (wire_token(&ids.yes).to_string(), "Yes"),
-                            Resolution::No => (wire_token(&ids.no).to_string(), "No"),
-                            Resolution::Void => (String::new(), "void"),
-                        };
-                        json!({
-                            "event_type": "market_resolved", "market": wire_b256(&ids.condition_id), "seq": market_seq,
-                            "timestamp": timestamp, "winning_asset_id": asset, "winning_outcome": outcome,
-                        })
+                    match changes.iter_mut().find(|(m, _, _)| m == market) {
+                        Some((_, _, list)) => list.extend(entries),
+                        None => changes.push((*market, *market_seq, entries.to_vec())),
                     }
-                    _ => continue,
-                };
-                later.push(FeedItem::Market {
-                    market: ids.condition_id,
-                    seq: *market_seq,
-                    frame: Arc::from(frame.to_string()),
-                });
-            }
-            Event::Order { kind, order } => {
-                let mut object = Map::new();
-                object.insert("event_type".into(), json!("order"));
-                object.insert("type".into(), json!(kind_name(*kind)));
-                if let Value::Object(fields) =
-                    serde_json::to_value(open_order(order)).unwrap_or(Value::Null)
-                {
-                    object.extend(fields);
                 }
-                object.insert("timestamp".into(), json!(timestamp));
-                later.push(FeedItem::User {
-                    address: order.maker,
-                    market: order.condition_id,
-                    prefix: user_prefix(object),
-                });
-            }
-            Event::Trade(view) => {
-                for party in [view.taker.address, view.maker.address] {
-                    let mut object = Map::new();
-                    object.insert("event_type".into(), json!("trade"));
-                    if let Value::Object(fields) =
-                        serde_json::to_value(trade(view, &wire_address(&party)))
-                            .unwrap_or(Value::Null)
-                    {
-                        object.extend(fields);
-                    }
-                    object.insert("timestamp".into(), json!(timestamp));
-                    later.push(FeedItem::User {
-                        address: party,
-                        market: view.condition_id,
-                        prefix: user_prefix(object),
+                Event::LastTrade {
+                    market,
+                    outcome,
+                    side,
+                    price_ticks,
+                    size_units,
+                    market_seq,
+                } if wanted.market => {
+                    let (Some(ids), Some(text)) = (
+                        self.directory.get(*market as usize),
+                        self.text.get(*market as usize),
+                    ) else {
+                        continue;
+                    };
+                    let frame = LastTradeFrame {
+                        event_type: "last_trade_price",
+                        market: &text.condition,
+                        asset_id: if *outcome == Outcome::Yes {
+                            &text.yes
+                        } else {
+                            &text.no
+                        },
+                        seq: *market_seq,
+                        timestamp: &timestamp,
+                        price: format_price(*price_ticks),
+                        side: side.as_str(),
+                        size: (size_units / UNITS_PER_SHARE).to_string(),
+                    };
+                    later.push(FeedItem::Market {
+                        market: ids.condition_id,
+                        seq: *market_seq,
+                        frame: json_text(&frame),
                     });
                 }
+                Event::Market {
+                    market,
+                    change,
+                    market_seq,
+                } if wanted.market => {
+                    let (Some(ids), Some(text)) = (
+                        self.directory.get(*market as usize),
+                        self.text.get(*market as usize),
+                    ) else {
+                        continue;
+                    };
+                    let frame = match change {
+                        MarketChange::TickSize {
+                            old_tick_ticks,
+                            new_tick_ticks,
+                        } => json_text(&TickSizeFrame {
+                            event_type: "tick_size_change",
+                            market: &text.condition,
+                            seq: *market_seq,
+                            timestamp: &timestamp,
+                            old_tick_size: format_price(*old_tick_ticks),
+                            new_tick_size: format_price(*new_tick_ticks),
+                        }),
+                        MarketChange::Resolved { resolution } => {
+                            let (asset, outcome) = match resolution {
+                                Resolution::Yes => (text.yes.as_str(), "Yes"),
+                                Resolution::No => (text.no.as_str(), "No"),
+                                Resolution::Void => ("", "void"),
+                            };
+                            json_text(&ResolvedFrame {
+                                event_type: "market_resolved",
+                                market: &text.condition,
+                                seq: *market_seq,
+                                timestamp: &timestamp,
+                                winning_asset_id: asset,
+                                winning_outcome: outcome,
+                            })
+                        }
+                        _ => continue,
+                    };
+                    later.push(FeedItem::Market {
+                        market: ids.condition_id,
+                        seq: *market_seq,
+                        frame,
+                    });
+                }
+                Event::Order { kind, order } if wanted.user => {
+                    let head = format!(r#"{{"event_type":"order","type":"{}","#, kind.as_str());
+                    later.push(FeedItem::User {
+                        address: order.maker,
+                        market: order.condition_id,
+                        prefix: user_prefix(&head, &open_order(order), &timestamp),
+                    });
+                }
+                Event::Trade(view) if wanted.user => {
+                    for party in [view.taker.address, view.maker.address] {
+                        later.push(FeedItem::User {
+                            address: party,
+                            market: view.condition_id,
+                            prefix: user_prefix(
+                                r#"{"event_type":"trade","#,
+                                &trade(view, &wire_address(&party)),
+                                &timestamp,
+                            ),
+                        });
+                    }
+                }
+                _ => {}
             }
         }
+        for (market, seq, price_changes) in changes {
+            let (ids, text) = (
+                &self.directory[market as usize],
+                &self.text[market as usize],
+            );
+            let frame = PriceChangeFrame {
+                event_type: "price_change",
+                market: &text.condition,
+                seq,
+                timestamp: &timestamp,
+                price_changes,
+            };
+            out.push(FeedItem::Market {
+                market: ids.condition_id,
+                seq,
+                frame: json_text(&frame),
+            });
+        }
+        out.extend(later);
     }
-    for (market, seq, list) in changes {
-        let ids = directory[market as usize];
-        let frame = json!({
-            "event_type": "price_change", "market": wire_b256(&ids.condition_id), "seq": seq, "timestamp": timestamp,
-            "price_changes": list,
-        });
-        out.push(FeedItem::Market {
-            market: ids.condition_id,
-            seq,
-            frame: Arc::from(frame.to_string()),
-        });
+
+    fn learn(&mut self, index: usize, ids: MarketIds) {
+        if self.directory.len() <= index {
+            let blank = MarketIds {
+                condition_id: Bytes32::default(),
+                yes: Bytes32::default(),
+                no: Bytes32::default(),
+            };
+            self.directory.resize(index + 1, blank);
+            self.text.resize(index + 1, MarketText::default());
+        }
+        self.text[index] = market_text(&ids);
+        self.directory[index] = ids;
     }
-    out.extend(later);
 }
 
-fn kind_name(kind: OrderEventKind) -> &'static str {
-    kind.as_str()
+fn market_text(ids: &MarketIds) -> MarketText {
+    MarketText {
+        condition: wire_b256(&ids.condition_id).to_string(),
+        yes: wire_token(&ids.yes).to_string(),
+        no: wire_token(&ids.no).to_string(),
+    }
+}
+
+/// The frame text of `value` (its types serialize infallibly).
+fn json_text<T: Serialize>(value: &T) -> Arc<str> {
+    Arc::from(serde_json::to_string(value).unwrap_or_default())
+}
+
+/// A user frame without its `seq`: `head` (`{"event_type":...,`), the fields of `body`, the
+/// timestamp, and `"seq":` for the connection to complete.
+fn user_prefix<T: Serialize>(head: &str, body: &T, timestamp: &str) -> Arc<str> {
+    let body = serde_json::to_string(body).unwrap_or_default();
+    let fields = body
+        .strip_prefix('{')
+        .and_then(|b| b.strip_suffix('}'))
+        .unwrap_or("");
+    let sep = if fields.is_empty() { "" } else { "," };
+    Arc::from(format!(
+        r#"{head}{fields}{sep}"timestamp":"{timestamp}","seq":"#
+    ))
+}
+
+#[derive(Serialize)]
+struct LastTradeFrame<'a> {
+    event_type: &'static str,
+    market: &'a str,
+    asset_id: &'a str,
+    seq: u64,
+    timestamp: &'a str,
+    price: String,
+    side: &'static str,
+    size: String,
+}
+
+#[derive(Serialize)]
+struct TickSizeFrame<'a> {
+    event_type: &'static str,
+    market: &'a str,
+    seq: u64,
+    timestamp: &'a str,
+    old_tick_size: String,
+    new_tick_size: String,
+}
+
+#[derive(Serialize)]
+struct ResolvedFrame<'a> {
+    event_type: &'static str,
+    market: &'a str,
+    seq: u64,
+    timestamp: &'a str,
+    winning_asset_id: &'a str,
+    winning_outcome: &'static str,
+}
+
+#[derive(Serialize)]
+struct PriceChangeFrame<'a> {
+    event_type: &'static str,
+    market: &'a str,
+    seq: u64,
+    timestamp: &'a str,
+    price_changes: Vec<PriceChange>,
+}
+
+/// One level change of `price_change`, from one token's side.
+#[derive(Clone, Serialize)]
+struct PriceChange {
+    asset_id: String,
+    price: String,
+    size: String,
+    side: &'static str,
+    best_bid: String,
+    best_ask: String,
 }
 
 /// A level change seen from both tokens: a Yes bid at p is a No ask at 1 − p.
 fn level_entries(
-    ids: &MarketIds,
+    text: &MarketText,
     side: AxisSide,
     price: PriceTicks,
     total: u64,
     best_bid: Option<PriceTicks>,
     best_ask: Option<PriceTicks>,
-) -> Vec<Value> {
+) -> [PriceChange; 2] {
     let p = |v: Option<PriceTicks>| v.map(format_price).unwrap_or_default();
     let mirror = |v: Option<PriceTicks>| v.map(|x| 10_000 - x);
     let size = (total / UNITS_PER_SHARE).to_string();
@@ -296,10 +426,168 @@ fn level_entries(
         AxisSide::Bid => ("BUY", "SELL"),
         AxisSide::Ask => ("SELL", "BUY"),
     };
-    vec![
-        json!({ "asset_id": wire_token(&ids.yes).to_string(), "price": format_price(price), "size": size, "side": yes_side,
-                "best_bid": p(best_bid), "best_ask": p(best_ask) }),
-        json!({ "asset_id": wire_token(&ids.no).to_string(), "price": format_price(10_000 - price), "size": size, "side": no_side,
-                "best_bid": p(mirror(best_ask)), "best_ask": p(mirror(best_bid)) }),
+    [
+        PriceChange {
+            asset_id: text.yes.clone(),
+            price: format_price(price),
+            size: size.clone(),
+            side: yes_side,
+            best_bid: p(best_bid),
+            best_ask: p(best_ask),
+        },
+        PriceChange {
+            asset_id: text.no.clone(),
+            price: format_price(10_000 - price),
+            size,
+            side: no_side,
+            best_bid: p(mirror(best_ask)),
+            best_ask: p(mirror(best_bid)),
+        },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ladder_engine::Side;
+    use serde_json::{json, Value};
+
+    const ALL: Wanted = Wanted {
+        user: true,
+        market: true,
+    };
+
+    fn encoder() -> Encoder {
+        let mut yes = [0u8; 32];
+        yes[31] = 11;
+        let mut no = [0u8; 32];
+        no[31] = 12;
+        Encoder::new(vec![MarketIds {
+            condition_id: Bytes32([0xab; 32]),
+            yes: Bytes32(yes),
+            no: Bytes32(no),
+        }])
+    }
+
+    fn frames(encoder: &mut Encoder, events: &[Event], wanted: Wanted) -> Vec<Value> {
+        let mut out = Vec::new();
+        encoder.encode(1_700_000_000_123_456_789, events, wanted, &mut out);
+        out.iter()
+            .map(|item| match item {
+                FeedItem::Market { frame, .. } => serde_json::from_str(frame).expect("json"),
+                FeedItem::User { prefix, .. } => {
+                    serde_json::from_str(&format!("{prefix}7}}")).expect("json")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn market_frames_have_the_contract_shapes_with_keys_in_order() {
+        let mut e = encoder();
+        let condition = format!("0x{}", "ab".repeat(32));
+        let events = [
+            Event::Level {
+                market: 0,
+                side: AxisSide::Bid,
+                price_ticks: 5_500,
+                total_units: 10_000_000,
+                best_bid: Some(5_500),
+                best_ask: None,
+                market_seq: 4,
+            },
+            Event::LastTrade {
+                market: 0,
+                outcome: Outcome::No,
+                side: Side::Buy,
+                price_ticks: 4_500,
+                size_units: 3_000_000,
+                market_seq: 5,
+            },
+            Event::Market {
+                market: 0,
+                change: MarketChange::TickSize {
+                    old_tick_ticks: 100,
+                    new_tick_ticks: 10,
+                },
+                market_seq: 6,
+            },
+            Event::Market {
+                market: 0,
+                change: MarketChange::Resolved {
+                    resolution: Resolution::Yes,
+                },
+                market_seq: 7,
+            },
+        ];
+        let got = frames(&mut e, &events, ALL);
+        assert_eq!(
+            got[0],
+            json!({"event_type": "price_change", "market": condition, "seq": 4,
+                "timestamp": "1700000000123", "price_changes": [
+                {"asset_id": "11", "price": "0.55", "size": "10", "side": "BUY", "best_bid": "0.55", "best_ask": ""},
+                {"asset_id": "12", "price": "0.45", "size": "10", "side": "SELL", "best_bid": "", "best_ask": "0.45"}]})
+        );
+        assert_eq!(
+            got[1],
+            json!({"event_type": "last_trade_price", "market": condition, "asset_id": "12", "seq": 5,
+                "timestamp": "1700000000123", "price": "0.45", "side": "BUY", "size": "3"})
+        );
+        assert_eq!(
+            got[2],
+            json!({"event_type": "tick_size_change", "market": condition, "seq": 6,
+                "timestamp": "1700000000123", "old_tick_size": "0.01", "new_tick_size": "0.001"})
+        );
+        assert_eq!(
+            got[3],
+            json!({"event_type": "market_resolved", "market": condition, "seq": 7,
+                "timestamp": "1700000000123", "winning_asset_id": "11", "winning_outcome": "Yes"})
+        );
+        let keys: Vec<&String> = got[1].as_object().expect("object").keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "event_type",
+                "market",
+                "asset_id",
+                "seq",
+                "timestamp",
+                "price",
+                "side",
+                "size"
+            ]
+        );
+        let nobody = Wanted {
+            user: false,
+            market: false,
+        };
+        assert!(frames(&mut e, &events, nobody).is_empty());
+    }
+
+    #[test]
+    fn a_market_created_later_is_learned_from_its_event() {
+        let mut e = Encoder::new(Vec::new());
+        let created = Event::Market {
+            market: 0,
+            change: MarketChange::Created {
+                condition_id: Bytes32([1; 32]),
+                yes_token_id: Bytes32([0; 32]),
+                no_token_id: Bytes32([0; 32]),
+            },
+            market_seq: 1,
+        };
+        let trade = Event::LastTrade {
+            market: 0,
+            outcome: Outcome::Yes,
+            side: Side::Sell,
+            price_ticks: 100,
+            size_units: 1_000_000,
+            market_seq: 2,
+        };
+        let got = frames(&mut e, &[created, trade], ALL);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["market"], json!(format!("0x{}", "01".repeat(32))));
+        assert_eq!(got[0]["asset_id"], json!("0"));
+        assert_eq!(got[0]["price"], json!("0.01"));
+    }
 }

@@ -281,8 +281,9 @@ fn run(options: RunOptions) -> Result<(), String> {
     let follower_flag = seq_config.follower.clone();
     let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
     metrics.attach(handle.stats.clone(), server_shared.clone(), submitters);
-    let feed = ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets)
-        .map_err(|e| format!("feed thread: {e}"))?;
+    let feed =
+        ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets, server_shared.clone())
+            .map_err(|e| format!("feed thread: {e}"))?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut internal = Internal {
