@@ -82,6 +82,11 @@ impl Erc1271Verifier {
         Ok(answer)
     }
 
+    /// The cached answer for (`account`, `signer`), if one is still trusted (no call made).
+    pub fn cached(&self, account: &Address, signer: &Address) -> Option<bool> {
+        self.cache.lock().get(&(*account, *signer), Instant::now())
+    }
+
     /// One `eth_call` of `isValidSignature` on `account`, uncached.
     pub fn ask(
         &self,
@@ -101,7 +106,7 @@ impl Erc1271Verifier {
     }
 
     /// Number of cached answers.
-    pub fn cached(&self) -> usize {
+    pub fn cached_answers(&self) -> usize {
         self.cache.lock().answers.len()
     }
 }
@@ -180,6 +185,6 @@ mod tests {
         let verifier = Erc1271Verifier::new(rpc, VerifierConfig::default());
         let result = verifier.controls(&Address([1; 20]), &Address([2; 20]), &[0; 32], &[0; 65]);
         assert!(matches!(result, Err(RpcError::Transport(_))), "{result:?}");
-        assert_eq!(verifier.cached(), 0);
+        assert_eq!(verifier.cached_answers(), 0);
     }
 }

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use ladder_chain::Erc1271Verifier;
 use ladder_protocol::{Address, Signature};
 
+use crate::handler::Outcome;
+
 /// One question for the chain: does `signer` (who made `signature` over `digest`) control
 /// `account`?
 #[derive(Clone, Debug)]
@@ -67,6 +69,35 @@ impl SmartAccounts {
     /// Whether `signer` acting for `account` must be checked on the chain.
     pub fn needs_check(&self, account: &Address, signer: &Address) -> bool {
         self.verifier.is_some() && account != signer
+    }
+
+    /// Runs `then` with the verdict on each of `checks`, in order: at once when every
+    /// answer is cached, on a deferred worker otherwise (the calls wait on the network).
+    pub fn judge(
+        &self,
+        checks: Vec<ControlCheck>,
+        then: impl FnOnce(Vec<Verdict>) -> Outcome + Send + 'static,
+    ) -> Outcome {
+        let cached: Option<Vec<Verdict>> = checks.iter().map(|c| self.cached(c)).collect();
+        if let Some(verdicts) = cached {
+            return then(verdicts);
+        }
+        let accounts = self.clone();
+        Outcome::defer(move || then(checks.iter().map(|c| accounts.check(c)).collect()))
+    }
+
+    /// The verdict from the cache, without a call.
+    fn cached(&self, question: &ControlCheck) -> Option<Verdict> {
+        let verifier = self.verifier.as_ref()?;
+        verifier
+            .cached(&question.account, &question.signer)
+            .map(|controls| {
+                if controls {
+                    Verdict::Controls
+                } else {
+                    Verdict::NotOnChain
+                }
+            })
     }
 
     /// Asks the chain (blocks for at most the RPC timeout).

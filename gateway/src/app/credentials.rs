@@ -51,22 +51,22 @@ fn with_claim(
     claim: L1Claim,
     then: impl FnOnce(L1Claim) -> Outcome + Send + 'static,
 ) -> Outcome {
-    let accounts = app.config.smart_accounts.clone();
+    let accounts = &app.config.smart_accounts;
     if !accounts.needs_check(&claim.address, &claim.signer) {
         return then(claim);
     }
-    Outcome::defer(move || {
+    let check = ControlCheck {
+        account: claim.address,
+        signer: claim.signer,
+        digest: claim.digest,
+        signature: claim.signature,
+    };
+    accounts.judge(vec![check], move |verdicts| {
         let mut claim = claim;
-        let check = ControlCheck {
-            account: claim.address,
-            signer: claim.signer,
-            digest: claim.digest,
-            signature: claim.signature,
-        };
-        match accounts.check(&check) {
-            Verdict::Controls => claim.accepted_on_chain = true,
-            Verdict::NotOnChain => {}
-            Verdict::Unreachable(why) => claim.chain_error = Some(why),
+        match verdicts.into_iter().next() {
+            Some(Verdict::Controls) => claim.accepted_on_chain = true,
+            Some(Verdict::Unreachable(why)) => claim.chain_error = Some(why),
+            Some(Verdict::NotOnChain) | None => {}
         }
         then(claim)
     })

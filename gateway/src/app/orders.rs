@@ -22,7 +22,7 @@ use crate::auth::L2Principal;
 use crate::convert::{engine_address, engine_b256, engine_side, engine_token, wire_b256};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
-use crate::smart::{ControlCheck, SmartAccounts, Verdict};
+use crate::smart::{ControlCheck, Verdict};
 
 /// Routes the order endpoints; `None` when the path is not one of them.
 pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
@@ -167,12 +167,8 @@ fn order_check(app: &App, order: &NewOrder) -> Option<ControlCheck> {
 
 /// Applies the chain's verdict to `order`. When the chain could not be asked, the registry
 /// decides; the reason is returned to explain its refusal.
-fn settle_check(
-    accounts: &SmartAccounts,
-    check: &ControlCheck,
-    order: &mut NewOrder,
-) -> Option<String> {
-    match accounts.check(check) {
+fn apply_verdict(verdict: Verdict, order: &mut NewOrder) -> Option<String> {
+    match verdict {
         Verdict::Controls => {
             order.signer_verified = true;
             None
@@ -194,14 +190,17 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         }
         Ok(order) => match order_check(app, &order) {
             None => place_one(order, None),
-            Some(check) => {
-                let accounts = app.config.smart_accounts.clone();
-                Outcome::defer(move || {
+            Some(check) => app
+                .config
+                .smart_accounts
+                .judge(vec![check], move |verdicts| {
                     let mut order = order;
-                    let chain_error = settle_check(&accounts, &check, &mut order);
+                    let chain_error = verdicts
+                        .into_iter()
+                        .next()
+                        .and_then(|v| apply_verdict(v, &mut order));
                     place_one(order, chain_error)
-                })
-            }
+                }),
         },
     }
 }
@@ -245,12 +244,12 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
     if checks.is_empty() {
         return place_batch(slots);
     }
-    let accounts = app.config.smart_accounts.clone();
-    Outcome::defer(move || {
+    let (positions, checks): (Vec<usize>, Vec<ControlCheck>) = checks.into_iter().unzip();
+    app.config.smart_accounts.judge(checks, move |verdicts| {
         let mut slots = slots;
-        for (i, check) in checks {
+        for (i, verdict) in positions.into_iter().zip(verdicts) {
             if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
-                *chain_error = settle_check(&accounts, &check, order);
+                *chain_error = apply_verdict(verdict, order);
             }
         }
         place_batch(slots)
@@ -443,30 +442,23 @@ fn cancel_check(
         })
 }
 
-/// Runs the chain checks (on a deferred worker): a signer the chain accepts needs no
-/// registry entry (its command goes without a signer to check). When the chain cannot be
-/// asked the registry decides, and the reason explains its refusal (kept in `chain_errors`).
-fn checked_cancels(
-    accounts: &SmartAccounts,
-    cancels: Vec<CheckedCancel>,
+/// Applies the chain's verdict to a cancel: a signer the chain accepts needs no registry
+/// entry (the command goes without a signer to check). When the chain could not be asked
+/// the registry decides, and the reason explains its refusal (kept in `chain_errors`).
+fn apply_cancel_verdict(
+    verdict: Verdict,
+    cmd: &mut Command,
     chain_errors: &mut Vec<(u64, String)>,
-) -> Vec<Command> {
-    let mut commands = Vec::with_capacity(cancels.len());
-    for (mut cmd, check) in cancels {
-        if let Some(check) = check {
-            match accounts.check(&check) {
-                Verdict::Controls => clear_signer(&mut cmd),
-                Verdict::NotOnChain => {}
-                Verdict::Unreachable(why) => {
-                    if let Command::CancelOrder { order_id, .. } = cmd {
-                        chain_errors.push((order_id, Verdict::refusal(&why)));
-                    }
-                }
+) {
+    match verdict {
+        Verdict::Controls => clear_signer(cmd),
+        Verdict::NotOnChain => {}
+        Verdict::Unreachable(why) => {
+            if let Command::CancelOrder { order_id, .. } = cmd {
+                chain_errors.push((*order_id, Verdict::refusal(&why)));
             }
         }
-        commands.push(cmd);
     }
-    commands
 }
 
 fn clear_signer(cmd: &mut Command) {
@@ -525,14 +517,25 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
 /// Checks (deferred, when any cancel needs the chain) and applies `checked`; the answer
 /// merges the engine's reports with `not_done`.
 fn run_cancels(app: &App, checked: Vec<CheckedCancel>, not_done: Vec<(u64, String)>) -> Outcome {
-    if checked.iter().all(|(_, check)| check.is_none()) {
-        let commands = checked.into_iter().map(|(cmd, _)| cmd).collect();
+    let mut commands = Vec::with_capacity(checked.len());
+    let mut positions = Vec::new();
+    let mut checks = Vec::new();
+    for (cmd, check) in checked {
+        if let Some(check) = check {
+            positions.push(commands.len());
+            checks.push(check);
+        }
+        commands.push(cmd);
+    }
+    if checks.is_empty() {
         return submit_cancels(commands, not_done, Vec::new());
     }
-    let accounts = app.config.smart_accounts.clone();
-    Outcome::defer(move || {
+    app.config.smart_accounts.judge(checks, move |verdicts| {
+        let mut commands = commands;
         let mut chain_errors = Vec::new();
-        let commands = checked_cancels(&accounts, checked, &mut chain_errors);
+        for (i, verdict) in positions.into_iter().zip(verdicts) {
+            apply_cancel_verdict(verdict, &mut commands[i], &mut chain_errors);
+        }
         submit_cancels(commands, not_done, chain_errors)
     })
 }
@@ -596,15 +599,18 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
     let Some(check) = cancel_check(app, principal, signer, &digest, &cancel.signature) else {
         return submit_cancel_market(cmd, None);
     };
-    let accounts = app.config.smart_accounts.clone();
-    Outcome::defer(move || match accounts.check(&check) {
-        Verdict::Controls => {
-            clear_signer(&mut cmd);
-            submit_cancel_market(cmd, None)
-        }
-        Verdict::NotOnChain => submit_cancel_market(cmd, None),
-        Verdict::Unreachable(why) => submit_cancel_market(cmd, Some(why)),
-    })
+    app.config
+        .smart_accounts
+        .judge(vec![check], move |verdicts| {
+            match verdicts.into_iter().next() {
+                Some(Verdict::Controls) => {
+                    clear_signer(&mut cmd);
+                    submit_cancel_market(cmd, None)
+                }
+                Some(Verdict::Unreachable(why)) => submit_cancel_market(cmd, Some(why)),
+                Some(Verdict::NotOnChain) | None => submit_cancel_market(cmd, None),
+            }
+        })
 }
 
 /// `chain_error`: why the chain could not judge the signer, which explains a registry refusal.
