@@ -2,7 +2,6 @@
 //! 8) and DELETE /cancel-market-orders (SPEC 4.6).
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::address::Address;
 use crate::eip712::{cancel_market_orders_digest, cancel_order_digest, ExchangeDomain};
@@ -10,7 +9,7 @@ use crate::fixed_bytes::B256;
 use crate::order::SignatureType;
 use crate::signature::Signature;
 use crate::u256::U256;
-use crate::wire::field::{parse_array, parse_json, FieldError, Fields};
+use crate::wire::field::{parse_array, with_json, FieldError, Fields, JsonNode};
 
 /// The most cancels one DELETE /orders body may carry (CONTRACT 8).
 pub const CANCEL_ORDERS_BATCH_MAX: usize = 1000;
@@ -35,11 +34,14 @@ pub struct CancelOrderRequest {
 impl CancelOrderRequest {
     /// Parses a DELETE /order body.
     pub fn parse(body: &[u8]) -> Result<CancelOrderRequest, FieldError> {
-        CancelOrderRequest::from_value(&parse_json(body)?, "")
+        with_json(body, |value| CancelOrderRequest::from_value(value, ""))
     }
 
     /// Reads a DELETE /order body already parsed as JSON, found at `path`.
-    pub fn from_value(value: &Value, path: &str) -> Result<CancelOrderRequest, FieldError> {
+    pub fn from_value<V: JsonNode>(
+        value: &V,
+        path: &str,
+    ) -> Result<CancelOrderRequest, FieldError> {
         let fields = Fields::of(value, path)?;
         let order_id = fields.int64_non_negative("orderId")?;
         let market_id = fields.fixed_bytes::<32>("marketId")?;
@@ -70,13 +72,9 @@ impl CancelOrderRequest {
 /// Parses a DELETE /orders body: an array of at most 1,000 DELETE /order bodies. A malformed
 /// element fails the whole body, naming it (`orders[3].orderId: ...`).
 pub fn parse_cancel_orders(body: &[u8]) -> Result<Vec<CancelOrderRequest>, FieldError> {
-    parse_array(
-        body,
-        "orders",
-        0,
-        CANCEL_ORDERS_BATCH_MAX,
-        CancelOrderRequest::from_value,
-    )
+    parse_array(body, "orders", 0, CANCEL_ORDERS_BATCH_MAX, |value, path| {
+        CancelOrderRequest::from_value(value, path)
+    })
 }
 
 /// DELETE /cancel-market-orders: cancel every order of the caller on one market (optionally one
@@ -101,8 +99,12 @@ pub struct CancelMarketOrdersRequest {
 impl CancelMarketOrdersRequest {
     /// Parses a DELETE /cancel-market-orders body.
     pub fn parse(body: &[u8]) -> Result<CancelMarketOrdersRequest, FieldError> {
-        let value = parse_json(body)?;
-        let fields = Fields::of(&value, "")?;
+        with_json(body, |value| CancelMarketOrdersRequest::from_value(value))
+    }
+
+    /// Reads a DELETE /cancel-market-orders body already parsed as JSON.
+    pub fn from_value<V: JsonNode>(value: &V) -> Result<CancelMarketOrdersRequest, FieldError> {
+        let fields = Fields::of(value, "")?;
         let market_id = fields.fixed_bytes::<32>("marketId")?;
         let signature = fields.signature("signature")?;
         let signature_type = fields.signature_type("signatureType")?;
@@ -135,7 +137,7 @@ impl CancelMarketOrdersRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     const MARKET: &str = "0x3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b";
     const SIGNER: &str = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266";

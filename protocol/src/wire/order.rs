@@ -5,14 +5,13 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
 
 use crate::address::Address;
 use crate::fixed_bytes::{Bytes16, B256};
 use crate::order::{Order, SignedOrder};
 use crate::signature::Signature;
 use crate::u256::U256;
-use crate::wire::field::{parse_array, parse_json, FieldError, Fields};
+use crate::wire::field::{parse_array, with_json, FieldError, Fields, JsonNode};
 
 /// The most orders one POST /orders body may carry (CONTRACT 6).
 pub const POST_ORDERS_BATCH_MAX: usize = 15;
@@ -87,7 +86,7 @@ impl<'de> Deserialize<'de> for OrderType {
 
 /// Reads a signed order object found at `path` (e.g. `order`). The legacy keys `taker` and
 /// `feeRateBps` and any unknown key are ignored.
-pub fn parse_signed_order(value: &Value, path: &str) -> Result<SignedOrder, FieldError> {
+pub fn parse_signed_order<V: JsonNode>(value: &V, path: &str) -> Result<SignedOrder, FieldError> {
     let fields = Fields::of(value, path)?;
     let order = Order {
         salt: fields.u256_string_or_integer("salt")?,
@@ -170,18 +169,18 @@ pub struct PostOrderRequest {
 impl PostOrderRequest {
     /// Parses a POST /order body. An `owner` key and unknown keys are ignored.
     pub fn parse(body: &[u8]) -> Result<PostOrderRequest, FieldError> {
-        PostOrderRequest::from_value(&parse_json(body)?, "")
+        with_json(body, |value| PostOrderRequest::from_value(value, ""))
     }
 
     /// Reads a POST /order body already parsed as JSON, found at `path` (`""` for the body).
-    pub fn from_value(value: &Value, path: &str) -> Result<PostOrderRequest, FieldError> {
+    pub fn from_value<V: JsonNode>(value: &V, path: &str) -> Result<PostOrderRequest, FieldError> {
         let fields = Fields::of(value, path)?;
         let order = parse_signed_order(fields.required("order")?, &fields.path_of("order"))?;
-        let order_type = match fields.required("orderType")? {
-            Value::String(text) => text.parse().ok(),
-            _ => None,
-        }
-        .ok_or_else(|| fields.error("orderType", "expected one of GTC, GTD, FOK, FAK"))?;
+        let order_type = fields
+            .required("orderType")?
+            .text()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| fields.error("orderType", "expected one of GTC, GTD, FOK, FAK"))?;
         let post_only = fields.bool_or_false("postOnly")?;
         Ok(PostOrderRequest {
             order,
@@ -200,20 +199,16 @@ impl PostOrderRequest {
 /// Parses a POST /orders body: an array of 1 to 15 POST /order bodies. A malformed element
 /// fails the whole batch, naming it (`orders[3].order.makerAmount: ...`).
 pub fn parse_post_orders(body: &[u8]) -> Result<Vec<PostOrderRequest>, FieldError> {
-    parse_array(
-        body,
-        "orders",
-        1,
-        POST_ORDERS_BATCH_MAX,
-        PostOrderRequest::from_value,
-    )
+    parse_array(body, "orders", 1, POST_ORDERS_BATCH_MAX, |value, path| {
+        PostOrderRequest::from_value(value, path)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::order::{Side, SignatureType};
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     const SIGNATURE: &str = "0x54554ff3357d0512c7225c528998a6739bdc90c947c3f28f49dfdd904d00862d78cc173a734690ab28ec40508c74219399df817d8199dabd1158d62ef6fb9c811c";
 
