@@ -3,8 +3,15 @@
 //! order makes one `last_trade_price` event. Each subscriber records when it received each
 //! one; the delay of event k is the time from sending taker order k to its arrival at the
 //! LAST subscriber (so the slowest delivery counts). Prints one JSON line.
+//!
+//! The subscribers are multiplexed: a few reader threads poll every socket with mio (a
+//! thread per subscriber made the bench's own wake-ups, not the service, the limit on 2
+//! cores).
 
-use std::sync::{Arc, Barrier, Mutex};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -12,7 +19,24 @@ use hdrhistogram::Histogram;
 use ladder_client::{HttpClient, Trader, Wallet};
 use ladder_protocol::wire::OrderType;
 use ladder_protocol::{Address, Side, U256};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
 use serde_json::{json, Value};
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::WebSocket;
+
+/// One subscriber's socket.
+type Ws = WebSocket<MaybeTlsStream<TcpStream>>;
+
+/// Threads that open the subscribers' connections.
+const CONNECT_THREADS: usize = 8;
+
+/// A subscriber and when each `last_trade_price` frame reached it.
+struct Subscriber {
+    ws: Ws,
+    times: Vec<Instant>,
+    open: bool,
+}
 
 /// `ladder bench fanout`.
 #[derive(Args, Debug, Clone)]
@@ -32,6 +56,10 @@ pub struct FanoutArgs {
     /// Taker orders per second.
     #[arg(long, default_value_t = 200)]
     pub rate: u64,
+    /// Threads that read every subscriber's socket (multiplexed with mio), so that the
+    /// bench's own threads do not take the cores the service needs.
+    #[arg(long, default_value_t = 2)]
+    pub reader_threads: usize,
 }
 
 fn admin(http: &mut HttpClient, token: &str, path: &str, body: Value) -> Result<(), String> {
@@ -118,56 +146,25 @@ pub fn fanout(args: &FanoutArgs) -> Result<(), String> {
     }
 
     let ws_url = format!("{}/ws/market", args.url.replace("http://", "ws://"));
-    let ready = Arc::new(Barrier::new(args.subscribers + 1));
-    let receipts: Arc<Mutex<Vec<Vec<Instant>>>> = Arc::new(Mutex::new(Vec::new()));
     let subscribe = json!({ "type": "market", "assets_ids": [yes.to_string()] }).to_string();
-    let mut threads = Vec::new();
-    for _ in 0..args.subscribers {
-        let (ws_url, ready, receipts, subscribe) = (
-            ws_url.clone(),
-            ready.clone(),
-            receipts.clone(),
-            subscribe.clone(),
-        );
-        let events = args.events;
-        let spawned = std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let mut times = Vec::with_capacity(events);
-                let connected = tungstenite::connect(&ws_url);
-                let mut ws = match connected {
-                    Ok((ws, _)) => Some(ws),
-                    Err(_) => None,
-                };
-                if let Some(ws) = ws.as_mut() {
-                    let _ = ws.send(tungstenite::Message::text(subscribe));
-                    // Wait for the book snapshot before counting.
-                    while let Ok(m) = ws.read() {
-                        if m.to_text().is_ok_and(|t| t.contains("\"book\"")) {
-                            break;
-                        }
-                    }
-                }
-                ready.wait();
-                if let Some(ws) = ws.as_mut() {
-                    while times.len() < events {
-                        match ws.read() {
-                            Ok(m) => {
-                                if m.to_text().is_ok_and(|t| t.contains("last_trade_price")) {
-                                    times.push(Instant::now());
-                                }
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                }
-                if let Ok(mut all) = receipts.lock() {
-                    all.push(times);
-                }
-            });
-        threads.push(spawned.map_err(|e| format!("subscriber thread: {e}"))?);
+    let sockets = connect_all(&ws_url, &subscribe, args.subscribers)?;
+    let readers = args.reader_threads.clamp(1, 64);
+    let sending_done = Arc::new(AtomicBool::new(false));
+    let mut groups: Vec<Vec<Subscriber>> = (0..readers).map(|_| Vec::new()).collect();
+    for (i, ws) in sockets.into_iter().enumerate() {
+        groups[i % readers].push(Subscriber {
+            ws,
+            times: Vec::with_capacity(args.events),
+            open: true,
+        });
     }
-    ready.wait();
+    let threads: Vec<_> = groups
+        .into_iter()
+        .map(|group| {
+            let (done, events) = (sending_done.clone(), args.events);
+            std::thread::spawn(move || read_all(group, events, &done))
+        })
+        .collect();
     let interval = Duration::from_secs_f64(1.0 / args.rate.max(1) as f64);
     let started = Instant::now();
     let mut sent = Vec::with_capacity(args.events);
@@ -179,14 +176,16 @@ pub fn fanout(args: &FanoutArgs) -> Result<(), String> {
         sent.push(planned.max(started));
         let r = taker.place(yes, Side::Buy, 6_000, 1, OrderType::Fak)?;
         if r.status != 200 || r.json()["success"] != json!(true) {
+            sending_done.store(true, Ordering::Release);
             return Err(format!("taker order {k}: {}", r.body));
         }
     }
+    sending_done.store(true, Ordering::Release);
+    let mut all: Vec<Vec<Instant>> = Vec::with_capacity(args.subscribers);
     for t in threads {
-        let _ = t.join();
+        all.extend(t.join().map_err(|_| "a reader thread panicked")?);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let all = receipts.lock().map_err(|_| "receipts lock")?;
     let complete = all.iter().filter(|t| t.len() == args.events).count();
     let mut delay =
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
@@ -200,7 +199,7 @@ pub fn fanout(args: &FanoutArgs) -> Result<(), String> {
     println!(
         "{}",
         json!({
-            "subscribers": args.subscribers, "subscribers_complete": complete, "events": args.events,
+            "subscribers": args.subscribers, "reader_threads": readers, "subscribers_complete": complete, "events": args.events,
             "frames_delivered": delivered, "fanout_frames_per_sec": delivered as f64 / elapsed,
             "delay_to_last_subscriber_p50_us": delay.value_at_quantile(0.5) as f64 / 1e3,
             "delay_to_last_subscriber_p99_us": delay.value_at_quantile(0.99) as f64 / 1e3,
@@ -208,4 +207,127 @@ pub fn fanout(args: &FanoutArgs) -> Result<(), String> {
         })
     );
     Ok(())
+}
+
+/// Opens `count` subscriptions (from a few threads), each past its book snapshot, then
+/// switched to non-blocking reads.
+fn connect_all(ws_url: &str, subscribe: &str, count: usize) -> Result<Vec<Ws>, String> {
+    let per_thread = count.div_ceil(CONNECT_THREADS).max(1);
+    let results: Vec<Result<Vec<Ws>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..count)
+            .step_by(per_thread)
+            .map(|first| {
+                let n = per_thread.min(count - first);
+                scope.spawn(move || (0..n).map(|_| connect_one(ws_url, subscribe)).collect())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("connect thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut sockets = Vec::with_capacity(count);
+    for batch in results {
+        sockets.extend(batch?);
+    }
+    Ok(sockets)
+}
+
+fn connect_one(ws_url: &str, subscribe: &str) -> Result<Ws, String> {
+    let (mut ws, _) = tungstenite::connect(ws_url).map_err(|e| format!("connect: {e}"))?;
+    ws.send(tungstenite::Message::text(subscribe))
+        .map_err(|e| format!("subscribe: {e}"))?;
+    // The book snapshot first: deltas counted after it.
+    loop {
+        let m = ws.read().map_err(|e| format!("snapshot: {e}"))?;
+        if m.to_text().is_ok_and(|t| t.contains("\"book\"")) {
+            break;
+        }
+    }
+    match ws.get_mut() {
+        MaybeTlsStream::Plain(stream) => stream
+            .set_nonblocking(true)
+            .map_err(|e| format!("non-blocking: {e}"))?,
+        _ => return Err("only ws:// is supported".into()),
+    }
+    Ok(ws)
+}
+
+/// Reads `group` until each subscriber has `events` frames or is closed, or nothing has
+/// arrived for 10 s after the last taker order.
+fn read_all(
+    mut group: Vec<Subscriber>,
+    events: usize,
+    sending_done: &AtomicBool,
+) -> Vec<Vec<Instant>> {
+    let registered = Poll::new().and_then(|poll| {
+        for (i, sub) in group.iter().enumerate() {
+            if let MaybeTlsStream::Plain(stream) = sub.ws.get_ref() {
+                poll.registry().register(
+                    &mut SourceFd(&stream.as_raw_fd()),
+                    Token(i),
+                    Interest::READABLE,
+                )?;
+            }
+        }
+        Ok(poll)
+    });
+    let Ok(mut poll) = registered else {
+        return group.into_iter().map(|s| s.times).collect();
+    };
+    // Frames may already wait in a socket or in tungstenite's buffer.
+    for sub in group.iter_mut() {
+        drain(sub, events);
+    }
+    let mut pending = group
+        .iter()
+        .filter(|s| s.open && s.times.len() < events)
+        .count();
+    let mut mio_events = Events::with_capacity(1024);
+    let mut quiet_since = Instant::now();
+    while pending > 0 {
+        if poll
+            .poll(&mut mio_events, Some(Duration::from_millis(100)))
+            .is_err()
+        {
+            break;
+        }
+        if mio_events.is_empty() {
+            if sending_done.load(Ordering::Acquire)
+                && quiet_since.elapsed() > Duration::from_secs(10)
+            {
+                break;
+            }
+            continue;
+        }
+        quiet_since = Instant::now();
+        for event in mio_events.iter() {
+            if let Some(sub) = group.get_mut(event.token().0) {
+                let before = sub.open && sub.times.len() < events;
+                drain(sub, events);
+                if before && !(sub.open && sub.times.len() < events) {
+                    pending -= 1;
+                }
+            }
+        }
+    }
+    group.into_iter().map(|s| s.times).collect()
+}
+
+/// Reads what the socket holds (edge-triggered: until it would block).
+fn drain(sub: &mut Subscriber, events: usize) {
+    while sub.open && sub.times.len() < events {
+        match sub.ws.read() {
+            Ok(m) => {
+                if m.to_text().is_ok_and(|t| t.contains("last_trade_price")) {
+                    sub.times.push(Instant::now());
+                }
+            }
+            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(_) => sub.open = false,
+        }
+    }
 }
