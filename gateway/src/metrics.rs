@@ -183,6 +183,14 @@ impl Metrics {
                 "# TYPE ladder_ws_connections gauge\nladder_ws_connections {}",
                 server.websockets.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_ws_channel_connections gauge\n\
+                 ladder_ws_channel_connections{{channel=\"user\"}} {}\n\
+                 ladder_ws_channel_connections{{channel=\"market\"}} {}",
+                server.ws_user.load(Ordering::Relaxed),
+                server.ws_market.load(Ordering::Relaxed)
+            );
         }
         out
     }

@@ -689,7 +689,12 @@ impl Worker {
         };
         self.free.push(index);
         let _ = self.lp.poll.registry().deregister(conn.stream.socket());
+        // Counted before the client learns of the upgrade (and before it can subscribe), so
+        // the feed encodes every frame after its snapshot and /metrics already shows it.
+        let channel = self.shared.websockets_of(kind);
+        channel.fetch_add(1, Ordering::SeqCst);
         if write_all_now(&mut conn.stream, &handshake).is_err() {
+            channel.fetch_sub(1, Ordering::SeqCst);
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }
@@ -708,13 +713,12 @@ impl Worker {
         );
         if registered.is_err() {
             self.sockets_free.push(slot);
+            self.shared
+                .websockets_of(kind)
+                .fetch_sub(1, Ordering::SeqCst);
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        // Counted before it can subscribe, so the feed encodes every frame after its snapshot.
-        self.shared
-            .websockets_of(kind)
-            .fetch_add(1, Ordering::SeqCst);
         self.sockets[slot] = Some(socket);
         self.shared.websockets.fetch_add(1, Ordering::Relaxed);
         self.serve_socket(slot);

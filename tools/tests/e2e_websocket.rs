@@ -54,12 +54,30 @@ fn user_subscribe(trader: &Trader) -> String {
     json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(), "passphrase": creds.passphrase, "timestamp": ts, "signature": signature }, "markets": [] }).to_string()
 }
 
+/// The `ladder_ws_channel_connections` gauge of `channel` in GET /metrics.
+fn channel_gauge(service: &Service, channel: &str) -> String {
+    let r = service
+        .http()
+        .request("GET", "/metrics", &[], None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let prefix = format!("ladder_ws_channel_connections{{channel=\"{channel}\"}} ");
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
+        .to_string()
+}
+
 #[test]
 fn the_user_channel_streams_order_and_trade_events_with_a_rising_seq() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);
     let mut bob = service.trader(1);
+    assert_eq!(channel_gauge(&service, "user"), "0");
     let mut ws = open(&service, "/ws/user");
+    assert_eq!(channel_gauge(&service, "user"), "1");
+    assert_eq!(channel_gauge(&service, "market"), "0");
     ws.send(Message::text(user_subscribe(&alice))).unwrap();
     ws.send(Message::text("PING")).unwrap();
     assert_eq!(ws.read().unwrap(), Message::text("PONG"));
