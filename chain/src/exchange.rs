@@ -185,6 +185,16 @@ impl ExchangeClient {
             .ok_or_else(|| RpcError::Malformed("settledAt: not a block number".into()))
     }
 
+    /// Whether a contract lives at the exchange address (an address without code accepts
+    /// any call and records nothing).
+    pub fn has_code(&self) -> Result<bool, RpcError> {
+        let code = self.rpc.call(
+            "eth_getCode",
+            json!([self.exchange.to_lowercase_hex(), "latest"]),
+        )?;
+        Ok(!bytes(&code)?.is_empty())
+    }
+
     /// The chain's newest block number.
     pub fn block_number(&self) -> Result<u64, RpcError> {
         self.rpc.block_number()

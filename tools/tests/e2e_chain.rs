@@ -391,3 +391,29 @@ fn an_unreachable_chain_leaves_the_registry_in_charge_and_says_why() {
         "{seen:?}"
     );
 }
+
+/// `--rpc-url` with no contract at `--exchange-address`: ERC-1271 still uses the chain, and
+/// batches settle with the built-in backend (an address without code would accept every
+/// batch and record none).
+#[test]
+fn without_an_exchange_contract_batches_settle_with_the_built_in_backend() {
+    let Some(anvil) = Anvil::start() else { return };
+    let service = Service::start(&["--rpc-url", &anvil.url, "--settlement-delay-ms", "200"]);
+    let exchange = ExchangeDomain::default();
+    let mut maker = smart_trader(&anvil, &service, &exchange);
+    let mut taker = smart_trader(&anvil, &service, &exchange);
+    for t in [&mut maker, &mut taker] {
+        let r = t.create_api_key(0).expect("create key");
+        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
+    }
+    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let trade_id = matched["tradeIds"][0]
+        .as_str()
+        .expect("trade id")
+        .to_string();
+    let mut seen = Vec::new();
+    wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
+    assert!(seen.contains(&"MINED".to_string()), "{seen:?}");
+}

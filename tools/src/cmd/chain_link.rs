@@ -63,9 +63,28 @@ impl ChainLink {
         }))
     }
 
+    /// The client chain settlement sends through, or `None` when no contract lives at
+    /// `--exchange-address` (then batches settle with the built-in backend, and a warning
+    /// says so: an address without code would accept every batch and record none). Without
+    /// `--chain-from` the node's first account sends, so the node must answer now.
+    pub fn settlement_client(&self) -> Result<Option<ExchangeClient>, String> {
+        let client = self.exchange_client()?;
+        match client.has_code() {
+            Ok(true) => Ok(Some(client)),
+            Ok(false) => {
+                tracing::warn!(exchange = %self.exchange.to_lowercase_hex(), "no contract at --exchange-address on the chain: settling with the built-in backend (ERC-1271 checks still use the chain)");
+                Ok(None)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the exchange contract's code; settling on the chain (batches retry until it answers)");
+                Ok(Some(client))
+            }
+        }
+    }
+
     /// A client of the exchange contract for the settlement thread. Without `--chain-from`
     /// the node's first account sends, so the node must answer now.
-    pub fn exchange_client(&self) -> Result<ExchangeClient, String> {
+    fn exchange_client(&self) -> Result<ExchangeClient, String> {
         let rpc = RpcClient::new(&self.url, self.timeout).map_err(|e| e.to_string())?;
         let from = match self.from {
             Some(from) => from,

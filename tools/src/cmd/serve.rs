@@ -293,10 +293,16 @@ fn run(options: RunOptions) -> Result<(), String> {
         next: 0,
     };
     let settle = |pending| {
-        let started = match &chain {
-            Some(link) => ladder_settlement::start_chain(
-                link.exchange_client()?,
-                link.settings.clone(),
+        let on_chain = match &chain {
+            Some(link) => link
+                .settlement_client()?
+                .map(|client| (client, link.settings.clone())),
+            None => None,
+        };
+        let started = match on_chain {
+            Some((client, settings)) => ladder_settlement::start_chain(
+                client,
+                settings,
                 settlement_rx.clone(),
                 settlement_ring.clone(),
                 internal_sink + 1,
