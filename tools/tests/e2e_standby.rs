@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ladder_client::{HttpClient, Trader, Wallet};
@@ -14,63 +12,6 @@ use ladder_protocol::{Address, Side};
 use serde_json::{json, Value};
 
 use support::*;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Standby {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Standby {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_standby(replication: u16) -> Standby {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args([
-            "standby",
-            "--primary",
-            &format!("127.0.0.1:{replication}"),
-            "--data-dir",
-        ])
-        .arg(dir.path().join("data"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token",
-            ADMIN_TOKEN,
-            "--log",
-            "warn",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next().expect("standby exited").unwrap();
-        if let Some(url) = line.strip_prefix("ladder: listening on ") {
-            break url.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Standby {
-        child,
-        url,
-        _dir: dir,
-    }
-}
 
 fn admin(url: &str, method: &str, path: &str) -> (u16, Value) {
     let mut http = HttpClient::new(url).unwrap();

@@ -5,12 +5,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ladder_client::{unix_now_s, HttpClient, Trader};
+use ladder_client::{unix_now_s, Trader};
 use ladder_protocol::wire::OrderType;
 use ladder_protocol::{L2Secret, Side};
 use serde_json::{json, Value};
@@ -18,13 +16,6 @@ use support::*;
 use tungstenite::{connect, Message, WebSocket};
 
 type Ws = WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 /// A `/ws/user` subscription of `trader` on the service at `url`.
 fn subscribe(url: &str, trader: &Trader) -> Ws {
@@ -107,56 +98,6 @@ fn trade_status(url: &str, trader: &Trader, id: &str) -> String {
         .expect("GET /trades/{id}");
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()["status"].as_str().unwrap_or_default().to_string()
-}
-
-struct Standby {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Standby {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_standby(replication: u16) -> Standby {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args(["standby", "--primary", &format!("127.0.0.1:{replication}")])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["--listen", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
-        .args(["--log", "warn"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn standby");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let url = loop {
-        let line = lines.next().expect("standby exited").expect("read");
-        if let Some(url) = line.strip_prefix("ladder: listening on ") {
-            break url.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ok = HttpClient::new(&url)
-            .and_then(|mut h| h.request("GET", "/time", &[], None))
-            .is_ok_and(|r| r.status == 200);
-        if ok {
-            break;
-        }
-        assert!(Instant::now() < deadline, "standby not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Standby {
-        child,
-        url,
-        _dir: dir,
-    }
 }
 
 #[test]

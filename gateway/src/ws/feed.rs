@@ -199,10 +199,7 @@ impl Encoder {
                     size_units,
                     market_seq,
                 } if wanted.market => {
-                    let (Some(ids), Some(text)) = (
-                        self.directory.get(*market as usize),
-                        self.text.get(*market as usize),
-                    ) else {
+                    let Some((ids, text)) = self.market(*market) else {
                         continue;
                     };
                     let frame = LastTradeFrame {
@@ -230,10 +227,7 @@ impl Encoder {
                     change,
                     market_seq,
                 } if wanted.market => {
-                    let (Some(ids), Some(text)) = (
-                        self.directory.get(*market as usize),
-                        self.text.get(*market as usize),
-                    ) else {
+                    let Some((ids, text)) = self.market(*market) else {
                         continue;
                     };
                     let frame = match change {
@@ -314,6 +308,12 @@ impl Encoder {
             });
         }
         out.extend(later);
+    }
+
+    /// A known market's ids and their text.
+    fn market(&self, index: u32) -> Option<(&MarketIds, &MarketText)> {
+        let index = index as usize;
+        Some((self.directory.get(index)?, self.text.get(index)?))
     }
 
     fn learn(&mut self, index: usize, ids: MarketIds) {

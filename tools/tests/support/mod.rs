@@ -270,3 +270,65 @@ pub fn no() -> U256 {
 pub fn market() -> B256 {
     CONDITION_ID.parse().expect("market")
 }
+
+/// A loopback port free when asked (for a replication listener).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running `ladder standby`, killed on drop.
+pub struct Standby {
+    child: Child,
+    /// Its base URL.
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a standby following the primary's replication port, with its own data directory,
+/// and waits until it answers `GET /time`.
+pub fn start_standby(replication: u16) -> Standby {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["standby", "--primary", &format!("127.0.0.1:{replication}")])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
+        .args(["--log", "warn"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn standby");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let url = loop {
+        let line = lines.next().expect("standby exited").expect("read");
+        if let Some(url) = line.strip_prefix("ladder: listening on ") {
+            break url.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ok = HttpClient::new(&url)
+            .and_then(|mut h| h.request("GET", "/time", &[], None))
+            .is_ok_and(|r| r.status == 200);
+        if ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "standby not ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Standby {
+        child,
+        url,
+        _dir: dir,
+    }
+}
