@@ -1,6 +1,6 @@
-//! Parsing a POST /order body: the whole request parse (serde_json DOM plus the field
-//! readers) against the JSON step alone with serde_json and with simd-json, to decide which
-//! parser the hot path uses.
+//! Parsing a POST /order body: the whole request parse (the linear pre-scan, simd-json's
+//! borrowed DOM and the field readers; serde_json DOM before, 5.96 us) against the JSON step
+//! alone with serde_json and with simd-json, to decide which parser the hot path uses.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use ladder_protocol::wire::order::PostOrderRequest;

@@ -9,7 +9,7 @@ use crate::fixed_bytes::B256;
 use crate::order::SignatureType;
 use crate::signature::Signature;
 use crate::u256::U256;
-use crate::wire::field::{parse_array, with_json, FieldError, Fields, JsonNode};
+use crate::wire::field::{parse_array, parse_body, FieldError, Fields, FromJson, JsonNode};
 
 /// The most cancels one DELETE /orders body may carry (CONTRACT 8).
 pub const CANCEL_ORDERS_BATCH_MAX: usize = 1000;
@@ -34,7 +34,7 @@ pub struct CancelOrderRequest {
 impl CancelOrderRequest {
     /// Parses a DELETE /order body.
     pub fn parse(body: &[u8]) -> Result<CancelOrderRequest, FieldError> {
-        with_json(body, |value| CancelOrderRequest::from_value(value, ""))
+        parse_body(body)
     }
 
     /// Reads a DELETE /order body already parsed as JSON, found at `path`.
@@ -69,12 +69,16 @@ impl CancelOrderRequest {
     }
 }
 
+impl FromJson for CancelOrderRequest {
+    fn from_json<V: JsonNode>(value: &V, path: &str) -> Result<CancelOrderRequest, FieldError> {
+        CancelOrderRequest::from_value(value, path)
+    }
+}
+
 /// Parses a DELETE /orders body: an array of at most 1,000 DELETE /order bodies. A malformed
 /// element fails the whole body, naming it (`orders[3].orderId: ...`).
 pub fn parse_cancel_orders(body: &[u8]) -> Result<Vec<CancelOrderRequest>, FieldError> {
-    parse_array(body, "orders", 0, CANCEL_ORDERS_BATCH_MAX, |value, path| {
-        CancelOrderRequest::from_value(value, path)
-    })
+    parse_array(body, "orders", 0, CANCEL_ORDERS_BATCH_MAX)
 }
 
 /// DELETE /cancel-market-orders: cancel every order of the caller on one market (optionally one
@@ -99,12 +103,32 @@ pub struct CancelMarketOrdersRequest {
 impl CancelMarketOrdersRequest {
     /// Parses a DELETE /cancel-market-orders body.
     pub fn parse(body: &[u8]) -> Result<CancelMarketOrdersRequest, FieldError> {
-        with_json(body, |value| CancelMarketOrdersRequest::from_value(value))
+        parse_body(body)
     }
 
     /// Reads a DELETE /cancel-market-orders body already parsed as JSON.
     pub fn from_value<V: JsonNode>(value: &V) -> Result<CancelMarketOrdersRequest, FieldError> {
-        let fields = Fields::of(value, "")?;
+        CancelMarketOrdersRequest::from_json(value, "")
+    }
+
+    /// The EIP-712 digest the signature must cover.
+    pub fn digest(&self, domain: &ExchangeDomain) -> [u8; 32] {
+        cancel_market_orders_digest(&self.market_id, domain)
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        // Serializing strings and integers into a String cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl FromJson for CancelMarketOrdersRequest {
+    fn from_json<V: JsonNode>(
+        value: &V,
+        path: &str,
+    ) -> Result<CancelMarketOrdersRequest, FieldError> {
+        let fields = Fields::of(value, path)?;
         let market_id = fields.fixed_bytes::<32>("marketId")?;
         let signature = fields.signature("signature")?;
         let signature_type = fields.signature_type("signatureType")?;
@@ -121,22 +145,14 @@ impl CancelMarketOrdersRequest {
             token_id,
         })
     }
-
-    /// The EIP-712 digest the signature must cover.
-    pub fn digest(&self, domain: &ExchangeDomain) -> [u8; 32] {
-        cancel_market_orders_digest(&self.market_id, domain)
-    }
-
-    /// The JSON body.
-    pub fn to_json(&self) -> String {
-        // Serializing strings and integers into a String cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::field::differential::{
+        assert_same_as_serde, parse_array_with_serde, parse_body_with_serde,
+    };
     use serde_json::{json, Value};
 
     const MARKET: &str = "0x3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b";
@@ -233,5 +249,40 @@ mod tests {
         let error =
             CancelMarketOrdersRequest::parse(&serde_json::to_vec(&body).unwrap()).unwrap_err();
         assert_eq!(error.path, "tokenId");
+    }
+
+    #[test]
+    fn simd_json_reads_bodies_as_serde_json_did() {
+        let mut eoa = cancel_json();
+        eoa["signatureType"] = json!(0);
+        eoa.as_object_mut().unwrap().remove("signer");
+        let seeds = vec![
+            serde_json::to_vec(&cancel_json()).unwrap(),
+            serde_json::to_vec(&eoa).unwrap(),
+        ];
+        let parsed = assert_same_as_serde(
+            &seeds,
+            10_000,
+            CancelOrderRequest::parse,
+            parse_body_with_serde::<CancelOrderRequest>,
+        );
+        assert!(parsed > 500, "only {parsed} mutated bodies parsed");
+        let seeds = vec![serde_json::to_vec(&json!([cancel_json(), eoa])).unwrap()];
+        let parsed = assert_same_as_serde(&seeds, 5_000, parse_cancel_orders, |body| {
+            parse_array_with_serde(body, "orders", 0, CANCEL_ORDERS_BATCH_MAX)
+        });
+        assert!(parsed > 100, "only {parsed} mutated batches parsed");
+        let seeds = vec![serde_json::to_vec(&json!({
+            "marketId": MARKET, "signature": SIGNATURE, "signatureType": 3, "signer": SIGNER,
+            "tokenId": "52114319501245915516055106046884209969926127482827954674443846427813813222426"
+        }))
+        .unwrap()];
+        let parsed = assert_same_as_serde(
+            &seeds,
+            10_000,
+            CancelMarketOrdersRequest::parse,
+            parse_body_with_serde::<CancelMarketOrdersRequest>,
+        );
+        assert!(parsed > 500, "only {parsed} mutated bodies parsed");
     }
 }

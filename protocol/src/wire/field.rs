@@ -2,6 +2,7 @@
 //! that is missing or has the wrong type or form (CONTRACT 6, 18).
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use simd_json::{BorrowedValue, StaticNode};
 
@@ -54,13 +55,19 @@ pub(crate) fn join(outer: &str, name: &str) -> String {
     }
 }
 
-/// Deepest nesting of arrays and objects a body may have (serde_json's limit too): the
-/// parser recurses per level, and a deeper body would exhaust the thread's stack.
-pub const JSON_DEPTH_MAX: usize = 128;
+/// Deepest nesting of arrays and objects a body may have, serde_json's limit (it refuses the
+/// 128th level): simd-json recurses per level while it builds its DOM, and a deeper body
+/// would exhaust the thread's stack (an abort, not a panic).
+pub const JSON_DEPTH_MAX: usize = 127;
+
+/// The most members of an object simd-json keeps in order: a larger object becomes a hash
+/// map, where a repeated key no longer reliably reads as its last value.
+const OBJECT_IN_ORDER_MAX: usize = 32;
 
 /// What the field readers need of a parsed JSON value. Implemented by simd-json's borrowed
-/// DOM (the request path: bodies are parsed with simd-json) and by `serde_json::Value`
-/// (values built in code, such as the signing vectors).
+/// DOM (the request path: bodies are parsed with simd-json) and by `serde_json::Value` (the
+/// few bodies simd-json would read differently, see `scan`, and values built in code, such as
+/// the signing vectors).
 pub trait JsonNode: Sized {
     /// The JSON type, for messages: `a string`, `null`...
     fn kind(&self) -> &'static str;
@@ -138,7 +145,12 @@ impl JsonNode for BorrowedValue<'_> {
         match self {
             BorrowedValue::Static(StaticNode::U64(value)) => Some(value.to_string()),
             BorrowedValue::Static(StaticNode::I64(value)) => Some(value.to_string()),
-            BorrowedValue::Static(StaticNode::F64(value)) => Some(format!("{value:?}")),
+            // As serde_json writes it (`1e+20`), though such bodies are read with serde_json
+            // (see `scan`).
+            BorrowedValue::Static(StaticNode::F64(value)) => Some(
+                serde_json::Number::from_f64(*value)
+                    .map_or_else(|| format!("{value:?}"), |number| number.to_string()),
+            ),
             _ => None,
         }
     }
@@ -181,33 +193,125 @@ impl JsonNode for serde_json::Value {
     }
 }
 
-/// Whether `body`'s arrays and objects nest at most `max` deep (brackets inside strings do
-/// not count). Malformed input passes: the parser reports it.
-fn nesting_within(body: &[u8], max: usize) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &byte in body {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+/// How [`scan`] finds a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Nested deeper than [`JSON_DEPTH_MAX`]: refused before any parser runs.
+    TooDeep,
+    /// Read by simd-json exactly as serde_json reads it: parsed with simd-json.
+    Plain,
+    /// Holds something simd-json reads differently from serde_json: parsed with serde_json,
+    /// as every body was before. Client bodies rarely hold these.
+    Unusual,
+}
+
+/// Marks an open array in [`scan`]'s stack of levels (an open object holds its comma count).
+const OPEN_ARRAY: u8 = u8::MAX;
+
+/// Looks at a body in one linear pass, without recursion: its nesting depth and whether it holds
+/// something simd-json reads differently from serde_json (brackets and numbers inside strings
+/// do not count):
+/// - a number with a fraction or an exponent: simd-json rounds some differently, and the
+///   number is quoted back in messages;
+/// - the integer `-0`: simd-json reads the integer 0, serde_json the float -0.0 (so `"side":-0`
+///   is not an integer);
+/// - an integer of more than 18 digits: simd-json refuses the body beyond 64 bits, serde_json
+///   reads a float;
+/// - a `\u` escape: simd-json accepts a lone surrogate (`"\ud800"`), serde_json refuses it;
+/// - a NUL byte outside strings: simd-json takes it for whitespace after a number or literal
+///   (`{"side":0\0}` is JSON to it);
+/// - an object of more than [`OBJECT_IN_ORDER_MAX`] members (see there).
+///
+/// Malformed input may come out either way: both parsers refuse it.
+fn scan(body: &[u8]) -> Shape {
+    let mut levels = [0u8; JSON_DEPTH_MAX];
+    let (mut at, mut depth, mut unusual) = (0usize, 0usize, false);
+    while let Some(&byte) = body.get(at) {
+        at += 1;
         match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return false;
+            b'"' => loop {
+                // To the closing quote, past escapes (or to the end of a malformed body).
+                at += quote_or_backslash(body.get(at..).unwrap_or_default());
+                if body.get(at) == Some(&b'\\') {
+                    unusual |= body.get(at + 1) == Some(&b'u');
+                    at += 2;
+                } else {
+                    at += 1;
+                    break;
                 }
+            },
+            b'-' | b'0'..=b'9' => {
+                let start = at - 1;
+                while body.get(at).is_some_and(|byte| {
+                    matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+                }) {
+                    at += 1;
+                }
+                unusual |= number_is_unusual(body.get(start..at).unwrap_or_default());
+            }
+            b'\0' => unusual = true,
+            b'[' | b'{' => {
+                let Some(level) = levels.get_mut(depth) else {
+                    return Shape::TooDeep;
+                };
+                *level = if byte == b'[' { OPEN_ARRAY } else { 0 };
+                depth += 1;
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' => {
+                if let Some(commas) = depth.checked_sub(1).and_then(|top| levels.get_mut(top)) {
+                    if *commas != OPEN_ARRAY {
+                        // A comma more than the members before it.
+                        *commas = commas.saturating_add(1);
+                        unusual |= usize::from(*commas) >= OBJECT_IN_ORDER_MAX;
+                    }
+                }
+            }
             _ => {}
         }
     }
-    true
+    if unusual {
+        Shape::Unusual
+    } else {
+        Shape::Plain
+    }
+}
+
+/// The index of the first `"` or `\` in `bytes` (`bytes.len()` if none), eight bytes at a
+/// time: string contents are most of a body.
+fn quote_or_backslash(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = ONES << 7;
+    // The high bit of every zero byte of `word` (exact up to the first zero byte: the lowest
+    // set bit marks the first one).
+    let zero_bytes = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let found = zero_bytes(word ^ (ONES * u64::from(b'"')))
+            | zero_bytes(word ^ (ONES * u64::from(b'\\')));
+        if found != 0 {
+            return at + found.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    let rest = chunks.remainder();
+    at + rest
+        .iter()
+        .position(|&byte| byte == b'"' || byte == b'\\')
+        .unwrap_or(rest.len())
+}
+
+/// Whether simd-json reads this number differently from serde_json (see [`scan`]).
+fn number_is_unusual(number: &[u8]) -> bool {
+    let (negative, digits) = match number.strip_prefix(b"-") {
+        Some(digits) => (true, digits),
+        None => (false, number),
+    };
+    (negative && digits == b"0") || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit)
 }
 
 /// Client input quoted for a message, cut to a bounded length.
@@ -228,22 +332,76 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
-/// Parses a whole body with simd-json (into `scratch`, which it rewrites in place) and
-/// reads it with `read`; errors have the path `body`.
-pub(crate) fn with_json<T>(
-    body: &[u8],
-    read: impl FnOnce(&BorrowedValue<'_>) -> Result<T, FieldError>,
-) -> Result<T, FieldError> {
-    if !nesting_within(body, JSON_DEPTH_MAX) {
-        return Err(FieldError::new(
-            "body",
-            format!("not valid JSON (nested deeper than {JSON_DEPTH_MAX} levels)"),
-        ));
+/// A body type read field by field from either parser's DOM.
+pub(crate) trait FromJson: Sized {
+    /// Reads the value found at `path` (`""` for the body itself).
+    fn from_json<V: JsonNode>(value: &V, path: &str) -> Result<Self, FieldError>;
+}
+
+/// What is read from a parsed body, whichever parser parsed it.
+trait ReadBody {
+    /// What the body reads as.
+    type Output;
+    /// Reads the whole body.
+    fn read<V: JsonNode>(self, value: &V) -> Result<Self::Output, FieldError>;
+}
+
+/// The body is one `T`.
+struct One<T>(PhantomData<fn() -> T>);
+
+impl<T: FromJson> ReadBody for One<T> {
+    type Output = T;
+    fn read<V: JsonNode>(self, value: &V) -> Result<T, FieldError> {
+        T::from_json(value, "")
     }
-    let mut scratch = body.to_vec();
-    let value = simd_json::to_borrowed_value(&mut scratch)
-        .map_err(|error| FieldError::new("body", format!("not valid JSON ({error})")))?;
-    read(&value)
+}
+
+/// The body is an array of `elements_min..=elements_max` of `T`, elements named `name[index]`.
+struct ArrayOf<'a, T> {
+    name: &'a str,
+    elements_min: usize,
+    elements_max: usize,
+    element: PhantomData<fn() -> T>,
+}
+
+impl<T: FromJson> ReadBody for ArrayOf<'_, T> {
+    type Output = Vec<T>;
+    fn read<V: JsonNode>(self, value: &V) -> Result<Vec<T>, FieldError> {
+        read_array(
+            value,
+            self.name,
+            self.elements_min,
+            self.elements_max,
+            T::from_json,
+        )
+    }
+}
+
+/// Parses a whole body and reads it with `reader`; errors of the JSON itself have the path
+/// `body`. A plain body (see [`scan`]) is parsed with simd-json's borrowed DOM (into a copy,
+/// which simd-json rewrites in place), an unusual one with serde_json.
+fn with_json<R: ReadBody>(body: &[u8], reader: R) -> Result<R::Output, FieldError> {
+    let invalid =
+        |detail: &dyn fmt::Display| FieldError::new("body", format!("not valid JSON ({detail})"));
+    match scan(body) {
+        Shape::TooDeep => Err(invalid(&format_args!(
+            "nested deeper than {JSON_DEPTH_MAX} levels"
+        ))),
+        Shape::Plain => {
+            let mut scratch = body.to_vec();
+            let value = simd_json::to_borrowed_value(&mut scratch).map_err(|e| invalid(&e))?;
+            reader.read(&value)
+        }
+        Shape::Unusual => {
+            let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| invalid(&e))?;
+            reader.read(&value)
+        }
+    }
+}
+
+/// Parses a whole body as one `T` (see [`with_json`]).
+pub(crate) fn parse_body<T: FromJson>(body: &[u8]) -> Result<T, FieldError> {
+    with_json(body, One(PhantomData))
 }
 
 /// A JSON object being read field by field, with the path of the object for messages.
@@ -425,18 +583,23 @@ impl<'a, V: JsonNode> Fields<'a, V> {
     }
 }
 
-/// Reads a body that must be a JSON array of `elements_min..=elements_max` elements, parsing
-/// each element with `parse_element(value, "name[index]")`.
-pub(crate) fn parse_array<T>(
+/// Reads a body that must be a JSON array of `elements_min..=elements_max` elements, each a
+/// `T` named `name[index]` in errors.
+pub(crate) fn parse_array<T: FromJson>(
     body: &[u8],
     name: &str,
     elements_min: usize,
     elements_max: usize,
-    parse_element: impl Fn(&BorrowedValue<'_>, &str) -> Result<T, FieldError>,
 ) -> Result<Vec<T>, FieldError> {
-    with_json(body, |value| {
-        read_array(value, name, elements_min, elements_max, parse_element)
-    })
+    with_json(
+        body,
+        ArrayOf {
+            name,
+            elements_min,
+            elements_max,
+            element: PhantomData,
+        },
+    )
 }
 
 /// Reads `value` as an array of `elements_min..=elements_max` elements (see [`parse_array`]).
@@ -470,8 +633,193 @@ fn read_array<T, V: JsonNode>(
 }
 
 #[cfg(test)]
+pub(crate) mod differential {
+    //! The request parsers against the serde_json reading they replaced, on bodies mutated at
+    //! random: both must come to the same result.
+
+    use super::*;
+
+    /// The reading before simd-json: serde_json's DOM, then the same field readers.
+    fn with_serde<R: ReadBody>(body: &[u8], reader: R) -> Result<R::Output, FieldError> {
+        let value: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|error| FieldError::new("body", format!("not valid JSON ({error})")))?;
+        reader.read(&value)
+    }
+
+    /// [`parse_body`] as it was.
+    pub(crate) fn parse_body_with_serde<T: FromJson>(body: &[u8]) -> Result<T, FieldError> {
+        with_serde(body, One(PhantomData))
+    }
+
+    /// [`parse_array`] as it was.
+    pub(crate) fn parse_array_with_serde<T: FromJson>(
+        body: &[u8],
+        name: &str,
+        elements_min: usize,
+        elements_max: usize,
+    ) -> Result<Vec<T>, FieldError> {
+        let reader = ArrayOf {
+            name,
+            elements_min,
+            elements_max,
+            element: PhantomData,
+        };
+        with_serde(body, reader)
+    }
+
+    /// Pieces spliced into bodies: JSON syntax, the numbers and escapes simd-json reads
+    /// differently, bytes that are not JSON, and members that repeat a key.
+    #[rustfmt::skip]
+    const PIECES: &[&[u8]] = &[
+        b"{", b"}", b"[", b"]", b"\"", b":", b",", b"0", b"1", b"3", b"-", b"-0", b"1.0", b"1e3",
+        b"1E+2", b".", b"e", b"+", b"\\", b"\\\"", b"\\u0041", b"\\ud800", b"\\uDE00", b"\\n",
+        b"\\x", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\0", b"\x01", b"\x7f", b"\xff",
+        b"\xc3\xa9", b"\xc3", b"\xef\xbb\xbf", b"null", b"true", b"false", b"nul",
+        b"18446744073709551615", b"18446744073709551616", b"-9223372036854775808",
+        b"-9223372036854775809", b"123456789012345678", b"9223372036854775808",
+    ];
+
+    /// Members inserted after a `{` or `,`, often repeating a key already there.
+    #[rustfmt::skip]
+    const MEMBERS: &[&[u8]] = &[
+        b"\"side\":1,", b"\"side\":-0,", b"\"side\":\"SELL\",", b"\"side\":1.0,", b"\"salt\":7,",
+        b"\"salt\":1e3,", b"\"salt\":-0,", b"\"salt\":18446744073709551616,", b"\"salt\":null,",
+        b"\"orderType\":\"FOK\",", b"\"postOnly\":true,", b"\"signatureType\":0,",
+        b"\"orderId\":-0,", b"\"orderId\":9223372036854775808,", b"\"orderId\":7,",
+        b"\"tokenId\":\"\\u0031\",", b"\"tokenId\":null,", b"\"x\":\"\\ud800\",", b"\"x\":[[[]]],",
+        b"\"x\":{\"a\":1,\"a\":2},", b"\"signer\":null,", b"\"makerAmount\":\"9\",",
+    ];
+
+    /// xorshift64*: a fixed sequence, so a failure repeats.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            let next = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            (next >> 33) as usize % n.max(1)
+        }
+        fn pick<'a>(&mut self, pieces: &[&'a [u8]]) -> &'a [u8] {
+            pieces[self.below(pieces.len())]
+        }
+    }
+
+    /// `seed` changed in one to three places.
+    fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+        let mut body = seed.to_vec();
+        for _ in 0..=rng.below(3) {
+            let at = rng.below(body.len() + 1);
+            match rng.below(6) {
+                0 if at < body.len() => {
+                    let piece = rng.pick(PIECES);
+                    body.splice(at..at + 1, piece.iter().copied());
+                }
+                1 => {
+                    let piece = rng.pick(PIECES);
+                    body.splice(at..at, piece.iter().copied());
+                }
+                2 => {
+                    let end = (at + 1 + rng.below(8)).min(body.len());
+                    body.drain(at.min(end)..end);
+                }
+                3 => {
+                    let end = (at + rng.below(64)).min(body.len());
+                    let copy = body[at.min(end)..end].to_vec();
+                    let to = rng.below(body.len() + 1);
+                    body.splice(to..to, copy);
+                }
+                _ => {
+                    let opens: Vec<usize> = (0..body.len())
+                        .filter(|&i| body[i] == b'{' || body[i] == b',')
+                        .collect();
+                    if !opens.is_empty() {
+                        let after = opens[rng.below(opens.len())] + 1;
+                        let member = rng.pick(MEMBERS);
+                        body.splice(after..after, member.iter().copied());
+                    }
+                }
+            }
+        }
+        body
+    }
+
+    /// Whether both errors say the body is not JSON (the detail differs by parser).
+    fn both_invalid(a: &FieldError, b: &FieldError) -> bool {
+        let invalid = |e: &FieldError| e.path == "body" && e.rule.starts_with("not valid JSON (");
+        invalid(a) && invalid(b)
+    }
+
+    /// Checks `parse` against `parse_with_serde` on the seeds and on `count` mutations of them;
+    /// returns how many mutated bodies parsed (so a test can check it tried valid ones too).
+    pub(crate) fn assert_same_as_serde<T: PartialEq + fmt::Debug>(
+        seeds: &[Vec<u8>],
+        count: usize,
+        parse: impl Fn(&[u8]) -> Result<T, FieldError>,
+        parse_with_serde: impl Fn(&[u8]) -> Result<T, FieldError>,
+    ) -> usize {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut parsed = 0;
+        let bodies = seeds.iter().cloned().chain((0..count).map(|index| {
+            let seed = &seeds[index % seeds.len()];
+            mutate(seed, &mut rng)
+        }));
+        for body in bodies {
+            let (new, old) = (parse(&body), parse_with_serde(&body));
+            let same = match (&new, &old) {
+                (Err(a), Err(b)) => a == b || both_invalid(a, b),
+                _ => new == old,
+            };
+            assert!(
+                same,
+                "{:?}\n  simd-json path: {new:?}\n  serde_json:     {old:?}",
+                String::from_utf8_lossy(&body)
+            );
+            parsed += usize::from(new.is_ok());
+        }
+        parsed
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::order::Side;
+
+    /// Reads nothing: the body need only be JSON.
+    #[derive(Debug)]
+    struct Anything;
+
+    impl FromJson for Anything {
+        fn from_json<V: JsonNode>(_: &V, _: &str) -> Result<Anything, FieldError> {
+            Ok(Anything)
+        }
+    }
+
+    /// Whether the body parses as JSON, and its error if not.
+    fn json(body: &[u8]) -> Result<(), FieldError> {
+        parse_body::<Anything>(body).map(|_| ())
+    }
+
+    /// Field `x` read every way a number may be read, for comparing the two parsers.
+    #[derive(Debug, PartialEq)]
+    struct Readings {
+        side: Result<Side, FieldError>,
+        uint: Result<U256, FieldError>,
+        int64: Result<u64, FieldError>,
+    }
+
+    impl FromJson for Readings {
+        fn from_json<V: JsonNode>(value: &V, path: &str) -> Result<Readings, FieldError> {
+            let fields = Fields::of(value, path)?;
+            Ok(Readings {
+                side: fields.side("x"),
+                uint: fields.u256_string_or_integer("x"),
+                int64: fields.int64_non_negative("x"),
+            })
+        }
+    }
 
     #[test]
     fn error_displays_path_then_rule() {
@@ -493,33 +841,184 @@ mod tests {
     #[test]
     fn deep_nesting_is_refused_before_the_parser_recurses() {
         for body in [
+            "[".repeat(100_000),
             format!("{}{}", "[".repeat(200_000), "]".repeat(200_000)),
             format!("{}1{}", "{\"a\":".repeat(100_000), "}".repeat(100_000)),
         ] {
-            let error = with_json(body.as_bytes(), |_| Ok(())).unwrap_err();
+            let error = json(body.as_bytes()).unwrap_err();
             assert_eq!(error.path, "body");
             assert!(
-                error.rule.contains("nested deeper than 128"),
+                error.rule.contains("nested deeper than 127"),
                 "{}",
                 error.rule
             );
+            let error = parse_array::<Anything>(body.as_bytes(), "orders", 0, 10).unwrap_err();
+            assert_eq!(error.path, "body");
         }
-        let fine = format!("{}{}", "[".repeat(128), "]".repeat(128));
-        assert!(with_json(fine.as_bytes(), |_| Ok(())).is_ok());
+        // The limit is serde_json's: 127 levels parse, 128 do not.
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(json(nested(127).as_bytes()).is_ok());
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(127)).is_ok());
+        assert!(json(nested(128).as_bytes()).is_err());
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(128)).is_err());
         // Brackets inside strings, escaped quotes included, do not count.
         let quoted = format!(r#"{{"a":"{}\"{}"}}"#, "[".repeat(300), "{".repeat(300));
-        assert!(with_json(quoted.as_bytes(), |_| Ok(())).is_ok());
+        assert!(json(quoted.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn quote_or_backslash_finds_the_first_of_either() {
+        let naive = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .position(|&byte| byte == b'"' || byte == b'\\')
+                .unwrap_or(bytes.len())
+        };
+        for filler in [
+            b'a', b'0', 0x00, 0x01, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff,
+        ] {
+            for len in 0..20 {
+                let mut bytes = vec![filler; len];
+                assert_eq!(quote_or_backslash(&bytes), naive(&bytes));
+                for first in 0..len {
+                    for (target, other) in [(b'"', b'\\'), (b'\\', b'"')] {
+                        bytes.fill(filler);
+                        bytes[first] = target;
+                        assert_eq!(quote_or_backslash(&bytes), first, "{filler} {len} {first}");
+                        for later in first + 1..len {
+                            bytes[later] = other;
+                            assert_eq!(quote_or_backslash(&bytes), first);
+                            bytes[later] = 0;
+                            assert_eq!(quote_or_backslash(&bytes), first);
+                            bytes[later] = filler;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scan_sends_only_plain_bodies_to_simd_json() {
+        let members = |count: usize| {
+            let members: Vec<String> = (0..count).map(|i| format!("\"k{i}\":{i}")).collect();
+            format!("{{{}}}", members.join(","))
+        };
+        let many = format!("[{}]", vec!["{\"a\":1}"; 1000].join(","));
+        let long_array = format!("{{\"a\":[{}]}}", vec!["1"; 100].join(","));
+        for plain in [
+            r#"{"a":"1.5","b":"-0","c":"\\u","d":"1e3"}"#,
+            r#"{"n":-1,"m":0,"k":123456789012345678,"j":-123456789012345678}"#,
+            "[0,-1,10]",
+            "7",
+            &members(32),
+            &many,
+            &long_array,
+        ] {
+            assert_eq!(scan(plain.as_bytes()), Shape::Plain, "{plain}");
+        }
+        // Malformed bodies end the scan without a panic.
+        for malformed in [
+            "\"", "\"\\", "\"abc\\", "[\"a", "-", "{\"a\":1", "]]]}}", "\\u",
+        ] {
+            assert_eq!(scan(malformed.as_bytes()), Shape::Plain, "{malformed}");
+        }
+        for unusual in [
+            r#"{"side":-0}"#,
+            "[1,-0]",
+            "-0",
+            r#"{"side":1.0}"#,
+            r#"{"salt":1e3}"#,
+            r#"{"salt":1E+3}"#,
+            r#"{"salt":1234567890123456789}"#,
+            r#"{"salt":-1234567890123456789}"#,
+            r#"{"salt":"\u0031"}"#,
+            r#"{"\u0073alt":"1"}"#,
+            &members(33),
+            &format!("[{}]", members(40)),
+        ] {
+            assert_eq!(scan(unusual.as_bytes()), Shape::Unusual, "{unusual}");
+        }
+    }
+
+    #[test]
+    fn unusual_bodies_read_as_with_serde_json() {
+        let read = |body: &str| parse_body::<Readings>(body.as_bytes());
+        // -0 is a float to serde_json, so neither a side, an unsigned integer nor an int64.
+        let readings = read(r#"{"x":-0}"#).unwrap();
+        assert!(readings.side.is_err() && readings.int64.is_err());
+        assert_eq!(
+            readings.uint.unwrap_err().to_string(),
+            "x: expected a non-negative integer, found -0.0"
+        );
+        // An integer beyond 64 bits is a float, not a refused body.
+        assert_eq!(
+            read(r#"{"x":18446744073709551616}"#)
+                .unwrap()
+                .uint
+                .unwrap_err()
+                .to_string(),
+            "x: expected a non-negative integer, found 1.8446744073709552e+19"
+        );
+        assert_eq!(
+            read(r#"{"x":1,"ignored":-100000000000000000000}"#)
+                .unwrap()
+                .uint,
+            Ok(U256::from_u64(1))
+        );
+        assert_eq!(
+            read(r#"{"x":1e20}"#).unwrap().uint.unwrap_err().rule,
+            "expected a non-negative integer, found 1e+20"
+        );
+        // A lone surrogate is not JSON; a whole escaped character is.
+        let error = read(r#"{"x":1,"y":"\ud800"}"#).unwrap_err();
+        assert!(error.rule.starts_with("not valid JSON ("), "{error}");
+        assert_eq!(
+            read(r#"{"x":"\u0031\u0032"}"#).unwrap().uint,
+            Ok(U256::from_u64(12))
+        );
+        // A repeated key reads as its last value in any object, small or large.
+        for padding in 0..100 {
+            let pad: String = (0..padding).map(|i| format!("\"p{i}\":0,")).collect();
+            let body = format!(r#"{{"x":0,{pad}"x":1}}"#);
+            assert_eq!(read(&body).unwrap().side, Ok(Side::Sell), "{padding}");
+        }
+        for body in [
+            r#"{"x":-0}"#,
+            r#"{"x":0}"#,
+            r#"{"x":-1}"#,
+            r#"{"x":1.0}"#,
+            r#"{"x":12345678901234567.0}"#,
+            r#"{"x":100000000000000000000.0}"#,
+            r#"{"x":1e-7}"#,
+            r#"{"x":18446744073709551615}"#,
+            r#"{"x":-9223372036854775809}"#,
+            r#"{"x":123456789012345678901234567890}"#,
+            r#"{"x":1e400}"#,
+        ] {
+            let (new, old) = (
+                read(body),
+                differential::parse_body_with_serde::<Readings>(body.as_bytes()),
+            );
+            match (&new, &old) {
+                (Err(a), Err(b)) => assert_eq!(a.path, b.path, "{body}"),
+                _ => assert_eq!(new, old, "{body}"),
+            }
+        }
     }
 
     #[test]
     fn both_parsers_read_fields_alike() {
-        let text = r#"{"n":7,"neg":-3,"f":1.5,"s":"x","b":true,"z":null,"k":1,"k":2}"#;
+        let text = r#"{"n":7,"neg":-3,"f":1.5,"e":1e20,"s":"x","b":true,"z":null,"k":1,"k":2}"#;
         let serde_value: serde_json::Value = serde_json::from_str(text).unwrap();
+        let mut scratch = text.as_bytes().to_vec();
+        let simd_value = simd_json::to_borrowed_value(&mut scratch).unwrap();
         type Read<'a> = &'a dyn Fn(&str) -> (Option<u64>, Option<String>, &'static str);
         let check = |fields: Read<'_>| {
             assert_eq!(fields("n"), (Some(7), Some("7".into()), "a number"));
             assert_eq!(fields("neg"), (None, Some("-3".into()), "a number"));
             assert_eq!(fields("f"), (None, Some("1.5".into()), "a number"));
+            assert_eq!(fields("e"), (None, Some("1e+20".into()), "a number"));
             assert_eq!(fields("s"), (None, None, "a string"));
             assert_eq!(fields("b"), (None, None, "a boolean"));
             assert_eq!(fields("z"), (None, None, "null"));
@@ -533,18 +1032,17 @@ mod tests {
             let v = serde_value.member(name).unwrap();
             (v.unsigned(), v.number_text(), v.kind())
         });
-        with_json(text.as_bytes(), |value| {
-            check(&|name| {
-                let v = value.member(name).unwrap();
-                (v.unsigned(), v.number_text(), v.kind())
-            });
-            let fields = Fields::of(value, "")?;
-            assert!(fields.optional("z").is_none());
-            assert_eq!(fields.bool_or_false("b"), Ok(true));
-            Ok(())
-        })
-        .unwrap();
-        let error = with_json(b"{\"a\":", |_| Ok(())).unwrap_err();
+        check(&|name| {
+            let v = simd_value.member(name).unwrap();
+            (v.unsigned(), v.number_text(), v.kind())
+        });
+        let fields = Fields::of(&simd_value, "").unwrap();
+        assert!(fields.optional("z").is_none());
+        assert_eq!(fields.bool_or_false("b"), Ok(true));
+        let error = json(b"{\"a\":").unwrap_err();
+        assert_eq!(error.path, "body");
+        assert!(error.rule.starts_with("not valid JSON ("), "{}", error.rule);
+        let error = json(b"{\"a\":1.5").unwrap_err();
         assert_eq!(error.path, "body");
         assert!(error.rule.starts_with("not valid JSON ("), "{}", error.rule);
     }
@@ -556,5 +1054,11 @@ mod tests {
         let error = fields.u256_string("amount").unwrap_err();
         assert!(error.rule.len() < 200, "{}", error.rule);
         assert!(error.rule.ends_with("..."), "{}", error.rule);
+        let mut body = serde_json::to_vec(&value).unwrap();
+        let value = simd_json::to_borrowed_value(&mut body).unwrap();
+        assert_eq!(
+            Fields::of(&value, "").unwrap().u256_string("amount"),
+            Err(error)
+        );
     }
 }

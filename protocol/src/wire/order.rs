@@ -11,7 +11,7 @@ use crate::fixed_bytes::{Bytes16, B256};
 use crate::order::{Order, SignedOrder};
 use crate::signature::Signature;
 use crate::u256::U256;
-use crate::wire::field::{parse_array, with_json, FieldError, Fields, JsonNode};
+use crate::wire::field::{parse_array, parse_body, FieldError, Fields, FromJson, JsonNode};
 
 /// The most orders one POST /orders body may carry (CONTRACT 6).
 pub const POST_ORDERS_BATCH_MAX: usize = 15;
@@ -169,7 +169,7 @@ pub struct PostOrderRequest {
 impl PostOrderRequest {
     /// Parses a POST /order body. An `owner` key and unknown keys are ignored.
     pub fn parse(body: &[u8]) -> Result<PostOrderRequest, FieldError> {
-        with_json(body, |value| PostOrderRequest::from_value(value, ""))
+        parse_body(body)
     }
 
     /// Reads a POST /order body already parsed as JSON, found at `path` (`""` for the body).
@@ -196,18 +196,25 @@ impl PostOrderRequest {
     }
 }
 
+impl FromJson for PostOrderRequest {
+    fn from_json<V: JsonNode>(value: &V, path: &str) -> Result<PostOrderRequest, FieldError> {
+        PostOrderRequest::from_value(value, path)
+    }
+}
+
 /// Parses a POST /orders body: an array of 1 to 15 POST /order bodies. A malformed element
 /// fails the whole batch, naming it (`orders[3].order.makerAmount: ...`).
 pub fn parse_post_orders(body: &[u8]) -> Result<Vec<PostOrderRequest>, FieldError> {
-    parse_array(body, "orders", 1, POST_ORDERS_BATCH_MAX, |value, path| {
-        PostOrderRequest::from_value(value, path)
-    })
+    parse_array(body, "orders", 1, POST_ORDERS_BATCH_MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::order::{Side, SignatureType};
+    use crate::wire::field::differential::{
+        assert_same_as_serde, parse_array_with_serde, parse_body_with_serde,
+    };
     use serde_json::{json, Value};
 
     const SIGNATURE: &str = "0x54554ff3357d0512c7225c528998a6739bdc90c947c3f28f49dfdd904d00862d78cc173a734690ab28ec40508c74219399df817d8199dabd1158d62ef6fb9c811c";
@@ -494,5 +501,32 @@ mod tests {
             parse_post_orders(&sixteen).unwrap_err().to_string(),
             "orders: expected between 1 and 15 elements, found 16"
         );
+    }
+
+    #[test]
+    fn simd_json_reads_bodies_as_serde_json_did() {
+        let mut integer_salt = order_json();
+        integer_salt["salt"] = json!(1_234_567);
+        integer_salt["side"] = json!("SELL");
+        let seeds = vec![
+            body_with(order_json()),
+            serde_json::to_vec(
+                &json!({ "order": integer_salt, "orderType": "GTD", "postOnly": true }),
+            )
+            .unwrap(),
+        ];
+        let parsed = assert_same_as_serde(
+            &seeds,
+            20_000,
+            PostOrderRequest::parse,
+            parse_body_with_serde::<PostOrderRequest>,
+        );
+        assert!(parsed > 500, "only {parsed} mutated bodies parsed");
+        let good = json!({ "order": order_json(), "orderType": "GTC" });
+        let seeds = vec![serde_json::to_vec(&json!([good, good])).unwrap()];
+        let parsed = assert_same_as_serde(&seeds, 5_000, parse_post_orders, |body| {
+            parse_array_with_serde(body, "orders", 1, POST_ORDERS_BATCH_MAX)
+        });
+        assert!(parsed > 100, "only {parsed} mutated batches parsed");
     }
 }
