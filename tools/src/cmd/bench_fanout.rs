@@ -317,7 +317,8 @@ fn read_all(
     group.into_iter().map(|s| s.times).collect()
 }
 
-/// Reads what the socket holds (edge-triggered: until it would block).
+/// Reads what the socket holds (edge-triggered: until it would block), then flushes any
+/// pong tungstenite queued for a ping (a full send buffer is retried on the next read).
 fn drain(sub: &mut Subscriber, events: usize) {
     while sub.open && sub.times.len() < events {
         match sub.ws.read() {
@@ -326,7 +327,14 @@ fn drain(sub: &mut Subscriber, events: usize) {
                     sub.times.push(Instant::now());
                 }
             }
-            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(_) => sub.open = false,
+        }
+    }
+    if sub.open {
+        match sub.ws.flush() {
+            Ok(()) => {}
+            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => sub.open = false,
         }
     }
