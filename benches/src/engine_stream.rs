@@ -6,9 +6,20 @@
 //! Every placement is accepted (balances are ample and aggressive orders are GTC, so they
 //! rest what they do not fill), which lets the generator know each order's id: the engine
 //! numbers accepted orders 1, 2, 3, ...
+//!
+//! Like exchange-core's generator, which follows its commands on a simple order book of its
+//! own, this one applies each command to a shadow engine as it goes: it then knows which
+//! orders a fill or a cancel took off the book, cancels only live orders, and keeps each book
+//! near its starting size (a placement becomes a cancel while a book is over a tenth above
+//! it, a cancel a placement while it is a tenth below). Without that the books grow without
+//! bound (places outnumber cancels), and a long run measures cache misses on an ever larger
+//! book rather than the engine ([`StreamSpec::stable_books`] turns it off, to measure that).
+
+use std::collections::HashMap;
 
 use ladder_engine::{
-    Address, Asset, Bytes32, Command, MarketSpec, NewOrder, OrderType, Side, UNITS_PER_SHARE,
+    Address, Asset, Bytes32, Command, Engine, EngineLimits, Event, MarketSpec, NewOrder,
+    OrderStatus, OrderType, Reply, Side, UNITS_PER_SHARE,
 };
 
 /// Shape of the stream.
@@ -33,6 +44,9 @@ pub struct StreamSpec {
     /// ask), so no order ever meets one of its own trader's and self-trade prevention never
     /// acts. Needs at least two traders. Off by default.
     pub one_side_per_trader: bool,
+    /// Keep each book near `resting_per_book` open orders (as exchange-core's generator
+    /// does). On by default; off, the books grow by about a tenth of an order per command.
+    pub stable_books: bool,
 }
 
 impl Default for StreamSpec {
@@ -46,6 +60,7 @@ impl Default for StreamSpec {
             seed: 0x1add_e55e,
             yes_only: false,
             one_side_per_trader: false,
+            stable_books: true,
         }
     }
 }
@@ -102,12 +117,52 @@ pub fn trader(t: usize) -> Address {
     Address(b)
 }
 
+/// The open orders of one book, by id, for picking one at random and removing any.
+#[derive(Default, Clone)]
+struct LiveOrders {
+    ids: Vec<u64>,
+    position: HashMap<u64, usize>,
+}
+
+impl LiveOrders {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn insert(&mut self, id: u64) {
+        self.position.insert(id, self.ids.len());
+        self.ids.push(id);
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(at) = self.position.remove(&id) {
+            self.ids.swap_remove(at);
+            if let Some(&moved) = self.ids.get(at) {
+                self.position.insert(moved, at);
+            }
+        }
+    }
+
+    fn take_at(&mut self, at: usize) -> u64 {
+        let id = self.ids[at];
+        self.remove(id);
+        id
+    }
+}
+
 struct Generator {
     spec: StreamSpec,
     rng: XorShift,
+    /// Orders placed (the id of the last one).
     placed: u64,
-    /// Ids this generator placed that may still rest, per market.
-    live: Vec<Vec<u64>>,
+    /// Open orders per market, as the shadow engine has them.
+    live: Vec<LiveOrders>,
+    /// The market of every order placed, by id (index 0 unused).
+    market_of: Vec<usize>,
+    /// The engine the generated commands are applied to as they are made.
+    shadow: Engine,
+    /// Sequence number of the last command applied to the shadow.
+    seq: u64,
 }
 
 impl Generator {
@@ -140,7 +195,6 @@ impl Generator {
         let shares = 1 + self.rng.below(if aggressive { 40 } else { 20 });
         self.placed += 1;
         let id = self.placed;
-        self.live[market].push(id);
         let mut hash = [0u8; 32];
         hash[..8].copy_from_slice(&id.to_be_bytes());
         hash[8] = 0x0b;
@@ -163,11 +217,11 @@ impl Generator {
 
     fn cancel(&mut self, market: usize) -> Option<Command> {
         let live = &mut self.live[market];
-        if live.is_empty() {
+        if live.len() == 0 {
             return None;
         }
         let pick = self.rng.below(live.len() as u64) as usize;
-        let id = live.swap_remove(pick);
+        let id = live.take_at(pick);
         // The requester is filled in by `with_owner` from the order's maker.
         Some(Command::CancelOrder {
             requester: Address::default(),
@@ -175,6 +229,50 @@ impl Generator {
             condition_id: None,
             signer: None,
         })
+    }
+
+    /// Applies `command` to the shadow engine and follows what it did to the books.
+    fn follow(&mut self, command: &Command) {
+        self.seq += 1;
+        let reply = self.shadow.apply(self.seq, self.seq * 1_000, command);
+        if let Command::PlaceOrder(_) = command {
+            let Reply::Placed(placement) = reply else {
+                panic!("a generated order was refused: {reply:?} for {command:?}");
+            };
+            assert_eq!(
+                placement.order_id, self.placed,
+                "orders are numbered 1, 2, ..."
+            );
+            if placement.status == OrderStatus::Live {
+                let market = self.market_of[placement.order_id as usize];
+                self.live[market].insert(placement.order_id);
+            }
+        }
+        for event in self.shadow.events() {
+            if let Event::Order { order, .. } = event {
+                if matches!(order.status, OrderStatus::Matched | OrderStatus::Canceled) {
+                    if let Some(&market) = self.market_of.get(order.id as usize) {
+                        self.live[market].remove(order.id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes a placement in `market` and applies it to the shadow.
+    fn place(&mut self, market: usize, aggressive: bool, owners: &mut Vec<Address>) -> Command {
+        let command = self.order(market, aggressive);
+        self.market_of.push(market);
+        owners.push(maker_of(&command));
+        self.follow(&command);
+        command
+    }
+
+    /// Makes a cancel of a random live order of `market` and applies it to the shadow.
+    fn cancel_live(&mut self, market: usize, owners: &[Address]) -> Option<Command> {
+        let command = with_owner(self.cancel(market)?, owners);
+        self.follow(&command);
+        Some(command)
     }
 }
 
@@ -188,7 +286,10 @@ pub fn generate(spec: &StreamSpec) -> Stream {
         spec: spec.clone(),
         rng: XorShift(spec.seed | 1),
         placed: 0,
-        live: vec![Vec::new(); spec.markets],
+        live: vec![LiveOrders::default(); spec.markets],
+        market_of: vec![usize::MAX],
+        shadow: Engine::new(EngineLimits::default()),
+        seq: 0,
     };
     let mut owners: Vec<Address> = vec![Address::default()];
     let mut setup = Vec::new();
@@ -221,35 +322,38 @@ pub fn generate(spec: &StreamSpec) -> Stream {
             }
         }
     }
+    for command in &setup {
+        gen.follow(command);
+    }
     for _ in 0..spec.resting_per_book {
         for m in 0..spec.markets {
-            let command = gen.order(m, false);
-            owners.push(maker_of(&command));
+            let command = gen.place(m, false, &mut owners);
             setup.push(command);
         }
     }
+    let target = spec.resting_per_book;
     let mut measured = Vec::with_capacity(spec.commands + spec.commands / 8);
     while measured.len() < spec.commands {
         let market = gen.rng.below(spec.markets as u64) as usize;
         let roll = gen.rng.below(100) as u32;
+        let open = gen.live[market].len();
+        let (over, under) = if spec.stable_books {
+            (open * 10 > target * 11, open * 10 < target * 9)
+        } else {
+            (false, false)
+        };
         if roll < spec.aggressive_percent {
-            let command = gen.order(market, true);
-            owners.push(maker_of(&command));
-            measured.push(command);
-        } else if roll < 50 {
-            let command = gen.order(market, false);
-            owners.push(maker_of(&command));
-            measured.push(command);
-        } else if roll < 85 {
-            if let Some(cancel) = gen.cancel(market) {
-                measured.push(with_owner(cancel, &owners));
+            measured.push(gen.place(market, true, &mut owners));
+        } else if (roll < 50 && !over) || under {
+            measured.push(gen.place(market, false, &mut owners));
+        } else if roll < 85 || over {
+            if let Some(cancel) = gen.cancel_live(market, &owners) {
+                measured.push(cancel);
             }
-        } else if let Some(cancel) = gen.cancel(market) {
+        } else if let Some(cancel) = gen.cancel_live(market, &owners) {
             // A move: cancel, then place again nearby.
-            measured.push(with_owner(cancel, &owners));
-            let command = gen.order(market, false);
-            owners.push(maker_of(&command));
-            measured.push(command);
+            measured.push(cancel);
+            measured.push(gen.place(market, false, &mut owners));
         }
     }
     Stream { setup, measured }

@@ -45,10 +45,38 @@ fn the_stream_places_cancels_and_trades_as_intended() {
     }
     assert_eq!(rejected, 0);
     assert!(placed > 8_000, "placed {placed}");
+    assert_eq!(
+        cancels_hit, cancels,
+        "the generator follows fills, so every cancel hits a live order"
+    );
+    let open = engine.open_order_count();
     assert!(
-        cancels_hit * 10 > cancels * 7,
-        "{cancels_hit} of {cancels} cancels hit a live order"
+        (510..=690).contains(&open),
+        "the books stay near their starting size: {open} open orders of 600"
     );
     assert!(trades > 300, "trades {trades}");
     engine.check_invariants().unwrap();
+}
+
+#[test]
+fn without_stable_books_the_books_grow() {
+    let spec = StreamSpec {
+        markets: 3,
+        traders: 50,
+        resting_per_book: 200,
+        commands: 20_000,
+        stable_books: false,
+        ..StreamSpec::default()
+    };
+    let stream = generate(&spec);
+    let (mut engine, mut seq) = prepared_engine(&stream);
+    for command in &stream.measured {
+        engine.apply(seq, seq * 1_000, command);
+        seq += 1;
+    }
+    assert!(
+        engine.open_order_count() > 1_000,
+        "places outnumber cancels: {} open orders",
+        engine.open_order_count()
+    );
 }

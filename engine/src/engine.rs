@@ -150,15 +150,21 @@ impl Engine {
         self.events.clear();
         self.last_seq = seq;
         self.now_ns = self.now_ns.max(now_ns);
-        let trades_before = self.trades.next_index();
         self.fire_due_timers();
-        let reply = self.apply_command(command);
-        if self.trades.next_index() == trades_before {
-            // Trade ids are computed ahead on commands that made no trade, off the path of
-            // the taker orders that will need them.
-            self.trades.prepare_id();
+        self.apply_command(command)
+    }
+
+    /// A hint that `command` comes next: starts loading the memory it will read first (an
+    /// order hash's slot among those seen, a cancelled order's record), so that those loads
+    /// overlap the command applied before it. Changes no state; the sequencer calls it for
+    /// the next command of a batch.
+    #[inline]
+    pub fn prefetch(&self, command: &Command) {
+        match command {
+            Command::PlaceOrder(order) => self.seen_hashes.prefetch(&order.order_hash),
+            Command::CancelOrder { order_id, .. } => self.orders.prefetch_fate(*order_id),
+            _ => {}
         }
-        reply
     }
 
     fn apply_command(&mut self, command: &Command) -> Reply {

@@ -11,6 +11,7 @@
 //! it, so no insert stops to rehash millions of entries (as a growing `HashMap` does, for
 //! milliseconds).
 
+use crate::prefetch::prefetch;
 use crate::room::zeroed_vec;
 
 /// Numbers filed before a growth moved to the new table per insert. A table of `n` slots
@@ -101,6 +102,16 @@ impl HashIndex {
         }
         // Numbers that moved are in `table` too; the others only here.
         probe(&self.old, digest, &mut is_key)
+    }
+
+    /// Starts loading the slots a `find` or `push` of `digest` reads first.
+    #[inline]
+    pub fn prefetch(&self, digest: u64) {
+        for table in [&self.table, &self.old] {
+            if !table.is_empty() {
+                prefetch(&table[digest as usize & (table.len() - 1)]);
+            }
+        }
     }
 
     /// Files the next number, `len()`, under `digest`; the caller knows its key is not in

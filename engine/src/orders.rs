@@ -246,6 +246,14 @@ impl OrderTable {
         order
     }
 
+    /// Starts loading what `slot_of(id)` reads.
+    #[inline]
+    pub fn prefetch_fate(&self, id: OrderId) {
+        if let Some(fate) = fate_index(id).and_then(|i| self.fates.get(i)) {
+            crate::prefetch::prefetch(fate);
+        }
+    }
+
     /// The slot of an open order.
     #[inline]
     pub fn slot_of(&self, id: OrderId) -> Option<Slot> {

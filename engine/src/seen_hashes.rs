@@ -35,6 +35,12 @@ impl SeenHashes {
             .is_some()
     }
 
+    /// Starts loading what `contains(hash)` and `insert(hash)` read first.
+    #[inline]
+    pub fn prefetch(&self, hash: &Hash32) {
+        self.index.prefetch(key_digest(&hash.0));
+    }
+
     /// Records `hash`, which was not seen before.
     pub fn insert(&mut self, hash: Hash32) {
         debug_assert!(!self.contains(&hash));

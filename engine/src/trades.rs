@@ -1,13 +1,10 @@
 //! The trade log: every fill, its settlement batch, and deterministic ids.
 //!
-//! Trades and batches are found by id and transaction hash through `HashIndex`es (no
-//! rehash pauses as the log grows); the log itself is what a snapshot stores.
-//!
-//! A trade id is a keccak256, the costliest step of a fill (a few hundred nanoseconds).
-//! Since it depends only on the trade's index, the log computes a few ids ahead, one per
-//! command that makes no trade, so that a taker order mostly finds its ids ready.
-
-use std::collections::VecDeque;
+//! A trade id is a fixed tag followed by the trade's index: unique, deterministic from the
+//! journal, and its own index (a lookup by id reads one entry, no table). It was a keccak256
+//! of the index once, the costliest step of a fill; nothing needs an id that looks random.
+//! Batches are found by transaction hash through a `HashIndex` (no rehash pauses as the log
+//! grows); the log itself is what a snapshot stores.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha3::{Digest, Keccak256};
@@ -33,30 +30,30 @@ pub struct TradeLog {
     trades: Vec<TradeView>,
     /// Every batch, in closing order.
     batches: Vec<Batch>,
-    /// Trade ids to trade indices.
-    by_id: HashIndex,
     /// Transaction hashes to batch numbers.
     by_transaction: HashIndex,
-    /// Ids of the next trades, computed ahead (not stored in snapshots).
-    ids_ahead: IdsAhead,
 }
 
-/// Ids computed ahead: at most this many.
-const IDS_AHEAD_MAX: usize = 8;
+/// The first 24 bytes of every trade id (`ladder:trade:v2`, zero-padded).
+const TRADE_ID_TAG: [u8; 24] = *b"ladder:trade:v2\0\0\0\0\0\0\0\0\0";
 
-/// The ids of the trades at indices `first`, `first + 1`, ...
-#[derive(Clone, Debug, Default)]
-struct IdsAhead {
-    first: u64,
-    ids: VecDeque<Hash32>,
-}
-
-/// The id of the trade at `index`: keccak256 of a tag and the index, unique and replayable.
+/// The id of the trade at `index`: the tag, then the index as 8 big-endian bytes.
 pub fn trade_id(index: u64) -> Hash32 {
-    let mut hasher = Keccak256::new();
-    hasher.update(b"ladder:trade:v1");
-    hasher.update(index.to_be_bytes());
-    Bytes32(hasher.finalize().into())
+    let mut id = [0u8; 32];
+    id[..24].copy_from_slice(&TRADE_ID_TAG);
+    id[24..].copy_from_slice(&index.to_be_bytes());
+    Bytes32(id)
+}
+
+/// The index `id` names, if it has the form of a trade id.
+pub fn trade_index(id: &Hash32) -> Option<u64> {
+    let (tag, index) = id.0.split_at(24);
+    if tag != TRADE_ID_TAG {
+        return None;
+    }
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(index);
+    Some(u64::from_be_bytes(bytes))
 }
 
 /// The transaction hash of a batch: keccak256 of its canonical encoding (taker order hash,
@@ -89,9 +86,7 @@ impl TradeLog {
                 },
                 prefault,
             ),
-            by_id: HashIndex::with_room(trades, prefault),
             by_transaction: HashIndex::with_room(trades, prefault),
-            ids_ahead: IdsAhead::default(),
         }
     }
 
@@ -100,42 +95,15 @@ impl TradeLog {
         self.trades.len() as u64
     }
 
-    /// The id of the next trade (`trade_id(self.next_index())`).
-    pub fn next_id(&mut self) -> Hash32 {
-        let index = self.next_index();
-        let ahead = &mut self.ids_ahead;
-        if ahead.first == index {
-            if let Some(id) = ahead.ids.pop_front() {
-                ahead.first += 1;
-                debug_assert_eq!(id, trade_id(index));
-                return id;
-            }
-        }
-        trade_id(index)
-    }
-
-    /// Computes one more id ahead, unless enough are ready.
-    pub fn prepare_id(&mut self) {
-        let next = self.next_index();
-        let ahead = &mut self.ids_ahead;
-        if ahead.first != next {
-            ahead.ids.clear();
-            ahead.first = next;
-        }
-        if ahead.ids.len() < IDS_AHEAD_MAX {
-            let index = ahead.first + ahead.ids.len() as u64;
-            ahead.ids.push_back(trade_id(index));
-        }
+    /// The id of the next trade.
+    pub fn next_id(&self) -> Hash32 {
+        trade_id(self.next_index())
     }
 
     /// Appends a trade (its `transaction_hash` is set by `close_batch`).
     pub fn push(&mut self, trade: TradeView) {
         debug_assert_eq!(trade.index, self.next_index());
-        debug_assert_eq!(self.by_id.len(), self.next_index());
-        let trades = &self.trades;
-        self.by_id.push(key_digest(&trade.id.0), |i| {
-            key_digest(&trades[i as usize].id.0)
-        });
+        debug_assert_eq!(trade.id, trade_id(trade.index));
         self.trades.push(trade);
     }
 
@@ -175,10 +143,7 @@ impl TradeLog {
 
     /// The trade with this id.
     pub fn find(&self, id: &Hash32) -> Option<&TradeView> {
-        let index = self
-            .by_id
-            .find(key_digest(&id.0), |i| self.trades[i as usize].id == *id)?;
-        Some(&self.trades[index as usize])
+        self.trades.get(usize::try_from(trade_index(id)?).ok()?)
     }
 
     /// The batch with this transaction hash.
@@ -259,10 +224,14 @@ impl<'de> Deserialize<'de> for TradeLog {
             ..TradeLog::default()
         };
         let trades = &log.trades;
-        for trade in trades {
-            log.by_id.push(key_digest(&trade.id.0), |i| {
-                key_digest(&trades[i as usize].id.0)
-            });
+        if let Some((at, _)) = trades
+            .iter()
+            .enumerate()
+            .find(|(at, trade)| trade.index != *at as u64 || trade.id != trade_id(trade.index))
+        {
+            return Err(serde::de::Error::custom(format!(
+                "trade {at} has another index or id than its place gives"
+            )));
         }
         let batches = &log.batches;
         let transaction_of = |n: u64| {
@@ -277,5 +246,39 @@ impl<'de> Deserialize<'de> for TradeLog {
                 .push(key_digest(&first.transaction_hash.0), transaction_of);
         }
         Ok(log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trade_id_names_its_index_and_nothing_else_passes_for_one() {
+        for index in [0, 1, 255, 1 << 40, u64::MAX] {
+            assert_eq!(trade_index(&trade_id(index)), Some(index));
+        }
+        assert_ne!(trade_id(1), trade_id(2));
+        let mut other = trade_id(7);
+        other.0[0] ^= 1;
+        assert_eq!(trade_index(&other), None);
+        assert_eq!(trade_index(&Bytes32([0; 32])), None);
+    }
+
+    #[test]
+    fn the_log_finds_its_trades_by_id_only() {
+        let mut log = TradeLog::default();
+        for index in 0..3 {
+            log.push(TradeView {
+                index,
+                id: trade_id(index),
+                ..blank_trade()
+            });
+        }
+        assert_eq!(log.find(&trade_id(2)).map(|t| t.index), Some(2));
+        assert!(log.find(&trade_id(3)).is_none(), "not made yet");
+        let mut forged = trade_id(1);
+        forged.0[3] ^= 0x20;
+        assert!(log.find(&forged).is_none());
     }
 }

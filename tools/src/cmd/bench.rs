@@ -12,6 +12,7 @@ pub fn engine(args: &EngineBenchArgs) -> Result<(), String> {
     }
     let spec = StreamSpec {
         commands: args.commands as usize,
+        stable_books: !args.growing_books,
         ..StreamSpec::default()
     };
     tracing::info!(?spec, "generating the stream");

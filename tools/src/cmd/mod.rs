@@ -192,6 +192,10 @@ pub struct EngineBenchArgs {
     /// Commands to replay.
     #[arg(long, default_value_t = 2_000_000)]
     pub commands: u64,
+    /// Let the books grow (places outnumber cancels, about a tenth of an order per command)
+    /// instead of keeping each near its starting thousand orders as exchange-core does.
+    #[arg(long)]
+    pub growing_books: bool,
 }
 
 /// `ladder loadgen`.
