@@ -266,7 +266,11 @@ impl Writer {
         let mut commands = 0u64;
         let mut queries = 0u64;
         let submissions = batch.len();
-        for submission in batch.drain(..) {
+        let mut submissions_left = batch.drain(..).peekable();
+        while let Some(submission) = submissions_left.next() {
+            if let Some(next) = submissions_left.peek() {
+                next.work.prefetch_into(&self.engine);
+            }
             let ticket = submission.ticket;
             let completion = match submission.work {
                 Work::Command(command) => {

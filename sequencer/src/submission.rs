@@ -40,6 +40,23 @@ pub enum Work {
     Query(Query),
 }
 
+impl Work {
+    /// Hints `engine` that this work comes next (see `Engine::prefetch`): the memory its
+    /// first command reads starts loading while the work before it is applied.
+    #[inline]
+    pub fn prefetch_into(&self, engine: &Engine) {
+        match self {
+            Work::Command(command) | Work::Replicated { command, .. } => engine.prefetch(command),
+            Work::Commands(list) => {
+                if let Some(first) = list.first() {
+                    engine.prefetch(first);
+                }
+            }
+            Work::Query(_) => {}
+        }
+    }
+}
+
 /// Work with its ticket.
 pub struct Submission {
     /// Where the answer goes.
