@@ -16,6 +16,7 @@ mod frame;
 pub mod layout;
 mod lock;
 mod options;
+mod prefault;
 mod reader;
 mod record;
 mod recovery;

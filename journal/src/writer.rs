@@ -13,6 +13,7 @@ use crate::error::{JournalError, Result};
 use crate::layout::{self, FrameFields};
 use crate::lock::WriterLock;
 use crate::options::{Durability, JournalOptions};
+use crate::prefault::Prefaulter;
 use crate::recovery::{recover, RecoveryReport};
 use crate::scan::ScannedSegment;
 use crate::segment::{create_segment, journal_dir, remove_temp_files};
@@ -34,6 +35,8 @@ pub struct Journal {
     first_seq: Option<u64>,
     next_seq: u64,
     poisoned: bool,
+    /// Faults the active segment's pages in ahead of the appends.
+    prefaulter: Prefaulter,
     _lock: WriterLock,
 }
 
@@ -91,8 +94,14 @@ impl Journal {
             first_seq: scan.first_seq,
             next_seq: scan.next_seq,
             poisoned: false,
+            prefaulter: Prefaulter::start(),
             _lock: lock,
         };
+        if let Some(active) = &journal.active {
+            journal
+                .prefaulter
+                .populate(&active.map, active.write_offset);
+        }
         Ok((journal, report))
     }
 
@@ -161,6 +170,8 @@ impl Journal {
         let checksum = layout::frame_checksum(&frame[layout::FRAME_BODY_OFFSET..frame_end]);
         active.publish(offset, layout::frame_word(payload_len as u32, checksum));
         active.write_offset = offset + layout::frame_len_bytes(payload_len);
+        let write_offset = active.write_offset;
+        self.prefaulter.advance(write_offset);
         self.next_seq = seq + 1;
         self.first_seq.get_or_insert(seq);
         Ok(payload_len)
@@ -310,8 +321,10 @@ impl Journal {
         // The file is this journal's own segment, guarded by the writer lock; other processes
         // only map it read-only, and segment files are never truncated while mapped.
         let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", &path))?;
+        let map = Arc::new(map);
+        self.prefaulter.populate(&map, layout::SEGMENT_HEADER_BYTES);
         let fresh = ActiveSegment {
-            map: Arc::new(map),
+            map,
             path,
             frames_end: size as usize,
             write_offset: layout::SEGMENT_HEADER_BYTES,
