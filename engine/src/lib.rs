@@ -61,5 +61,5 @@ pub use reject::{
     POST_ONLY_NEEDS_RESTING_TYPE, POST_ONLY_WOULD_CROSS,
 };
 pub use reply::{CancelReport, NotCanceled, Placement, Reply};
-pub use trades::{batch_hash, trade_id};
+pub use trades::{batch_hash, batch_number, trade_id, trade_index};
 pub use types::*;

@@ -44,6 +44,7 @@ impl SeenHashes {
     /// Records `hash`, which was not seen before.
     pub fn insert(&mut self, hash: Hash32) {
         debug_assert!(!self.contains(&hash));
+        debug_assert_eq!(self.index.len(), self.hashes.iter().len() as u64);
         let hashes = &self.hashes;
         self.index.push(key_digest(&hash.0), |n| {
             key_digest(&hashes.get(n as usize).expect("a filed hash").0)

@@ -1,17 +1,16 @@
 //! The trade log: every fill, its settlement batch, and deterministic ids.
 //!
-//! A trade id is a fixed tag followed by the trade's index: unique, deterministic from the
-//! journal, and its own index (a lookup by id reads one entry, no table). It was a keccak256
-//! of the index once, the costliest step of a fill; nothing needs an id that looks random.
-//! Batches are found by transaction hash through a `HashIndex` (no rehash pauses as the log
-//! grows); the log itself is what a snapshot stores.
+//! A trade id is a fixed tag followed by the trade's index, and a batch's transaction hash a
+//! fixed tag followed by the batch's number: unique, deterministic from the journal, and
+//! their own index (a lookup reads one entry, no table). Both were keccak256 digests once,
+//! the costliest steps of a taker order (about a microsecond of an aggressive order's two);
+//! nothing needs them to look random (the built-in settlement backend mixes the hash itself
+//! to choose failing batches). The log itself is what a snapshot stores.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use sha3::{Digest, Keccak256};
 
 use crate::command::TradeStatus;
 use crate::event::{FillParty, TradeView};
-use crate::hash_index::{key_digest, HashIndex};
 use crate::room::vec_with_room;
 use crate::types::{Bytes32, Hash32, MatchType, Outcome, Side};
 
@@ -30,47 +29,51 @@ pub struct TradeLog {
     trades: Vec<TradeView>,
     /// Every batch, in closing order.
     batches: Vec<Batch>,
-    /// Transaction hashes to batch numbers.
-    by_transaction: HashIndex,
 }
 
 /// The first 24 bytes of every trade id (`ladder:trade:v2`, zero-padded).
 const TRADE_ID_TAG: [u8; 24] = *b"ladder:trade:v2\0\0\0\0\0\0\0\0\0";
 
-/// The id of the trade at `index`: the tag, then the index as 8 big-endian bytes.
-pub fn trade_id(index: u64) -> Hash32 {
+/// The first 24 bytes of every transaction hash (`ladder:batch:v2`, zero-padded).
+const BATCH_HASH_TAG: [u8; 24] = *b"ladder:batch:v2\0\0\0\0\0\0\0\0\0";
+
+/// The tag, then `number` as 8 big-endian bytes.
+fn tagged(tag: &[u8; 24], number: u64) -> Hash32 {
     let mut id = [0u8; 32];
-    id[..24].copy_from_slice(&TRADE_ID_TAG);
-    id[24..].copy_from_slice(&index.to_be_bytes());
+    id[..24].copy_from_slice(tag);
+    id[24..].copy_from_slice(&number.to_be_bytes());
     Bytes32(id)
+}
+
+/// The number `id` carries after `tag`, if it starts with it.
+fn untagged(tag: &[u8; 24], id: &Hash32) -> Option<u64> {
+    let (head, number) = id.0.split_at(24);
+    if head != tag {
+        return None;
+    }
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(number);
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// The id of the trade at `index`.
+pub fn trade_id(index: u64) -> Hash32 {
+    tagged(&TRADE_ID_TAG, index)
 }
 
 /// The index `id` names, if it has the form of a trade id.
 pub fn trade_index(id: &Hash32) -> Option<u64> {
-    let (tag, index) = id.0.split_at(24);
-    if tag != TRADE_ID_TAG {
-        return None;
-    }
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(index);
-    Some(u64::from_be_bytes(bytes))
+    untagged(&TRADE_ID_TAG, id)
 }
 
-/// The transaction hash of a batch: keccak256 of its canonical encoding (taker order hash,
-/// then each trade's id, maker order hash, size and price).
-pub fn batch_hash(trades: &[TradeView]) -> Hash32 {
-    let mut hasher = Keccak256::new();
-    hasher.update(b"ladder:batch:v1");
-    if let Some(first) = trades.first() {
-        hasher.update(first.taker.order_hash.0);
-    }
-    for trade in trades {
-        hasher.update(trade.id.0);
-        hasher.update(trade.maker.order_hash.0);
-        hasher.update(trade.size_units.to_be_bytes());
-        hasher.update(trade.maker.price_ticks.to_be_bytes());
-    }
-    Bytes32(hasher.finalize().into())
+/// The transaction hash of batch `number` (batches are numbered 0, 1, ... as they close).
+pub fn batch_hash(number: u64) -> Hash32 {
+    tagged(&BATCH_HASH_TAG, number)
+}
+
+/// The batch number `transaction_hash` names, if it has the form of one.
+pub fn batch_number(transaction_hash: &Hash32) -> Option<u64> {
+    untagged(&BATCH_HASH_TAG, transaction_hash)
 }
 
 impl TradeLog {
@@ -86,7 +89,6 @@ impl TradeLog {
                 },
                 prefault,
             ),
-            by_transaction: HashIndex::with_room(trades, prefault),
         }
     }
 
@@ -113,17 +115,11 @@ impl TradeLog {
         if batch_trades.is_empty() {
             return None;
         }
-        let hash = batch_hash(batch_trades);
+        let hash = batch_hash(self.batches.len() as u64);
         for trade in batch_trades.iter_mut() {
             trade.transaction_hash = hash;
         }
         let trade_count = batch_trades.len() as u32;
-        debug_assert_eq!(self.by_transaction.len(), self.batches.len() as u64);
-        let (trades, batches) = (&self.trades, &self.batches);
-        self.by_transaction.push(key_digest(&hash.0), |n| {
-            let first = batches[n as usize].first_trade;
-            key_digest(&trades[first as usize].transaction_hash.0)
-        });
         self.batches.push(Batch {
             first_trade,
             trade_count,
@@ -148,13 +144,8 @@ impl TradeLog {
 
     /// The batch with this transaction hash.
     pub fn batch(&self, transaction_hash: &Hash32) -> Option<Batch> {
-        let number = self
-            .by_transaction
-            .find(key_digest(&transaction_hash.0), |n| {
-                let first = self.batches[n as usize].first_trade;
-                self.trades[first as usize].transaction_hash == *transaction_hash
-            })?;
-        Some(self.batches[number as usize])
+        let number = usize::try_from(batch_number(transaction_hash)?).ok()?;
+        self.batches.get(number).copied()
     }
 
     /// Every trade in match order.
@@ -218,11 +209,7 @@ impl Serialize for TradeLog {
 impl<'de> Deserialize<'de> for TradeLog {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let Loaded { trades, batches } = Loaded::deserialize(deserializer)?;
-        let mut log = TradeLog {
-            trades,
-            batches,
-            ..TradeLog::default()
-        };
+        let log = TradeLog { trades, batches };
         let trades = &log.trades;
         if let Some((at, _)) = trades
             .iter()
@@ -233,17 +220,18 @@ impl<'de> Deserialize<'de> for TradeLog {
                 "trade {at} has another index or id than its place gives"
             )));
         }
-        let batches = &log.batches;
-        let transaction_of = |n: u64| {
-            let first = batches[n as usize].first_trade;
-            key_digest(&trades[first as usize].transaction_hash.0)
-        };
-        for batch in batches {
-            let first = trades
-                .get(batch.first_trade as usize)
-                .ok_or_else(|| serde::de::Error::custom("a batch starts past the last trade"))?;
-            log.by_transaction
-                .push(key_digest(&first.transaction_hash.0), transaction_of);
+        for (number, batch) in log.batches.iter().enumerate() {
+            let expected = batch_hash(number as u64);
+            let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);
+            let fits = usize::try_from(range.end).is_ok_and(|end| end <= trades.len())
+                && range
+                    .clone()
+                    .all(|i| trades[i as usize].transaction_hash == expected);
+            if !fits {
+                return Err(serde::de::Error::custom(format!(
+                    "batch {number} does not match its trades"
+                )));
+            }
         }
         Ok(log)
     }
@@ -263,6 +251,13 @@ mod tests {
         other.0[0] ^= 1;
         assert_eq!(trade_index(&other), None);
         assert_eq!(trade_index(&Bytes32([0; 32])), None);
+        assert_eq!(batch_number(&batch_hash(9)), Some(9));
+        assert_eq!(
+            batch_number(&trade_id(9)),
+            None,
+            "a trade id is no batch hash"
+        );
+        assert_eq!(trade_index(&batch_hash(9)), None, "nor the other way round");
     }
 
     #[test]
@@ -276,6 +271,14 @@ mod tests {
             });
         }
         assert_eq!(log.find(&trade_id(2)).map(|t| t.index), Some(2));
+        assert_eq!(log.close_batch(0), Some(batch_hash(0)));
+        let batch = log.batch(&batch_hash(0)).expect("the closed batch");
+        assert_eq!((batch.first_trade, batch.trade_count), (0, 3));
+        assert!(log.batch(&batch_hash(1)).is_none(), "not closed yet");
+        assert!(log
+            .all()
+            .iter()
+            .all(|t| t.transaction_hash == batch_hash(0)));
         assert!(log.find(&trade_id(3)).is_none(), "not made yet");
         let mut forged = trade_id(1);
         forged.0[3] ^= 0x20;

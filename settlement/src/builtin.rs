@@ -24,12 +24,25 @@ impl BuiltIn {
     }
 }
 
-/// Whether the batch `transaction_hash` fails when `fail_percent` of batches do: its first
-/// eight bytes, as a number, modulo 100, below the percentage.
+/// Whether the batch `transaction_hash` fails when `fail_percent` of batches do: the hash's
+/// four words, folded and mixed (transaction hashes are a tag and a batch number, far from
+/// uniform), modulo 100, below the percentage.
 pub fn fails(transaction_hash: &Hash32, fail_percent: u8) -> bool {
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&transaction_hash.0[..8]);
-    u64::from_be_bytes(first) % 100 < u64::from(fail_percent)
+    let folded = transaction_hash.0.chunks_exact(8).fold(0u64, |acc, word| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        (acc ^ u64::from_be_bytes(bytes)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    });
+    mix(folded) % 100 < u64::from(fail_percent)
+}
+
+/// The murmur3 finaliser: every input bit affects every output bit.
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 impl Backend for BuiltIn {
@@ -91,14 +104,7 @@ mod tests {
             Some(TradeStatus::Failed)
         );
         assert_eq!(b.next_step(&tx, TradeStatus::Failed, 0), None);
-        let hashes: Vec<Bytes32> = (0..1000u32)
-            .map(|i| {
-                let mut h = [0u8; 32];
-                h[..4].copy_from_slice(&i.to_be_bytes());
-                h[4] = 1;
-                Bytes32(h)
-            })
-            .collect();
+        let hashes: Vec<Bytes32> = (0..1000u64).map(ladder_engine::batch_hash).collect();
         let failing = hashes.iter().filter(|h| fails(h, 30)).count();
         assert!((200..400).contains(&failing), "about 30% fail: {failing}");
         assert!(hashes.iter().all(|h| fails(h, 30) == fails(h, 30)));

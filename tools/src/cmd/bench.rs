@@ -1,6 +1,6 @@
 //! `ladder bench engine`: the engine alone on an exchange-core-style stream.
 
-use ladder_benches::engine_replay::{closed_loop, open_loop};
+use ladder_benches::engine_replay::{closed_loop, open_loop, open_loop_baseline};
 use ladder_benches::engine_stream::{generate, StreamSpec};
 
 use super::EngineBenchArgs;
@@ -17,14 +17,17 @@ pub fn engine(args: &EngineBenchArgs) -> Result<(), String> {
     };
     tracing::info!(?spec, "generating the stream");
     let stream = generate(&spec);
-    let result = match args.rate {
+    let line = match args.rate {
         Some(0) => return Err("--rate must be at least 1".into()),
-        Some(rate) => open_loop(&stream, rate),
-        None => closed_loop(&stream),
+        Some(rate) => {
+            let engine = open_loop(&stream, rate);
+            // The same schedule with the engine's median as a busy wait: the machine's floor.
+            let work_ns = closed_loop(&stream).p50_ns;
+            let baseline = open_loop_baseline(stream.measured.len(), rate, work_ns);
+            serde_json::json!({ "engine": engine, "baseline": baseline, "baseline_work_ns": work_ns })
+        }
+        None => serde_json::json!(closed_loop(&stream)),
     };
-    println!(
-        "{}",
-        serde_json::to_string(&result).map_err(|e| e.to_string())?
-    );
+    println!("{line}");
     Ok(())
 }

@@ -186,7 +186,8 @@ pub enum BenchCommand {
 /// `ladder bench engine`.
 #[derive(Args, Debug, Clone)]
 pub struct EngineBenchArgs {
-    /// Offered rate in commands/s (open loop); closed loop without it.
+    /// Offered rate in commands/s (open loop, printed with the machine's own floor: the same
+    /// schedule with a busy wait of the engine's median per command); closed loop without it.
     #[arg(long)]
     pub rate: Option<u64>,
     /// Commands to replay.
