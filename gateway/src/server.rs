@@ -645,6 +645,7 @@ pub fn http_error_response(error: HttpError) -> Response {
         HttpError::BodyTooLarge => {
             Response::error(Status::PayloadTooLarge, "request body exceeds 64 KiB")
         }
+        HttpError::OrderBodyTooLarge => Response::error(Status::BadRequest, "body: exceeds 64 KiB"),
         HttpError::UnknownMethod => Response::error(Status::NotImplemented, "method not supported"),
         HttpError::Version => {
             Response::error(Status::VersionNotSupported, "only HTTP/1.x is supported")

@@ -126,6 +126,9 @@ pub enum HttpError {
     HeadersTooLarge,
     /// Body over `BODY_BYTES_MAX` (413).
     BodyTooLarge,
+    /// A `POST /order` body over `BODY_BYTES_MAX`: a body error of order placement, 400
+    /// (CONTRACT 6, which is specific to that endpoint, over the general 413 of section 15).
+    OrderBodyTooLarge,
     /// A method Ladder does not know (405 is for known methods on the wrong path; this is 501).
     UnknownMethod,
     /// Not HTTP/1.x (505).
@@ -200,7 +203,12 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
     }
     let body_len = content_length.unwrap_or(0);
     if body_len > body_limit(method, &target) {
-        return Err(HttpError::BodyTooLarge);
+        let path = target.split('?').next().unwrap_or(&target);
+        return Err(if method == Method::Post && path == "/order" {
+            HttpError::OrderBodyTooLarge
+        } else {
+            HttpError::BodyTooLarge
+        });
     }
     if buf.len() < head_len + body_len {
         return Ok(None);
@@ -257,6 +265,14 @@ mod tests {
             BODY_BYTES_MAX + 1
         );
         assert_eq!(parse_request(big.as_bytes()), Err(HttpError::BodyTooLarge));
+        let order = format!(
+            "POST /order HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            BODY_BYTES_MAX + 1
+        );
+        assert_eq!(
+            parse_request(order.as_bytes()),
+            Err(HttpError::OrderBodyTooLarge)
+        );
         let mut huge = b"GET / HTTP/1.1\r\nX: ".to_vec();
         huge.extend(std::iter::repeat_n(b'a', HEADER_BYTES_MAX + 10));
         assert_eq!(parse_request(&huge), Err(HttpError::HeadersTooLarge));
