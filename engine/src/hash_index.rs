@@ -46,7 +46,7 @@ pub(crate) fn key_digest(key: &[u8; 32]) -> u64 {
 
 /// The murmur3 finaliser: every input bit affects every output bit.
 #[inline]
-fn mix(mut h: u64) -> u64 {
+pub(crate) fn mix(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;

@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::orders::{Slot, NIL};
+use crate::positions::PositionTable;
 use crate::reject::Reject;
 use crate::types::{Address, Outcome, Units};
 
@@ -115,7 +116,7 @@ fn position_key(account: u32, market: u32, outcome: Outcome) -> u64 {
 pub struct Ledger {
     accounts: Vec<Account>,
     by_address: FxHashMap<Address, u32>,
-    positions: FxHashMap<u64, Balance>,
+    positions: PositionTable,
     /// Taker fees collected, in collateral units.
     pub fees_collected_units: Units,
 }
@@ -165,17 +166,31 @@ impl Ledger {
     #[inline]
     pub fn position(&self, account: u32, market: u32, outcome: Outcome) -> Balance {
         self.positions
-            .get(&position_key(account, market, outcome))
+            .get(position_key(account, market, outcome))
             .copied()
             .unwrap_or_default()
+    }
+
+    /// Starts loading what `position_mut(account, market, outcome)` reads.
+    #[inline]
+    pub fn prefetch_position(&self, account: u32, market: u32, outcome: Outcome) {
+        self.positions
+            .prefetch(position_key(account, market, outcome));
+    }
+
+    /// Starts loading the account at `index` (its collateral), if there is one.
+    #[inline]
+    pub fn prefetch_account(&self, index: u32) {
+        if let Some(account) = self.accounts.get(index as usize) {
+            crate::prefetch::prefetch(account);
+        }
     }
 
     /// A position, mutably (created empty when never held).
     #[inline]
     pub fn position_mut(&mut self, account: u32, market: u32, outcome: Outcome) -> &mut Balance {
         self.positions
-            .entry(position_key(account, market, outcome))
-            .or_default()
+            .get_or_insert(position_key(account, market, outcome))
     }
 
     /// Every non-empty position as `(account, market, outcome, balance)`, sorted.

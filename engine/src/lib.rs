@@ -30,6 +30,7 @@ mod ledger;
 mod market;
 mod orders;
 mod placement;
+mod positions;
 mod prefetch;
 mod price_bits;
 mod queries;
