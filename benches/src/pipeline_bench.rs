@@ -10,8 +10,8 @@ use hdrhistogram::Histogram;
 use ladder_engine::{Command, Engine, EngineLimits};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_sequencer::{
-    recover_engine, start, ChannelSink, Completion, SequencerConfig, SequencerParts, Submission,
-    Ticket, Work,
+    recover_engine, start, ChannelSink, Completion, CorePin, SequencerConfig, SequencerParts,
+    Submission, Ticket, Work,
 };
 
 use crate::engine_replay::prepared_engine;
@@ -50,6 +50,7 @@ pub fn sequencer(
     producers: usize,
     durability: Durability,
     window: usize,
+    pin: CorePin,
 ) -> SequencerResult {
     let stream = generate(&StreamSpec {
         commands,
@@ -71,6 +72,7 @@ pub fn sequencer(
     }
     let config = SequencerConfig {
         durability,
+        pin,
         ..SequencerConfig::default()
     };
     let parts = SequencerParts {

@@ -8,6 +8,7 @@
 //! acknowledged before it and gateway threads never lock engine state.
 
 mod codec;
+mod pin;
 mod recovery;
 mod release;
 pub mod replication;
@@ -15,6 +16,7 @@ mod sequencer;
 mod submission;
 
 pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
+pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, REPLICA_ACK_TIMEOUT};
 pub use sequencer::{

@@ -13,6 +13,7 @@ use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal};
 
 use crate::codec::{encode_command, RECORD_COMMAND_V1};
+use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases};
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
 
@@ -34,6 +35,8 @@ pub struct SequencerConfig {
     /// Set on a standby: its only writes are replicated records, and it fires no timers
     /// of its own (the primary's `Tick`s arrive replicated). Cleared on promotion.
     pub follower: Arc<AtomicBool>,
+    /// Which core the sequencer thread is pinned to.
+    pub pin: CorePin,
 }
 
 impl Default for SequencerConfig {
@@ -44,6 +47,7 @@ impl Default for SequencerConfig {
             durability: Durability::Sync,
             idle_wait: Duration::from_millis(50),
             follower: Arc::new(AtomicBool::new(false)),
+            pin: CorePin::None,
         }
     }
 }
@@ -170,6 +174,11 @@ pub fn start_with(
     let thread = std::thread::Builder::new()
         .name("sequencer".into())
         .spawn(move || {
+            match pin_current_thread(writer.config.pin) {
+                Ok(Some(core)) => tracing::info!(core, "sequencer thread pinned"),
+                Ok(None) => {}
+                Err(why) => tracing::warn!(%why, "sequencer thread not pinned"),
+            }
             writer.run();
             writer.releases.finish();
             writer.engine

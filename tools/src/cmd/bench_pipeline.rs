@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use ladder_benches::pipeline_bench;
 use ladder_journal::Durability;
+use ladder_sequencer::CorePin;
 
 /// `ladder bench sequencer`.
 #[derive(Args, Debug, Clone)]
@@ -26,6 +27,10 @@ pub struct SequencerBenchArgs {
     /// Parent directory of the temporary data directory.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// The sequencer thread's core: `auto` (the last allowed core, as `serve` does), `none`
+    /// or a core number.
+    #[arg(long, default_value = "auto")]
+    pub sequencer_core: CorePin,
 }
 
 /// `ladder bench replay`.
@@ -97,6 +102,7 @@ pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
         producers,
         durability,
         args.window.max(1),
+        args.sequencer_core,
     ))
 }
 

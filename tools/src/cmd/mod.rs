@@ -107,6 +107,10 @@ pub struct ServeArgs {
     /// Gateway event-loop threads.
     #[arg(long, default_value_t = 2)]
     pub gateway_threads: usize,
+    /// The sequencer thread's core: `auto` (the last core this process may use, when it may
+    /// use several), `none` (not pinned) or a core number.
+    #[arg(long, default_value = "auto")]
+    pub sequencer_core: ladder_sequencer::CorePin,
     /// Serve the admin surface and /metrics to any address, not only loopback.
     #[arg(long)]
     pub admin_public: bool,

@@ -24,9 +24,9 @@ use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::replication::{client, server, ReplicationHub};
 use ladder_sequencer::{
-    recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, DiscardSink,
-    QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission, Submitter, Ticket,
-    Work,
+    recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
+    DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission,
+    Submitter, Ticket, Work,
 };
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
@@ -70,6 +70,7 @@ struct RunOptions {
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
+    sequencer_core: CorePin,
     chain: ChainFlags,
     max_keys_per_user: u32,
     rate_limit_key: u32,
@@ -95,6 +96,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             .parse()
             .map_err(|e: String| format!("--durability: {e}"))?,
         gateway_threads: args.gateway_threads,
+        sequencer_core: args.sequencer_core,
         chain: args.chain.clone(),
         max_keys_per_user: args.max_keys_per_user,
         rate_limit_key: args.rate_limit_key,
@@ -122,6 +124,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
+        sequencer_core: CorePin::Auto,
         chain: args.chain.clone(),
         max_keys_per_user: 5,
         rate_limit_key: 3500,
@@ -184,6 +187,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         prepare_with_feed(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
     let seq_config = SequencerConfig {
         durability: options.durability,
+        pin: options.sequencer_core,
         ..SequencerConfig::default()
     };
     seq_config.follower.store(standby, Ordering::Release);
