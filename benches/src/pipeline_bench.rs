@@ -81,6 +81,7 @@ pub fn sequencer(
         sinks,
         events: Vec::new(),
         replication: None,
+        board: None,
     };
     let (handle, submitters) = start(config, parts, producers).expect("start sequencer");
     let commands_list: Arc<Vec<Command>> = Arc::new(stream.measured);
@@ -312,6 +313,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
             sinks: primary_sinks,
             events: Vec::new(),
             replication: Some(hub.clone()),
+            board: None,
         },
         1,
     )
@@ -335,6 +337,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
             sinks: vec![Box::new(ChannelSink(applied_tx))],
             events: Vec::new(),
             replication: None,
+            board: None,
         },
         standby_consumer,
     )

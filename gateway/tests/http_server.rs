@@ -57,6 +57,7 @@ fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
         sinks,
         events: Vec::new(),
         replication: None,
+        board: None,
     };
     let (handle, submitters) =
         ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();

@@ -7,6 +7,7 @@
 //! travel the same rings and run between commands, so a read sees every command
 //! acknowledged before it and gateway threads never lock engine state.
 
+mod board;
 mod codec;
 mod pin;
 mod recovery;
@@ -15,6 +16,7 @@ pub mod replication;
 mod sequencer;
 mod submission;
 
+pub use board::{touched_markets, BoardUpdates, BookBoard, MarketBooks};
 pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};

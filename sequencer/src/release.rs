@@ -1,6 +1,7 @@
 //! Releasing a batch: once its journal records are durable (and, with required standbys,
 //! held by them), its completions go to their sinks and its events to their consumers, in
-//! batch order.
+//! batch order; the read side of the books (`BookBoard`) gets the batch's snapshots before
+//! any of its completions leaves.
 //!
 //! With `sync` durability the waiting happens on a committer thread, so the sequencer
 //! applies batch N+1 while the disk flushes batch N (the commit is pipelined; nothing is
@@ -16,6 +17,7 @@ use crossbeam_channel::{bounded, Sender};
 use ladder_journal::FlushTicket;
 use parking_lot::Mutex;
 
+use crate::board::{BoardUpdates, BookBoard};
 use crate::replication::ReplicationHub;
 use crate::sequencer::{Published, PublishedBatch, SequencerStats};
 use crate::submission::{Completion, CompletionSink};
@@ -35,6 +37,8 @@ pub(crate) struct Release {
     pub per_sink: Vec<Vec<Completion>>,
     /// Its events.
     pub published: Vec<Published>,
+    /// Snapshots of the books it changed.
+    pub board: BoardUpdates,
     /// The last sequence it holds.
     pub last_seq: u64,
     /// Commands and queries it held.
@@ -50,6 +54,7 @@ pub(crate) struct Releaser {
     sinks: Vec<Box<dyn CompletionSink>>,
     events: Vec<Sender<PublishedBatch>>,
     replication: Option<Arc<ReplicationHub>>,
+    board: Option<Arc<BookBoard>>,
     stats: Arc<SequencerStats>,
 }
 
@@ -58,12 +63,14 @@ impl Releaser {
         sinks: Vec<Box<dyn CompletionSink>>,
         events: Vec<Sender<PublishedBatch>>,
         replication: Option<Arc<ReplicationHub>>,
+        board: Option<Arc<BookBoard>>,
         stats: Arc<SequencerStats>,
     ) -> Releaser {
         Releaser {
             sinks,
             events,
             replication,
+            board,
             stats,
         }
     }
@@ -109,7 +116,7 @@ impl Releaser {
                 .queries
                 .fetch_add(batch.queries, Ordering::Relaxed);
             self.stats.batches.fetch_add(1, Ordering::Relaxed);
-            released.push((batch.per_sink, batch.published));
+            released.push((batch.per_sink, batch.published, batch.board));
         }
         self.stats.last_seq.store(last_seq, Ordering::Release);
         let mut held = true;
@@ -118,9 +125,13 @@ impl Releaser {
             held =
                 hub.connected() >= hub.required() && hub.wait_acks(last_seq, REPLICA_ACK_TIMEOUT);
         }
-        for (mut per_sink, published) in released {
+        for (mut per_sink, published, board) in released {
             if !held && any_writes {
                 refuse_applied(&mut per_sink, "replica unavailable");
+            }
+            // The read side first: a client answered below must find its order there.
+            if let Some(read_side) = &self.board {
+                read_side.install(board);
             }
             for (sink, completions) in self.sinks.iter_mut().zip(per_sink) {
                 if !completions.is_empty() {

@@ -12,6 +12,7 @@ use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal};
 
+use crate::board::{touched_markets, BoardUpdates, BookBoard, MarketBooks};
 use crate::codec::{encode_command, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases};
@@ -107,6 +108,9 @@ pub struct SequencerParts {
     pub events: Vec<Sender<PublishedBatch>>,
     /// Standbys to replicate to (and, with a required count, to wait for).
     pub replication: Option<Arc<crate::replication::ReplicationHub>>,
+    /// The read side of the books, kept up to date by each release (`None`: not kept). Fill
+    /// it from the engine before starting (`BookBoard::fill`).
+    pub board: Option<Arc<BookBoard>>,
 }
 
 /// The sequencer's ends of the producers' rings, made before it starts so that producers
@@ -156,8 +160,15 @@ pub fn start_with(
         .is_some_and(|hub| hub.required() > 0);
     let pipelined = config.durability == Durability::Sync && !waits_for_standbys;
     let publishes = !parts.events.is_empty();
+    let keeps_board = parts.board.is_some();
     let releases = Releases::new(
-        Releaser::new(parts.sinks, parts.events, parts.replication, stats.clone()),
+        Releaser::new(
+            parts.sinks,
+            parts.events,
+            parts.replication,
+            parts.board,
+            stats.clone(),
+        ),
         pipelined,
     )?;
     let mut writer = Writer {
@@ -170,6 +181,8 @@ pub fn start_with(
         stop: stop.clone(),
         encode_buf: Vec::with_capacity(4096),
         last_now_ns: 0,
+        keeps_board,
+        touched: Vec::new(),
     };
     let thread = std::thread::Builder::new()
         .name("sequencer".into())
@@ -201,6 +214,10 @@ struct Writer {
     stop: Arc<AtomicBool>,
     encode_buf: Vec<u8>,
     last_now_ns: u64,
+    /// Whether released batches carry new book snapshots for the read side.
+    keeps_board: bool,
+    /// Markets the batch being applied changed (with repeats).
+    touched: Vec<u32>,
 }
 
 impl Writer {
@@ -342,11 +359,13 @@ impl Writer {
         // no one, and the hand-off to the committer would only add latency.
         let nothing_waiting = submissions <= INLINE_RELEASE_SUBMISSIONS_MAX
             && self.rings.iter().all(|ring| ring.is_empty());
+        let board = self.board_updates();
         self.releases.send(
             Release {
                 ticket,
                 per_sink,
                 published,
+                board,
                 last_seq: self.engine.last_seq(),
                 commands,
                 queries,
@@ -354,6 +373,20 @@ impl Writer {
             },
             nothing_waiting,
         );
+    }
+
+    /// Snapshots of the books the batch changed, for the read side.
+    fn board_updates(&mut self) -> BoardUpdates {
+        if self.touched.is_empty() {
+            return Vec::new();
+        }
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        let engine = &self.engine;
+        self.touched
+            .drain(..)
+            .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
+            .collect()
     }
 
     fn apply(
@@ -374,6 +407,9 @@ impl Writer {
         }
         let reply = self.engine.apply(seq, now_ns, command);
         let events = self.engine.events();
+        if self.keeps_board {
+            touched_markets(events, &mut self.touched);
+        }
         if !events.is_empty() && self.publishes {
             published.push(Published {
                 seq,

@@ -34,6 +34,7 @@ fn start_on(dir: &std::path::Path) -> (SequencerHandle, Submitter, Receiver<Comp
         sinks: vec![Box::new(ChannelSink(tx))],
         events: Vec::new(),
         replication: None,
+        board: None,
     };
     let config = SequencerConfig {
         durability: Durability::Sync,

@@ -71,6 +71,9 @@ pub struct ServiceState {
     /// With `--replicas N`: writes are 503 `replica unavailable` while fewer are connected.
     pub replication:
         parking_lot::RwLock<Option<Arc<ladder_sequencer::replication::ReplicationHub>>>,
+    /// The read side of the books: book and price reads are answered from it, never through
+    /// the sequencer. Filled once recovery is done, then kept by every release.
+    pub board: Arc<ladder_sequencer::BookBoard>,
 }
 
 /// Turns a standby into a primary; called by `POST /admin/promote`.

@@ -7,6 +7,7 @@ use ladder_engine::{
 use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
 use ladder_protocol::{Address, B256, U256};
+use ladder_sequencer::BookBoard;
 use serde_json::{json, Map, Value};
 use sha1::{Digest, Sha1};
 
@@ -20,33 +21,38 @@ use crate::http::{Method, Request, Response, Status};
 pub const TOKENS_PER_REQUEST_MAX: usize = 500;
 
 /// Routes the public reads; `None` when the path is not one of them.
-pub(super) fn route(_app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
+pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
     let q = QueryString::parse(request.query());
+    let board = &app.state.board;
     Some(match (method, path) {
         (Method::Get, "/time") => Outcome::Respond(ok_json(&now_s())),
         (Method::Get, "/markets") | (Method::Get, "/sampling-markets") => markets_page(&q),
         (Method::Get, p) if p.starts_with("/markets/") => market_one(&p["/markets/".len()..]),
-        (Method::Get, "/book") => with_token(&q, book_one),
-        (Method::Get | Method::Post, "/books") => books(&request.body),
-        (Method::Get, "/price") => price(&q),
-        (Method::Get, "/midpoint") => with_token(&q, midpoint),
-        (Method::Get, "/spread") => with_token(&q, spread),
+        (Method::Get, "/book") => with_token(&q, |token| book_one(board, token)),
+        (Method::Get | Method::Post, "/books") => books(board, &request.body),
+        (Method::Get, "/price") => price(board, &q),
+        (Method::Get, "/midpoint") => with_token(&q, |token| midpoint(board, token)),
+        (Method::Get, "/spread") => with_token(&q, |token| spread(board, token)),
         (Method::Get, "/tick-size") => with_token(&q, |token| {
             token_read(
+                board,
                 token,
-                |m, _| json!({ "minimum_tick_size": tick_number(m.tick_size_ticks) }),
+                |m| json!({ "minimum_tick_size": tick_number(m.tick_size_ticks) }),
             )
         }),
         (Method::Get, "/neg-risk") => with_token(&q, |token| {
-            token_read(token, |m, _| json!({ "neg_risk": m.neg_risk }))
+            token_read(board, token, |m| json!({ "neg_risk": m.neg_risk }))
         }),
         (Method::Get, "/fee-rate") => with_token(&q, |token| {
             token_read(
+                board,
                 token,
-                |m, _| json!({ "fee_rate_bps": m.fee_rate_bps.to_string() }),
+                |m| json!({ "fee_rate_bps": m.fee_rate_bps.to_string() }),
             )
         }),
-        (Method::Get | Method::Post, "/last-trades-prices") => last_trades_prices(&request.body),
+        (Method::Get | Method::Post, "/last-trades-prices") => {
+            last_trades_prices(board, &request.body)
+        }
         (Method::Get, "/prices-history") => prices_history(&q),
         (Method::Get, "/claimable") => claimable_of(&q),
         _ => return None,
@@ -71,16 +77,22 @@ fn with_token(q: &QueryString, handler: impl FnOnce(U256) -> Outcome) -> Outcome
     }
 }
 
-/// Answers `render(market, outcome)` for a token, or 404.
+/// The book of `token` on the read side, if the token is known.
+fn board_book(board: &BookBoard, token: &U256) -> Option<BookView> {
+    let (books, outcome) = board.books(&engine_token(token))?;
+    Some(books.of(outcome).clone())
+}
+
+/// Answers `render(market)` for a token's market from the read side, or 404.
 fn token_read(
+    board: &BookBoard,
     token: U256,
-    render: impl FnOnce(&MarketView, YesNo) -> Value + Send + 'static,
+    render: impl FnOnce(&MarketView) -> Value,
 ) -> Outcome {
-    let token = engine_token(&token);
-    query(
-        move |e: &Engine| e.token(&token).map(|(m, o)| render(&m, o)),
-        |value| value.map(|v| ok_json(&v)).unwrap_or_else(not_found),
-    )
+    match board.books(&engine_token(&token)) {
+        Some((books, _)) => Outcome::Respond(ok_json(&render(&books.yes.market))),
+        None => Outcome::Respond(not_found()),
+    }
 }
 
 fn markets_page(q: &QueryString) -> Outcome {
@@ -183,14 +195,11 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn book_one(token: U256) -> Outcome {
-    let token = engine_token(&token);
-    query(
-        move |e: &Engine| e.book(&token, usize::MAX),
-        |view| {
-            view.map(|v| ok_json(&book_json(&v, v.market.event_seq)))
-                .unwrap_or_else(not_found)
-        },
+fn book_one(board: &BookBoard, token: U256) -> Outcome {
+    Outcome::Respond(
+        board_book(board, &token)
+            .map(|v| ok_json(&book_json(&v, v.market.event_seq)))
+            .unwrap_or_else(not_found),
     )
 }
 
@@ -218,106 +227,81 @@ fn token_list(body: &[u8]) -> Result<Vec<U256>, String> {
         .collect()
 }
 
-fn books(body: &[u8]) -> Outcome {
+fn books(board: &BookBoard, body: &[u8]) -> Outcome {
     let tokens = match token_list(body) {
         Ok(t) => t,
         Err(e) => return bad_request(e),
     };
-    let tokens: Vec<_> = tokens.iter().map(engine_token).collect();
-    query(
-        move |e: &Engine| {
-            tokens
-                .iter()
-                .filter_map(|t| e.book(t, usize::MAX))
-                .collect::<Vec<_>>()
-        },
-        |views| {
-            ok_json(
-                &views
-                    .iter()
-                    .map(|v| book_json(v, v.market.event_seq))
-                    .collect::<Vec<_>>(),
-            )
-        },
-    )
+    let views: Vec<Value> = tokens
+        .iter()
+        .filter_map(|t| board_book(board, t))
+        .map(|v| book_json(&v, v.market.event_seq))
+        .collect();
+    Outcome::Respond(ok_json(&views))
 }
 
-fn price(q: &QueryString) -> Outcome {
+fn price(board: &BookBoard, q: &QueryString) -> Outcome {
     let side = match q.get("side").map(|s| s.to_ascii_uppercase()) {
         Some(s) if s == "BUY" => Side::Buy,
         Some(s) if s == "SELL" => Side::Sell,
         _ => return bad_request("side: expected BUY or SELL"),
     };
     with_token(q, |token| {
-        let token = engine_token(&token);
-        query(
-            move |e: &Engine| e.token(&token).map(|_| e.best_price(&token, side)),
-            |found| match found {
-                None => not_found(),
-                Some(None) => Response::error(Status::NotFound, "no orders"),
-                Some(Some(p)) => ok_json(&json!({ "price": format_price(p) })),
+        Outcome::Respond(match best_both(board, &token) {
+            None => not_found(),
+            Some((bid, ask)) => match if side == Side::Buy { bid } else { ask } {
+                None => Response::error(Status::NotFound, "no orders"),
+                Some(p) => ok_json(&json!({ "price": format_price(p) })),
             },
-        )
+        })
     })
 }
 
-fn best_both(e: &Engine, token: &ladder_engine::Bytes32) -> Option<(Option<u32>, Option<u32>)> {
-    e.token(token)?;
+/// The best bid and ask of `token` on the read side, if the token is known.
+fn best_both(board: &BookBoard, token: &U256) -> Option<(Option<u32>, Option<u32>)> {
+    let view = board_book(board, token)?;
     Some((
-        e.best_price(token, Side::Buy),
-        e.best_price(token, Side::Sell),
+        view.bids.first().map(|l| l.0),
+        view.asks.first().map(|l| l.0),
     ))
 }
 
-fn midpoint(token: U256) -> Outcome {
-    let token = engine_token(&token);
-    query(
-        move |e: &Engine| best_both(e, &token),
-        |found| match found {
-            None => not_found(),
-            Some((Some(b), Some(a))) => {
-                ok_json(&json!({ "mid": format_price(midpoint_ticks(b, a)) }))
-            }
-            Some(_) => Response::error(Status::NotFound, "no orders"),
-        },
-    )
+fn midpoint(board: &BookBoard, token: U256) -> Outcome {
+    Outcome::Respond(match best_both(board, &token) {
+        None => not_found(),
+        Some((Some(b), Some(a))) => ok_json(&json!({ "mid": format_price(midpoint_ticks(b, a)) })),
+        Some(_) => Response::error(Status::NotFound, "no orders"),
+    })
 }
 
-fn spread(token: U256) -> Outcome {
-    let token = engine_token(&token);
-    query(
-        move |e: &Engine| best_both(e, &token),
-        |found| match found {
-            None => not_found(),
-            Some((Some(b), Some(a))) => {
-                ok_json(&json!({ "spread": format_price(a.saturating_sub(b)) }))
-            }
-            Some(_) => Response::error(Status::NotFound, "no orders"),
-        },
-    )
+fn spread(board: &BookBoard, token: U256) -> Outcome {
+    Outcome::Respond(match best_both(board, &token) {
+        None => not_found(),
+        Some((Some(b), Some(a))) => {
+            ok_json(&json!({ "spread": format_price(a.saturating_sub(b)) }))
+        }
+        Some(_) => Response::error(Status::NotFound, "no orders"),
+    })
 }
 
-fn last_trades_prices(body: &[u8]) -> Outcome {
+fn last_trades_prices(board: &BookBoard, body: &[u8]) -> Outcome {
     let tokens = match token_list(body) {
         Ok(t) => t,
         Err(e) => return bad_request(e),
     };
-    query(
-        move |e: &Engine| {
-            tokens
-                .iter()
-                .filter_map(|t| {
-                    let last = e.last_trade(&engine_token(t))?;
-                    Some(LastTradePrice {
-                        token_id: *t,
-                        price_ticks: last.price_ticks,
-                        side: wire_side(last.side),
-                    })
-                })
-                .collect::<Vec<_>>()
-        },
-        |list| ok_json(&list),
-    )
+    let list: Vec<LastTradePrice> = tokens
+        .iter()
+        .filter_map(|t| {
+            let (books, outcome) = board.books(&engine_token(t))?;
+            let last = books.of(outcome).market.last_trade[outcome.index()]?;
+            Some(LastTradePrice {
+                token_id: *t,
+                price_ticks: last.price_ticks,
+                side: wire_side(last.side),
+            })
+        })
+        .collect();
+    Outcome::Respond(ok_json(&list))
 }
 
 /// Most points one price-history answer holds.

@@ -224,6 +224,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         tracing::warn!(segment = %torn.segment.display(), offset = torn.offset, bytes = torn.bytes_dropped, "cut a torn journal tail");
     }
     let (engine, recovered) = recover_engine(&data_dir, EngineLimits::default(), None)?;
+    state.board.fill(&engine);
     if engine.last_seq() != journal.last_seq() {
         return Err(format!(
             "recovery reached sequence {} but the journal ends at {}",
@@ -281,6 +282,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         sinks,
         events: vec![settlement_tx, feed_tx],
         replication: hub.clone(),
+        board: Some(state.board.clone()),
     };
     let follower_flag = seq_config.follower.clone();
     let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
