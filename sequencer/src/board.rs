@@ -1,6 +1,7 @@
 //! The read side of the books: a snapshot of every market's two books (Yes and No tokens),
-//! replaced whenever a released batch changed that market, from which gateway threads answer
-//! book and price reads without going through the sequencer.
+//! replaced whenever a released batch changed that market, and every market's trade prices
+//! in time order, from which gateway threads answer book, price and price-history reads
+//! without going through the sequencer.
 //!
 //! The sequencer builds the snapshots of the markets a batch touched (those named by its
 //! level, last-trade and market events) right after applying it; the release of that batch
@@ -8,13 +9,14 @@
 //! acknowledged order. Each market's snapshot sits behind an `ArcSwap`: a reader loads it
 //! without a lock and the writer replaces it without waiting for readers. The directory of
 //! markets is behind a read-write lock whose write side is taken only when a market is
-//! created.
+//! created. A market's trade prices are an append-only list behind a read-write lock: a
+//! reader holds it for a binary search per bucket it answers (at most `HISTORY_BUCKETS_MAX`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use ladder_engine::{BookView, Engine, Event, Outcome, TokenId};
+use ladder_engine::{BookView, Engine, Event, Outcome, TokenId, TradeView, NANOS_PER_SECOND};
 use parking_lot::RwLock;
 
 /// Both books of one market as of one released batch.
@@ -45,13 +47,39 @@ impl MarketBooks {
     }
 }
 
-/// Snapshots to install: `(market index, books)`.
-pub type BoardUpdates = Vec<(u32, Arc<MarketBooks>)>;
+/// Most buckets one price-history answer holds.
+pub const HISTORY_BUCKETS_MAX: usize = 10_000;
+
+/// A trade's time (Unix seconds) and price on the Yes token (ticks).
+pub type PricePoint = (u64, u32);
+
+/// What a batch brings to the read side.
+#[derive(Debug, Default)]
+pub struct BoardUpdates {
+    /// New snapshots: `(market index, books)`.
+    pub books: Vec<(u32, Arc<MarketBooks>)>,
+    /// New trades, in match order: `(market index, point)`.
+    pub trades: Vec<(u32, PricePoint)>,
+}
+
+impl BoardUpdates {
+    /// Whether there is nothing to install.
+    pub fn is_empty(&self) -> bool {
+        self.books.is_empty() && self.trades.is_empty()
+    }
+}
+
+/// One market on the read side.
+struct MarketSide {
+    books: ArcSwap<MarketBooks>,
+    /// Trade prices in match order (times never go back: the sequencer's clock is monotonic).
+    trades: RwLock<Vec<PricePoint>>,
+}
 
 #[derive(Default)]
 struct Directory {
     tokens: HashMap<TokenId, (u32, Outcome)>,
-    markets: Vec<Arc<ArcSwap<MarketBooks>>>,
+    markets: Vec<Arc<MarketSide>>,
 }
 
 /// Every market's books, for reads that must not wait on the sequencer.
@@ -69,56 +97,124 @@ impl std::fmt::Debug for BookBoard {
 }
 
 impl BookBoard {
-    /// Installs every market of `engine` (at start-up, before the sequencer runs).
+    /// Installs every market of `engine` and its trades (at start-up, before the sequencer
+    /// runs).
     pub fn fill(&self, engine: &Engine) {
-        let updates: BoardUpdates = (0..engine.market_count() as u32)
+        let books = (0..engine.market_count() as u32)
             .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
             .collect();
-        self.install(updates);
+        let trades = engine
+            .all_trades()
+            .iter()
+            .filter_map(|trade| price_point(engine, trade))
+            .collect();
+        self.install(BoardUpdates { books, trades });
     }
 
     /// The books of `token`'s market, and which of them is `token`'s.
     pub fn books(&self, token: &TokenId) -> Option<(Arc<MarketBooks>, Outcome)> {
         let directory = self.directory.read();
         let &(index, outcome) = directory.tokens.get(token)?;
-        let books = directory.markets.get(index as usize)?.load_full();
+        let books = directory.markets.get(index as usize)?.books.load_full();
         Some((books, outcome))
     }
 
-    /// Installs snapshots (markets new to the board are added).
+    /// The price history of `token` (`None`: unknown token): for each `bucket_s`-second
+    /// bucket (aligned to multiples of it) holding trades from `start_s` to `end_s`
+    /// inclusive, the bucket's start and the price of its last trade on `token`, oldest
+    /// first, at most `HISTORY_BUCKETS_MAX` buckets.
+    pub fn price_history(
+        &self,
+        token: &TokenId,
+        start_s: u64,
+        end_s: u64,
+        bucket_s: u64,
+    ) -> Option<Vec<PricePoint>> {
+        let bucket_s = bucket_s.max(1);
+        let (market, outcome) = {
+            let directory = self.directory.read();
+            let &(index, outcome) = directory.tokens.get(token)?;
+            (directory.markets.get(index as usize)?.clone(), outcome)
+        };
+        let trades = market.trades.read();
+        let from = trades.partition_point(|p| p.0 < start_s);
+        let to = trades.partition_point(|p| p.0 <= end_s);
+        let in_range = &trades[from..to.max(from)];
+        let mut history = Vec::new();
+        let mut at = 0;
+        while at < in_range.len() && history.len() < HISTORY_BUCKETS_MAX {
+            let bucket = in_range[at].0 - in_range[at].0 % bucket_s;
+            let next = bucket.saturating_add(bucket_s);
+            at += in_range[at..].partition_point(|p| p.0 < next);
+            let yes_price = in_range[at - 1].1;
+            let price = match outcome {
+                Outcome::Yes => yes_price,
+                Outcome::No => 10_000 - yes_price,
+            };
+            history.push((bucket, price));
+        }
+        Some(history)
+    }
+
+    /// Installs snapshots and trades (markets new to the board are added).
     pub fn install(&self, updates: BoardUpdates) {
+        let BoardUpdates { books, trades } = updates;
         let mut fresh = Vec::new();
         {
             let directory = self.directory.read();
-            for (index, books) in updates {
+            for (index, books) in books {
                 match directory.markets.get(index as usize) {
-                    Some(slot) => slot.store(books),
+                    Some(side) => side.books.store(books),
                     None => fresh.push((index, books)),
                 }
             }
         }
-        if fresh.is_empty() {
+        if !fresh.is_empty() {
+            let mut directory = self.directory.write();
+            for (index, books) in fresh {
+                let at = index as usize;
+                if let Some(side) = directory.markets.get(at) {
+                    side.books.store(books);
+                    continue;
+                }
+                // Markets are numbered densely in creation order, so a new one is the next.
+                debug_assert_eq!(at, directory.markets.len());
+                if at != directory.markets.len() {
+                    continue;
+                }
+                for outcome in [Outcome::Yes, Outcome::No] {
+                    let token = books.yes.market.token_id(outcome);
+                    directory.tokens.insert(token, (index, outcome));
+                }
+                directory.markets.push(Arc::new(MarketSide {
+                    books: ArcSwap::new(books),
+                    trades: RwLock::new(Vec::new()),
+                }));
+            }
+        }
+        if trades.is_empty() {
             return;
         }
-        let mut directory = self.directory.write();
-        for (index, books) in fresh {
-            let at = index as usize;
-            if let Some(slot) = directory.markets.get(at) {
-                slot.store(books);
-                continue;
+        let directory = self.directory.read();
+        for (index, point) in trades {
+            if let Some(side) = directory.markets.get(index as usize) {
+                side.trades.write().push(point);
             }
-            // Markets are numbered densely in creation order, so a new one is the next.
-            debug_assert_eq!(at, directory.markets.len());
-            if at != directory.markets.len() {
-                continue;
-            }
-            for outcome in [Outcome::Yes, Outcome::No] {
-                let token = books.yes.market.token_id(outcome);
-                directory.tokens.insert(token, (index, outcome));
-            }
-            directory.markets.push(Arc::new(ArcSwap::new(books)));
         }
     }
+}
+
+/// A trade's market and price point on the Yes token.
+pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<(u32, PricePoint)> {
+    let market = engine.market(&trade.condition_id)?;
+    let yes_price = match trade.taker.outcome {
+        Outcome::Yes => trade.taker.price_ticks,
+        Outcome::No => 10_000 - trade.taker.price_ticks,
+    };
+    Some((
+        market.index,
+        (trade.match_time_ns / NANOS_PER_SECOND, yes_price),
+    ))
 }
 
 /// The markets `events` changed: those named by level, last-trade and market events.
@@ -208,7 +304,10 @@ mod tests {
             board.books(&yes).unwrap().0.yes.bids.is_empty(),
             "nothing shows before the release installs it"
         );
-        board.install(vec![(0, Arc::new(MarketBooks::read(&engine, 0).unwrap()))]);
+        board.install(BoardUpdates {
+            books: vec![(0, Arc::new(MarketBooks::read(&engine, 0).unwrap()))],
+            trades: Vec::new(),
+        });
         let (books, outcome) = board.books(&yes).unwrap();
         assert_eq!(outcome, Outcome::Yes);
         assert_eq!(books.yes.bids, vec![(4_000, 5 * UNITS_PER_SHARE)]);
@@ -227,7 +326,27 @@ mod tests {
         let touched = apply(&mut engine, Command::CreateMarket(market(1)));
         assert_eq!(touched, vec![1]);
         assert!(board.books(&market(1).yes_token_id).is_none());
-        board.install(vec![(1, Arc::new(MarketBooks::read(&engine, 1).unwrap()))]);
+        board.install(BoardUpdates {
+            books: vec![(1, Arc::new(MarketBooks::read(&engine, 1).unwrap()))],
+            trades: vec![(1, (125, 3_000)), (1, (170, 3_500)), (1, (185, 4_000))],
+        });
+        let yes1 = market(1).yes_token_id;
+        assert_eq!(
+            board.price_history(&yes1, 0, 1_000, 60),
+            Some(vec![(120, 3_500), (180, 4_000)]),
+            "the last price of each minute"
+        );
+        assert_eq!(
+            board.price_history(&market(1).no_token_id, 130, 180, 60),
+            Some(vec![(120, 6_500)]),
+            "the range cuts trades out, the No token sees the complement"
+        );
+        assert_eq!(
+            board.price_history(&yes1, 0, 1_000, 1),
+            Some(vec![(125, 3_000), (170, 3_500), (185, 4_000)])
+        );
+        assert_eq!(board.price_history(&yes1, 200, 300, 60), Some(vec![]));
+        assert_eq!(board.price_history(&Bytes32([0x99; 32]), 0, 1, 60), None);
         let (books, _) = board.books(&market(1).no_token_id).unwrap();
         assert_eq!(books.yes.market.condition_id, market(1).condition_id);
         assert!(board.books(&Bytes32([0x99; 32])).is_none());

@@ -16,7 +16,10 @@ pub mod replication;
 mod sequencer;
 mod submission;
 
-pub use board::{touched_markets, BoardUpdates, BookBoard, MarketBooks};
+pub use board::{
+    price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
+    HISTORY_BUCKETS_MAX,
+};
 pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};

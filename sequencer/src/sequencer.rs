@@ -12,7 +12,9 @@ use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal};
 
-use crate::board::{touched_markets, BoardUpdates, BookBoard, MarketBooks};
+use crate::board::{
+    price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
+};
 use crate::codec::{encode_command, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases};
@@ -183,7 +185,10 @@ pub fn start_with(
         last_now_ns: 0,
         keeps_board,
         touched: Vec::new(),
+        fresh_trades: Vec::new(),
+        trades_seen: 0,
     };
+    writer.trades_seen = writer.engine.all_trades().len() as u64;
     let thread = std::thread::Builder::new()
         .name("sequencer".into())
         .spawn(move || {
@@ -218,6 +223,10 @@ struct Writer {
     keeps_board: bool,
     /// Markets the batch being applied changed (with repeats).
     touched: Vec<u32>,
+    /// Trades the batch being applied made, for the read side's price history.
+    fresh_trades: Vec<(u32, PricePoint)>,
+    /// Trades made so far (a trade event of an older one is a settlement change).
+    trades_seen: u64,
 }
 
 impl Writer {
@@ -377,16 +386,17 @@ impl Writer {
 
     /// Snapshots of the books the batch changed, for the read side.
     fn board_updates(&mut self) -> BoardUpdates {
-        if self.touched.is_empty() {
-            return Vec::new();
-        }
         self.touched.sort_unstable();
         self.touched.dedup();
         let engine = &self.engine;
-        self.touched
-            .drain(..)
-            .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
-            .collect()
+        BoardUpdates {
+            books: self
+                .touched
+                .drain(..)
+                .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
+                .collect(),
+            trades: std::mem::take(&mut self.fresh_trades),
+        }
     }
 
     fn apply(
@@ -409,6 +419,14 @@ impl Writer {
         let events = self.engine.events();
         if self.keeps_board {
             touched_markets(events, &mut self.touched);
+            for event in events {
+                if let Event::Trade(trade) = event {
+                    if trade.index >= self.trades_seen {
+                        self.trades_seen = trade.index + 1;
+                        self.fresh_trades.extend(price_point(&self.engine, trade));
+                    }
+                }
+            }
         }
         if !events.is_empty() && self.publishes {
             published.push(Published {

@@ -639,3 +639,57 @@ fn a_book_read_right_after_an_acknowledgement_shows_the_order() {
         assert_eq!(price, json!({ "price": "0.6" }), "the No token sees it too");
     }
 }
+
+/// The read side is rebuilt from the journal on start: after a SIGKILL and restart, the
+/// books, last trade and price history read the same as before.
+#[test]
+fn book_and_price_history_reads_survive_a_restart() {
+    let mut service = Service::start(&[]);
+    {
+        let mut alice = service.trader(0);
+        let mut bob = service.trader(1);
+        rest(&mut alice, yes(), Side::Buy, 5_500, 10);
+        rest(&mut alice, yes(), Side::Buy, 5_100, 2);
+        place(&mut bob, yes(), Side::Sell, 5_000, 4, OrderType::Gtc);
+        rest(&mut bob, no(), Side::Buy, 4_000, 1);
+    }
+    let now = unix_now_s();
+    let reads = [
+        format!("/book?token_id={YES}"),
+        format!("/book?token_id={NO}"),
+        format!(
+            "/prices-history?market={NO}&startTs=0&endTs={}&fidelity=1",
+            now + 60
+        ),
+        format!("/midpoint?token_id={YES}"),
+    ];
+    let read_all = |service: &Service| -> Vec<Value> {
+        reads
+            .iter()
+            .map(|path| {
+                let (status, mut v) = get(service, path);
+                assert_eq!(status, 200, "{path}: {v}");
+                if let Some(book) = v.as_object_mut() {
+                    // The read time and the hash over it differ between reads.
+                    book.remove("timestamp");
+                    book.remove("hash");
+                }
+                v
+            })
+            .collect()
+    };
+    let before = read_all(&service);
+    assert_eq!(
+        before[0]["bids"],
+        json!([level("0.51", "2"), level("0.55", "6")])
+    );
+    assert_eq!(before[0]["asks"], json!([level("0.6", "1")]));
+    assert_eq!(
+        before[2]["history"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        before[2]
+    );
+    service.kill_and_restart();
+    assert_eq!(read_all(&service), before);
+}

@@ -1,8 +1,7 @@
 //! Public reads: time, markets, books and prices, last trades, price history, claimable.
 
 use ladder_engine::{
-    format_price, BookView, Engine, MarketView, Outcome as YesNo, Side, NANOS_PER_SECOND,
-    UNITS_PER_SHARE,
+    format_price, BookView, Engine, MarketView, Outcome as YesNo, Side, UNITS_PER_SHARE,
 };
 use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
@@ -53,7 +52,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         (Method::Get | Method::Post, "/last-trades-prices") => {
             last_trades_prices(board, &request.body)
         }
-        (Method::Get, "/prices-history") => prices_history(&q),
+        (Method::Get, "/prices-history") => prices_history(board, &q),
         (Method::Get, "/claimable") => claimable_of(&q),
         _ => return None,
     })
@@ -304,10 +303,7 @@ fn last_trades_prices(board: &BookBoard, body: &[u8]) -> Outcome {
     Outcome::Respond(ok_json(&list))
 }
 
-/// Most points one price-history answer holds.
-pub const HISTORY_POINTS_MAX: usize = 10_000;
-
-fn prices_history(q: &QueryString) -> Outcome {
+fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
     let token = match q.get("market").map(U256::from_dec_str) {
         None => return bad_request("market: required (a token id)"),
         Some(Err(e)) => return bad_request(format!("market: {e}")),
@@ -340,45 +336,16 @@ fn prices_history(q: &QueryString) -> Outcome {
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    query(
-        move |e: &Engine| {
-            let (market, outcome) = e.token(&token)?;
-            let mut points: Vec<(u64, u32)> = Vec::new();
-            for trade in e
-                .all_trades()
+    Outcome::Respond(match board.price_history(&token, start, end, bucket_s) {
+        None => not_found(),
+        Some(points) => {
+            let history: Vec<Value> = points
                 .iter()
-                .filter(|t| t.condition_id == market.condition_id)
-            {
-                let t = trade.match_time_ns / NANOS_PER_SECOND;
-                if t < start || t > end {
-                    continue;
-                }
-                let price = if trade.taker.outcome == outcome {
-                    trade.taker.price_ticks
-                } else {
-                    10_000 - trade.taker.price_ticks
-                };
-                let bucket = t - t % bucket_s;
-                let full = points.len() >= HISTORY_POINTS_MAX;
-                match points.last_mut() {
-                    Some(last) if last.0 == bucket => last.1 = price,
-                    _ if full => break,
-                    _ => points.push((bucket, price)),
-                }
-            }
-            Some(points)
-        },
-        |points| match points {
-            None => not_found(),
-            Some(points) => {
-                let history: Vec<Value> = points
-                    .iter()
-                    .map(|(t, p)| json!({ "t": t, "p": tick_number(*p) }))
-                    .collect();
-                ok_json(&json!({ "history": history }))
-            }
-        },
-    )
+                .map(|(t, p)| json!({ "t": t, "p": tick_number(*p) }))
+                .collect();
+            ok_json(&json!({ "history": history }))
+        }
+    })
 }
 
 fn claimable_of(q: &QueryString) -> Outcome {
