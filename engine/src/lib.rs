@@ -13,12 +13,13 @@
 //!
 //! The engine answers queries (`queries` module) from its own state. The sequencer owns
 //! the engine. Book and price reads (`/book`, `/books`, `/price`, `/midpoint`, `/spread`,
-//! `/tick-size`, `/neg-risk`, `/fee-rate`, `/last-trades-prices`) are answered by gateway
-//! threads from a read side (`ladder_sequencer::BookBoard`): after each batch the sequencer
-//! snapshots the books of the markets it changed, and the batch's release installs them
-//! before any of its answers leaves, so a read sees every acknowledged order and never
-//! waits on, or queues behind, the sequencer. The other reads (an account's orders, trades
-//! and balances, markets, price history, claimable) run as queries on the sequencer thread
+//! `/tick-size`, `/neg-risk`, `/fee-rate`, `/last-trades-prices`, `/prices-history`) are
+//! answered by gateway threads from a read side (`ladder_sequencer::BookBoard`): after each
+//! batch the sequencer snapshots the books of the markets it changed (and notes its new
+//! trades' prices), and the batch's release installs them before any of its answers leaves,
+//! so a read sees every acknowledged order and never waits on, or queues behind, the
+//! sequencer. The other reads (an account's orders, trades and balances, markets,
+//! claimable) run as queries on the sequencer thread
 //! between batches, or on a standby's replica engine: gateway threads never lock engine
 //! state.
 
