@@ -1,11 +1,13 @@
 //! The trade log: every fill, its settlement batch, and deterministic ids.
 //!
-//! A trade id is a fixed tag followed by the trade's index, and a batch's transaction hash a
-//! fixed tag followed by the batch's number: unique, deterministic from the journal, and
-//! their own index (a lookup reads one entry, no table). Both were keccak256 digests once,
-//! the costliest steps of a taker order (about a microsecond of an aggressive order's two);
-//! nothing needs them to look random (the built-in settlement backend mixes the hash itself
-//! to choose failing batches). The log itself is what a snapshot stores.
+//! A trade id is a fixed tag followed by the trade's index; a batch's transaction hash is the
+//! first 24 bytes of its taker order's hash followed by the batch's number. Both are unique,
+//! deterministic from the journal, and their own index (a lookup reads one entry, no table).
+//! The taker's hash makes transaction hashes unique across deployments too, which matters
+//! because the chain backend keys batches by them (`settledAt(batchId)`): a new data
+//! directory against the same exchange contract must not find its batches already settled.
+//! Both were keccak256 digests once, the costliest steps of a taker order (about a
+//! microsecond of an aggressive order's two). The log itself is what a snapshot stores.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -33,9 +35,6 @@ pub struct TradeLog {
 
 /// The first 24 bytes of every trade id (`ladder:trade:v2`, zero-padded).
 const TRADE_ID_TAG: [u8; 24] = *b"ladder:trade:v2\0\0\0\0\0\0\0\0\0";
-
-/// The first 24 bytes of every transaction hash (`ladder:batch:v2`, zero-padded).
-const BATCH_HASH_TAG: [u8; 24] = *b"ladder:batch:v2\0\0\0\0\0\0\0\0\0";
 
 /// The tag, then `number` as 8 big-endian bytes.
 fn tagged(tag: &[u8; 24], number: u64) -> Hash32 {
@@ -66,14 +65,20 @@ pub fn trade_index(id: &Hash32) -> Option<u64> {
     untagged(&TRADE_ID_TAG, id)
 }
 
-/// The transaction hash of batch `number` (batches are numbered 0, 1, ... as they close).
-pub fn batch_hash(number: u64) -> Hash32 {
-    tagged(&BATCH_HASH_TAG, number)
+/// The transaction hash of batch `number` (batches are numbered 0, 1, ... as they close)
+/// whose taker order has the hash `taker_order_hash`.
+pub fn batch_hash(number: u64, taker_order_hash: &Hash32) -> Hash32 {
+    let mut prefix = [0u8; 24];
+    prefix.copy_from_slice(&taker_order_hash.0[..24]);
+    tagged(&prefix, number)
 }
 
-/// The batch number `transaction_hash` names, if it has the form of one.
-pub fn batch_number(transaction_hash: &Hash32) -> Option<u64> {
-    untagged(&BATCH_HASH_TAG, transaction_hash)
+/// The batch number a transaction hash carries (its last 8 bytes); only the log can tell
+/// whether that batch has this hash.
+pub fn batch_number(transaction_hash: &Hash32) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&transaction_hash.0[24..]);
+    u64::from_be_bytes(bytes)
 }
 
 impl TradeLog {
@@ -115,7 +120,7 @@ impl TradeLog {
         if batch_trades.is_empty() {
             return None;
         }
-        let hash = batch_hash(self.batches.len() as u64);
+        let hash = batch_hash(self.batches.len() as u64, &batch_trades[0].taker.order_hash);
         for trade in batch_trades.iter_mut() {
             trade.transaction_hash = hash;
         }
@@ -144,8 +149,10 @@ impl TradeLog {
 
     /// The batch with this transaction hash.
     pub fn batch(&self, transaction_hash: &Hash32) -> Option<Batch> {
-        let number = usize::try_from(batch_number(transaction_hash)?).ok()?;
-        self.batches.get(number).copied()
+        let number = usize::try_from(batch_number(transaction_hash)).ok()?;
+        let batch = *self.batches.get(number)?;
+        let first = self.trades.get(usize::try_from(batch.first_trade).ok()?)?;
+        (first.transaction_hash == *transaction_hash).then_some(batch)
     }
 
     /// Every trade in match order.
@@ -221,12 +228,16 @@ impl<'de> Deserialize<'de> for TradeLog {
             )));
         }
         for (number, batch) in log.batches.iter().enumerate() {
-            let expected = batch_hash(number as u64);
             let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);
             let fits = usize::try_from(range.end).is_ok_and(|end| end <= trades.len())
-                && range
-                    .clone()
-                    .all(|i| trades[i as usize].transaction_hash == expected);
+                && !range.is_empty()
+                && {
+                    let first = &trades[range.start as usize];
+                    let expected = batch_hash(number as u64, &first.taker.order_hash);
+                    range
+                        .clone()
+                        .all(|i| trades[i as usize].transaction_hash == expected)
+                };
             if !fits {
                 return Err(serde::de::Error::custom(format!(
                     "batch {number} does not match its trades"
@@ -251,13 +262,18 @@ mod tests {
         other.0[0] ^= 1;
         assert_eq!(trade_index(&other), None);
         assert_eq!(trade_index(&Bytes32([0; 32])), None);
-        assert_eq!(batch_number(&batch_hash(9)), Some(9));
-        assert_eq!(
-            batch_number(&trade_id(9)),
-            None,
-            "a trade id is no batch hash"
+        let taker = Bytes32([0x5a; 32]);
+        assert_eq!(batch_number(&batch_hash(9, &taker)), 9);
+        assert_ne!(
+            batch_hash(9, &taker),
+            batch_hash(9, &Bytes32([0x5b; 32])),
+            "another deployment's batch 9 has another taker, so another hash"
         );
-        assert_eq!(trade_index(&batch_hash(9)), None, "nor the other way round");
+        assert_eq!(
+            trade_index(&batch_hash(9, &taker)),
+            None,
+            "a batch hash is no trade id"
+        );
     }
 
     #[test]
@@ -271,14 +287,22 @@ mod tests {
             });
         }
         assert_eq!(log.find(&trade_id(2)).map(|t| t.index), Some(2));
-        assert_eq!(log.close_batch(0), Some(batch_hash(0)));
-        let batch = log.batch(&batch_hash(0)).expect("the closed batch");
+        let taker = Bytes32::default();
+        assert_eq!(log.close_batch(0), Some(batch_hash(0, &taker)));
+        let batch = log.batch(&batch_hash(0, &taker)).expect("the closed batch");
         assert_eq!((batch.first_trade, batch.trade_count), (0, 3));
-        assert!(log.batch(&batch_hash(1)).is_none(), "not closed yet");
+        assert!(
+            log.batch(&batch_hash(1, &taker)).is_none(),
+            "not closed yet"
+        );
+        assert!(
+            log.batch(&batch_hash(0, &Bytes32([1; 32]))).is_none(),
+            "batch 0 of another taker"
+        );
         assert!(log
             .all()
             .iter()
-            .all(|t| t.transaction_hash == batch_hash(0)));
+            .all(|t| t.transaction_hash == batch_hash(0, &taker)));
         assert!(log.find(&trade_id(3)).is_none(), "not made yet");
         let mut forged = trade_id(1);
         forged.0[3] ^= 0x20;

@@ -25,8 +25,8 @@ impl BuiltIn {
 }
 
 /// Whether the batch `transaction_hash` fails when `fail_percent` of batches do: the hash's
-/// four words, folded and mixed (transaction hashes are a tag and a batch number, far from
-/// uniform), modulo 100, below the percentage.
+/// four words, folded and mixed (transaction hashes are part of a taker's order hash and a
+/// batch number, so not uniform), modulo 100, below the percentage.
 pub fn fails(transaction_hash: &Hash32, fail_percent: u8) -> bool {
     let folded = transaction_hash.0.chunks_exact(8).fold(0u64, |acc, word| {
         let mut bytes = [0u8; 8];
@@ -104,7 +104,9 @@ mod tests {
             Some(TradeStatus::Failed)
         );
         assert_eq!(b.next_step(&tx, TradeStatus::Failed, 0), None);
-        let hashes: Vec<Bytes32> = (0..1000u64).map(ladder_engine::batch_hash).collect();
+        let hashes: Vec<Bytes32> = (0..1000u64)
+            .map(|n| ladder_engine::batch_hash(n, &Bytes32([7; 32])))
+            .collect();
         let failing = hashes.iter().filter(|h| fails(h, 30)).count();
         assert!((200..400).contains(&failing), "about 30% fail: {failing}");
         assert!(hashes.iter().all(|h| fails(h, 30) == fails(h, 30)));
