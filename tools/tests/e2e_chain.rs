@@ -417,3 +417,61 @@ fn without_an_exchange_contract_batches_settle_with_the_built_in_backend() {
     wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
     assert!(seen.contains(&"MINED".to_string()), "{seen:?}");
 }
+
+/// The chain keys batches by transaction hash (`settledAt`). A second deployment (a new data
+/// directory) against the same exchange contract must settle its own batches, not find them
+/// already settled by the first one's: their hashes differ although both are batch 0.
+#[test]
+fn a_new_data_directory_on_the_same_contract_settles_its_own_batches() {
+    let Some(anvil) = Anvil::start() else { return };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let args = [
+        "--rpc-url",
+        anvil.url.as_str(),
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "1",
+        "--chain-poll-ms",
+        "100",
+    ];
+    let mut batches = Vec::new();
+    for _deployment in 0..2 {
+        let service = Service::start(&args);
+        let mut maker = smart_trader(&anvil, &service, &exchange);
+        let mut taker = smart_trader(&anvil, &service, &exchange);
+        for t in [&mut maker, &mut taker] {
+            let r = t.create_api_key(0).expect("create key");
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+        let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+        assert_eq!(matched["status"], json!("matched"), "{matched}");
+        let trade_id = matched["tradeIds"][0]
+            .as_str()
+            .expect("trade id")
+            .to_string();
+        let batch = matched["transactionsHashes"][0]
+            .as_str()
+            .expect("batch hash")
+            .to_string();
+        let mut seen = Vec::new();
+        wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
+        let batch_id: [u8; 32] = hex::decode(batch.trim_start_matches("0x"))
+            .expect("hex")
+            .try_into()
+            .expect("32 bytes");
+        let fills = anvil.call_word(
+            &exchange_address,
+            &encode_call(selector("fillCount(bytes32)"), &[Arg::Word(batch_id)]),
+        );
+        assert_eq!(fills, 1, "this deployment's batch reached the contract");
+        batches.push(batch);
+    }
+    assert_ne!(
+        batches[0], batches[1],
+        "each deployment's first batch has its own hash"
+    );
+}
