@@ -19,33 +19,43 @@ use arc_swap::ArcSwap;
 use ladder_engine::{BookView, Engine, Event, Outcome, TokenId, TradeView, NANOS_PER_SECOND};
 use parking_lot::RwLock;
 
-/// Both books of one market as of one released batch.
+/// One market's book as of one released batch, kept as the Yes token sees it (the No
+/// token's view is its mirror, made on read: half the sequencer's work per batch).
 #[derive(Clone, Debug)]
 pub struct MarketBooks {
     /// Seen from the Yes token.
     pub yes: BookView,
-    /// Seen from the No token.
-    pub no: BookView,
 }
 
 impl MarketBooks {
-    /// The book seen from `outcome`'s token.
-    pub fn of(&self, outcome: Outcome) -> &BookView {
+    /// The book seen from `outcome`'s token: the No token's bids are the Yes asks at the
+    /// complementary price, and its asks the Yes bids, best first.
+    pub fn of(&self, outcome: Outcome) -> BookView {
         match outcome {
-            Outcome::Yes => &self.yes,
-            Outcome::No => &self.no,
+            Outcome::Yes => self.yes.clone(),
+            Outcome::No => {
+                let mirror = |&(price, size): &(u32, u64)| (PRICE_ONE_TICKS - price, size);
+                BookView {
+                    market: self.yes.market,
+                    outcome: Outcome::No,
+                    bids: self.yes.asks.iter().map(mirror).collect(),
+                    asks: self.yes.bids.iter().map(mirror).collect(),
+                }
+            }
         }
     }
 
-    /// Both books of the market at `index`, read from `engine`.
+    /// The book of the market at `index`, read from `engine`.
     pub fn read(engine: &Engine, index: u32) -> Option<MarketBooks> {
         let market = engine.market_at(index)?;
         Some(MarketBooks {
             yes: engine.book(&market.token_id(Outcome::Yes), usize::MAX)?,
-            no: engine.book(&market.token_id(Outcome::No), usize::MAX)?,
         })
     }
 }
+
+/// A price of 1 in ticks: a No price is this minus the Yes price.
+const PRICE_ONE_TICKS: u32 = 10_000;
 
 /// Most buckets one price-history answer holds.
 pub const HISTORY_BUCKETS_MAX: usize = 10_000;
@@ -149,7 +159,7 @@ impl BookBoard {
             let yes_price = in_range[at - 1].1;
             let price = match outcome {
                 Outcome::Yes => yes_price,
-                Outcome::No => 10_000 - yes_price,
+                Outcome::No => PRICE_ONE_TICKS - yes_price,
             };
             history.push((bucket, price));
         }
@@ -209,7 +219,7 @@ pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<(u32, PricePoin
     let market = engine.market(&trade.condition_id)?;
     let yes_price = match trade.taker.outcome {
         Outcome::Yes => trade.taker.price_ticks,
-        Outcome::No => 10_000 - trade.taker.price_ticks,
+        Outcome::No => PRICE_ONE_TICKS - trade.taker.price_ticks,
     };
     Some((
         market.index,
@@ -300,6 +310,8 @@ mod tests {
             vec![0],
             "a resting order changes its market's level"
         );
+        // BUY No at 0.30 rests as an ask at 0.70 on the Yes axis.
+        assert_eq!(apply(&mut engine, bid(2, no, 3_000)), vec![0]);
         assert!(
             board.books(&yes).unwrap().0.yes.bids.is_empty(),
             "nothing shows before the release installs it"
@@ -311,12 +323,18 @@ mod tests {
         let (books, outcome) = board.books(&yes).unwrap();
         assert_eq!(outcome, Outcome::Yes);
         assert_eq!(books.yes.bids, vec![(4_000, 5 * UNITS_PER_SHARE)]);
+        assert_eq!(books.yes.asks, vec![(7_000, 5 * UNITS_PER_SHARE)]);
         let (books, outcome) = board.books(&no).unwrap();
         assert_eq!(outcome, Outcome::No);
         assert_eq!(
             books.of(outcome).asks,
             vec![(6_000, 5 * UNITS_PER_SHARE)],
             "the No token sees the Yes bid as an ask at the complement"
+        );
+        assert_eq!(
+            books.of(Outcome::No),
+            engine.book(&no, usize::MAX).unwrap(),
+            "the mirrored No view is the engine's"
         );
         assert_eq!(
             books.yes.market.event_seq,

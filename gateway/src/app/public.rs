@@ -79,7 +79,7 @@ fn with_token(q: &QueryString, handler: impl FnOnce(U256) -> Outcome) -> Outcome
 /// The book of `token` on the read side, if the token is known.
 fn board_book(board: &BookBoard, token: &U256) -> Option<BookView> {
     let (books, outcome) = board.books(&engine_token(token))?;
-    Some(books.of(outcome).clone())
+    Some(books.of(outcome))
 }
 
 /// Answers `render(market)` for a token's market from the read side, or 404.
@@ -292,7 +292,7 @@ fn last_trades_prices(board: &BookBoard, body: &[u8]) -> Outcome {
         .iter()
         .filter_map(|t| {
             let (books, outcome) = board.books(&engine_token(t))?;
-            let last = books.of(outcome).market.last_trade[outcome.index()]?;
+            let last = books.yes.market.last_trade[outcome.index()]?;
             Some(LastTradePrice {
                 token_id: *t,
                 price_ticks: last.price_ticks,
