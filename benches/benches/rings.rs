@@ -5,6 +5,9 @@
 //! Run: `cargo bench -p ladder-benches --bench rings`. Each iteration moves `ITEMS` items;
 //! both ends spin (no parking), so the number is the hand-off cost, not wake-up latency.
 
+// A full ring hands the item back by value in its error, as both rings' own APIs do.
+#![allow(clippy::result_large_err)]
+
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -24,20 +27,25 @@ fn item(i: u64) -> Item {
     Item(words)
 }
 
-fn crossbeam(items: u64) -> Duration {
-    let (tx, rx) = crossbeam_channel::bounded::<Item>(CAPACITY);
+/// Moves `items` items from a spawned producer that calls `push` (which hands the item back
+/// while the ring is full) to this thread, which calls `pop` until all arrived.
+fn handoff<Tx: Send + 'static>(
+    items: u64,
+    (mut tx, mut pop): (Tx, impl FnMut() -> Option<Item>),
+    push: fn(&mut Tx, Item) -> Result<(), Option<Item>>,
+) -> Duration {
     let started = Instant::now();
     let producer = std::thread::spawn(move || {
         for i in 0..items {
             let mut next = item(i);
             loop {
-                match tx.try_send(next) {
+                match push(&mut tx, next) {
                     Ok(()) => break,
-                    Err(crossbeam_channel::TrySendError::Full(back)) => {
+                    Err(Some(back)) => {
                         next = back;
                         std::hint::spin_loop();
                     }
-                    Err(crossbeam_channel::TrySendError::Disconnected(_)) => return,
+                    Err(None) => return,
                 }
             }
         }
@@ -45,12 +53,12 @@ fn crossbeam(items: u64) -> Duration {
     let mut sum = 0u64;
     let mut received = 0;
     while received < items {
-        match rx.try_recv() {
-            Ok(item) => {
+        match pop() {
+            Some(item) => {
                 sum = sum.wrapping_add(item.0[0]);
                 received += 1;
             }
-            Err(_) => std::hint::spin_loop(),
+            None => std::hint::spin_loop(),
         }
     }
     producer.join().expect("producer");
@@ -58,37 +66,22 @@ fn crossbeam(items: u64) -> Duration {
     started.elapsed()
 }
 
+fn crossbeam(items: u64) -> Duration {
+    let (tx, rx) = crossbeam_channel::bounded::<Item>(CAPACITY);
+    handoff(items, (tx, move || rx.try_recv().ok()), |tx, next| {
+        tx.try_send(next).map_err(|e| match e {
+            crossbeam_channel::TrySendError::Full(back) => Some(back),
+            crossbeam_channel::TrySendError::Disconnected(_) => None,
+        })
+    })
+}
+
 fn spsc(items: u64) -> Duration {
-    let (mut tx, mut rx) = rtrb::RingBuffer::<Item>::new(CAPACITY);
-    let started = Instant::now();
-    let producer = std::thread::spawn(move || {
-        for i in 0..items {
-            let mut next = item(i);
-            loop {
-                match tx.push(next) {
-                    Ok(()) => break,
-                    Err(rtrb::PushError::Full(back)) => {
-                        next = back;
-                        std::hint::spin_loop();
-                    }
-                }
-            }
-        }
-    });
-    let mut sum = 0u64;
-    let mut received = 0;
-    while received < items {
-        match rx.pop() {
-            Ok(item) => {
-                sum = sum.wrapping_add(item.0[0]);
-                received += 1;
-            }
-            Err(_) => std::hint::spin_loop(),
-        }
-    }
-    producer.join().expect("producer");
-    std::hint::black_box(sum);
-    started.elapsed()
+    let (tx, mut rx) = rtrb::RingBuffer::<Item>::new(CAPACITY);
+    handoff(items, (tx, move || rx.pop().ok()), |tx, next| {
+        tx.push(next)
+            .map_err(|rtrb::PushError::Full(back)| Some(back))
+    })
 }
 
 fn rings(c: &mut Criterion) {

@@ -105,33 +105,12 @@ pub fn closed_loop(stream: &Stream) -> ReplayResult {
 /// start and waits for that time; its latency runs from the planned time to its end.
 pub fn open_loop(stream: &Stream, rate: u64) -> ReplayResult {
     let (mut engine, first_seq) = prepared_engine(stream);
-    let mut histogram = new_histogram();
-    let mut service = new_histogram();
-    let interval_ns = 1e9 / rate.max(1) as f64;
-    let started = Instant::now();
-    for (i, command) in stream.measured.iter().enumerate() {
-        let planned_ns = (i as f64 * interval_ns) as u64;
-        let mut began_ns = started.elapsed().as_nanos() as u64;
-        while began_ns < planned_ns {
-            std::hint::spin_loop();
-            began_ns = started.elapsed().as_nanos() as u64;
-        }
+    let commands = &stream.measured;
+    on_schedule(commands.len(), rate, |i| {
         let seq = first_seq + i as u64;
-        prefetch_next(&engine, &stream.measured, i);
-        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
-        let done_ns = started.elapsed().as_nanos() as u64;
-        let _ = histogram.record(done_ns.saturating_sub(planned_ns).max(1));
-        let _ = service.record(done_ns.saturating_sub(began_ns).max(1));
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut measured = result(stream.measured.len() as u64, elapsed, &histogram);
-    measured.service = Some(ServiceTimes {
-        p99_ns: service.value_at_quantile(0.99),
-        p999_ns: service.value_at_quantile(0.999),
-        over_10us: service.count_between(10_000, u64::MAX),
-        max_ns: service.max(),
-    });
-    measured
+        prefetch_next(&engine, commands, i);
+        std::hint::black_box(engine.apply(seq, seq * 1_000, &commands[i]));
+    })
 }
 
 /// The machine's own floor for `open_loop`: the same schedule of `commands` at `rate`, each
@@ -139,23 +118,46 @@ pub fn open_loop(stream: &Stream, rate: u64) -> ReplayResult {
 /// shared virtual machine the scheduler's and hypervisor's pauses alone put the tail here;
 /// the engine's tail is only meaningful against it, measured in the same run.
 pub fn open_loop_baseline(commands: usize, rate: u64, work_ns: u64) -> ReplayResult {
-    let mut histogram = new_histogram();
-    let interval_ns = 1e9 / rate.max(1) as f64;
-    let started = Instant::now();
-    for i in 0..commands {
-        let planned_ns = (i as f64 * interval_ns) as u64;
-        while (started.elapsed().as_nanos() as u64) < planned_ns {
-            std::hint::spin_loop();
-        }
+    let mut floor = on_schedule(commands, rate, |_| {
         let work_started = Instant::now();
         while (work_started.elapsed().as_nanos() as u64) < work_ns {
             std::hint::spin_loop();
         }
+    });
+    // Its service time is the busy wait itself: nothing to report.
+    floor.service = None;
+    floor
+}
+
+/// Runs `work(i)` for `i` in `0..count`, each planned at `i / rate` after the start and
+/// started no earlier: latency from the planned time to the end, and service time from the
+/// start to the end.
+fn on_schedule(count: usize, rate: u64, mut work: impl FnMut(usize)) -> ReplayResult {
+    let mut histogram = new_histogram();
+    let mut service = new_histogram();
+    let interval_ns = 1e9 / rate.max(1) as f64;
+    let started = Instant::now();
+    for i in 0..count {
+        let planned_ns = (i as f64 * interval_ns) as u64;
+        let mut began_ns = started.elapsed().as_nanos() as u64;
+        while began_ns < planned_ns {
+            std::hint::spin_loop();
+            began_ns = started.elapsed().as_nanos() as u64;
+        }
+        work(i);
         let done_ns = started.elapsed().as_nanos() as u64;
         let _ = histogram.record(done_ns.saturating_sub(planned_ns).max(1));
+        let _ = service.record(done_ns.saturating_sub(began_ns).max(1));
     }
     let elapsed = started.elapsed().as_secs_f64();
-    result(commands as u64, elapsed, &histogram)
+    let mut measured = result(count as u64, elapsed, &histogram);
+    measured.service = Some(ServiceTimes {
+        p99_ns: service.value_at_quantile(0.99),
+        p999_ns: service.value_at_quantile(0.999),
+        over_10us: service.count_between(10_000, u64::MAX),
+        max_ns: service.max(),
+    });
+    measured
 }
 
 /// Hints the engine about the command after `i`, as the sequencer does within a batch (in

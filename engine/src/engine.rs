@@ -305,13 +305,14 @@ impl Engine {
         Ok(())
     }
 
-    fn market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
-        self.markets.find(condition_id).ok_or(Reject::UnknownMarket)
+    /// The market of `condition_id`, refused when there is none.
+    fn known_market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
+        self.market_index(condition_id).ok_or(Reject::UnknownMarket)
     }
 
     /// The market of `condition_id`, refused once resolved or voided.
     fn unresolved_market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
-        let index = self.market_index(condition_id)?;
+        let index = self.known_market_index(condition_id)?;
         let state = self.markets.get(index).state;
         if let MarketState::Resolved(_) = state {
             return Err(Reject::MarketNotActive {
@@ -344,7 +345,7 @@ impl Engine {
         if !crate::market::TICK_SIZES_ALLOWED.contains(&tick_ticks) {
             return Err(Reject::InvalidTickSize);
         }
-        let index = self.market_index(condition_id)?;
+        let index = self.known_market_index(condition_id)?;
         let market = self.markets.get_mut(index);
         let old_tick_ticks = market.spec.tick_size_ticks;
         if old_tick_ticks == tick_ticks {
@@ -541,7 +542,7 @@ impl Engine {
         address: &Address,
         condition_id: &Hash32,
     ) -> Result<(), Reject> {
-        let index = self.market_index(condition_id)?;
+        let index = self.known_market_index(condition_id)?;
         let resolution = match self.markets.get(index).state {
             MarketState::Resolved(resolution) => resolution,
             _ => return Err(Reject::MarketNotResolved),

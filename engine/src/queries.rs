@@ -141,6 +141,11 @@ impl Engine {
         ((index as usize) < self.markets.len()).then(|| self.market_view(index))
     }
 
+    /// The creation index of a market, by condition id (no view built).
+    pub fn market_index(&self, condition_id: &ConditionId) -> Option<u32> {
+        self.markets.find(condition_id)
+    }
+
     /// A market by condition id.
     pub fn market(&self, condition_id: &ConditionId) -> Option<MarketView> {
         self.markets.find(condition_id).map(|i| self.market_view(i))

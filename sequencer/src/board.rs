@@ -216,15 +216,12 @@ impl BookBoard {
 
 /// A trade's market and price point on the Yes token.
 pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<(u32, PricePoint)> {
-    let market = engine.market(&trade.condition_id)?;
+    let market = engine.market_index(&trade.condition_id)?;
     let yes_price = match trade.taker.outcome {
         Outcome::Yes => trade.taker.price_ticks,
         Outcome::No => PRICE_ONE_TICKS - trade.taker.price_ticks,
     };
-    Some((
-        market.index,
-        (trade.match_time_ns / NANOS_PER_SECOND, yes_price),
-    ))
+    Some((market, (trade.match_time_ns / NANOS_PER_SECOND, yes_price)))
 }
 
 /// The markets `events` changed: those named by level, last-trade and market events.

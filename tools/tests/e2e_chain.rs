@@ -172,6 +172,35 @@ fn smart_trader(anvil: &Anvil, service: &Service, exchange: &ExchangeDomain) -> 
     trader
 }
 
+/// Two fresh smart-account traders make API keys (ERC-1271 L1) and a MINT: the maker bids
+/// Yes at 0.60 for 10, the taker bids No at 0.40 for 10. Returns the taker, the trade id and
+/// the batch's transaction hash.
+fn smart_mint(
+    anvil: &Anvil,
+    service: &Service,
+    exchange: &ExchangeDomain,
+) -> (Trader, String, String) {
+    let mut maker = smart_trader(anvil, service, exchange);
+    let mut taker = smart_trader(anvil, service, exchange);
+    for t in [&mut maker, &mut taker] {
+        let r = t.create_api_key(0).expect("create key");
+        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
+    }
+    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let text = |key: &str| matched[key][0].as_str().expect(key).to_string();
+    (taker, text("tradeIds"), text("transactionsHashes"))
+}
+
+/// A `0x` transaction hash as the contract's `bytes32` batch id.
+fn batch_word(batch: &str) -> [u8; 32] {
+    hex::decode(batch.trim_start_matches("0x"))
+        .expect("hex")
+        .try_into()
+        .expect("32 bytes")
+}
+
 fn trades(trader: &mut Trader) -> Vec<Value> {
     let r = trader.send("GET", "/trades", None).expect("GET /trades");
     assert_eq!(r.status, 200, "{}", r.body);
@@ -278,10 +307,7 @@ fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
         "{seen:?}"
     );
     assert!(seen.contains(&"MINED".to_string()), "{seen:?}");
-    let batch_id: [u8; 32] = hex::decode(batch.trim_start_matches("0x"))
-        .expect("hex")
-        .try_into()
-        .expect("32 bytes");
+    let batch_id = batch_word(&batch);
     let settled_at = anvil.call_word(
         &exchange_address,
         &encode_call(selector("settledAt(bytes32)"), &[Arg::Word(batch_id)]),
@@ -400,19 +426,7 @@ fn without_an_exchange_contract_batches_settle_with_the_built_in_backend() {
     let Some(anvil) = Anvil::start() else { return };
     let service = Service::start(&["--rpc-url", &anvil.url, "--settlement-delay-ms", "200"]);
     let exchange = ExchangeDomain::default();
-    let mut maker = smart_trader(&anvil, &service, &exchange);
-    let mut taker = smart_trader(&anvil, &service, &exchange);
-    for t in [&mut maker, &mut taker] {
-        let r = t.create_api_key(0).expect("create key");
-        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
-    }
-    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
-    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
-    assert_eq!(matched["status"], json!("matched"), "{matched}");
-    let trade_id = matched["tradeIds"][0]
-        .as_str()
-        .expect("trade id")
-        .to_string();
+    let (mut taker, trade_id, _) = smart_mint(&anvil, &service, &exchange);
     let mut seen = Vec::new();
     wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
     assert!(seen.contains(&"MINED".to_string()), "{seen:?}");
@@ -440,32 +454,14 @@ fn a_new_data_directory_on_the_same_contract_settles_its_own_batches() {
     let mut batches = Vec::new();
     for _deployment in 0..2 {
         let service = Service::start(&args);
-        let mut maker = smart_trader(&anvil, &service, &exchange);
-        let mut taker = smart_trader(&anvil, &service, &exchange);
-        for t in [&mut maker, &mut taker] {
-            let r = t.create_api_key(0).expect("create key");
-            assert_eq!(r.status, 200, "{}", r.body);
-        }
-        rest(&mut maker, yes(), Side::Buy, 6_000, 10);
-        let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
-        assert_eq!(matched["status"], json!("matched"), "{matched}");
-        let trade_id = matched["tradeIds"][0]
-            .as_str()
-            .expect("trade id")
-            .to_string();
-        let batch = matched["transactionsHashes"][0]
-            .as_str()
-            .expect("batch hash")
-            .to_string();
-        let mut seen = Vec::new();
-        wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
-        let batch_id: [u8; 32] = hex::decode(batch.trim_start_matches("0x"))
-            .expect("hex")
-            .try_into()
-            .expect("32 bytes");
+        let (mut taker, trade_id, batch) = smart_mint(&anvil, &service, &exchange);
+        wait_status(&mut taker, &trade_id, "CONFIRMED", &mut Vec::new());
         let fills = anvil.call_word(
             &exchange_address,
-            &encode_call(selector("fillCount(bytes32)"), &[Arg::Word(batch_id)]),
+            &encode_call(
+                selector("fillCount(bytes32)"),
+                &[Arg::Word(batch_word(&batch))],
+            ),
         );
         assert_eq!(fills, 1, "this deployment's batch reached the contract");
         batches.push(batch);
