@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ladder_sequencer::{SequencerStats, Submitter};
+use ladder_sequencer::{FlushTimes, SequencerStats, Submitter, FLUSH_BUCKETS_NS};
 use parking_lot::Mutex;
 
 use crate::server::ServerShared;
@@ -23,6 +23,28 @@ struct Series {
     buckets: [u64; LATENCY_BUCKETS_S.len()],
     count: u64,
     sum_s: f64,
+}
+
+/// The journal's flush times as a Prometheus histogram (seconds).
+fn render_flushes(out: &mut String, flushes: &FlushTimes) {
+    out.push_str("# TYPE ladder_journal_flush_duration_seconds histogram\n");
+    let mut cumulative = 0;
+    for (bound_ns, bucket) in FLUSH_BUCKETS_NS.iter().zip(&flushes.buckets) {
+        cumulative += bucket.load(Ordering::Relaxed);
+        let bound_s = *bound_ns as f64 / 1e9;
+        let _ = writeln!(
+            out,
+            "ladder_journal_flush_duration_seconds_bucket{{le=\"{bound_s}\"}} {cumulative}"
+        );
+    }
+    let count = flushes.count();
+    let _ = writeln!(
+        out,
+        "ladder_journal_flush_duration_seconds_bucket{{le=\"+Inf\"}} {count}\n\
+         ladder_journal_flush_duration_seconds_sum {}\n\
+         ladder_journal_flush_duration_seconds_count {count}",
+        flushes.sum_ns.load(Ordering::Relaxed) as f64 / 1e9
+    );
 }
 
 /// What `/metrics` reports.
@@ -167,6 +189,7 @@ impl Metrics {
                 "# TYPE ladder_last_seq gauge\nladder_last_seq {}",
                 stats.last_seq.load(Ordering::Relaxed)
             );
+            render_flushes(&mut out, &stats.flushes);
         }
         out.push_str("# TYPE ladder_ring_depth gauge\n");
         for (i, ring) in self.rings.lock().iter().enumerate() {

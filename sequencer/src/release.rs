@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 use ladder_journal::FlushTicket;
@@ -102,7 +102,11 @@ impl Releaser {
         }
         // The queued batches' ranges flushed together: one msync per segment.
         if let Some(ticket) = FlushTicket::merge(tickets) {
-            if let Err(error) = ticket.complete() {
+            let started = Instant::now();
+            let flushed = ticket.complete();
+            let took_ns = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            self.stats.flushes.record(took_ns);
+            if let Err(error) = flushed {
                 tracing::error!(%error, "journal commit failed; stopping the service");
                 eprintln!("ladder: journal commit failed: {error}");
                 std::process::exit(1);

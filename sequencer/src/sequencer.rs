@@ -80,6 +80,51 @@ pub struct SequencerStats {
     pub batches: AtomicU64,
     /// Sequence of the last command applied.
     pub last_seq: AtomicU64,
+    /// How long each synced commit's flush took.
+    pub flushes: FlushTimes,
+}
+
+/// Upper bounds of the flush-time buckets, in nanoseconds (the last bucket is unbounded).
+pub const FLUSH_BUCKETS_NS: [u64; 11] = [
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// A histogram of journal flush times (msync of a commit's byte ranges), kept with atomics by
+/// whichever thread flushes, read by `/metrics`: the cost of `sync` durability on this disk.
+#[derive(Debug, Default)]
+pub struct FlushTimes {
+    /// Flushes per bucket of [`FLUSH_BUCKETS_NS`] (not cumulative); the last one counts the
+    /// flushes longer than every bound.
+    pub buckets: [AtomicU64; FLUSH_BUCKETS_NS.len() + 1],
+    /// Sum of every flush time, in nanoseconds.
+    pub sum_ns: AtomicU64,
+}
+
+impl FlushTimes {
+    /// Records one flush of `ns` nanoseconds.
+    pub fn record(&self, ns: u64) {
+        let bucket = FLUSH_BUCKETS_NS
+            .iter()
+            .position(|&bound| ns <= bound)
+            .unwrap_or(FLUSH_BUCKETS_NS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Flushes recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
 }
 
 /// A running sequencer.
@@ -436,5 +481,33 @@ impl Writer {
             });
         }
         (seq, reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_times_fall_into_the_first_bucket_whose_bound_holds_them() {
+        let times = FlushTimes::default();
+        for ns in [
+            1,
+            50_000,
+            50_001,
+            999_999,
+            100_000_000,
+            100_000_001,
+            u64::MAX / 2,
+        ] {
+            times.record(ns);
+        }
+        let counts: Vec<u64> = times
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts, [2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(times.count(), 7);
     }
 }

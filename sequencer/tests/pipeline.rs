@@ -83,6 +83,23 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
         (1..=20).map(|n| (n, n)).collect::<Vec<_>>(),
         "in order, seq from 1"
     );
+    let flushes = handle.stats.flushes.count();
+    let batches = handle
+        .stats
+        .batches
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (1..=batches).contains(&flushes),
+        "each synced batch flushed once at most ({flushes} flushes, {batches} batches)"
+    );
+    assert!(
+        handle
+            .stats
+            .flushes
+            .sum_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
     let query: Query = Box::new(|engine: &Engine| Box::new(engine.state_hash()) as QueryOutput);
     submitter
         .try_submit(Submission {

@@ -310,9 +310,21 @@ fn a_delayed_order_can_be_cancelled_before_it_matches() {
 fn metrics_are_served_to_loopback_without_a_token() {
     let service = Service::start(&[]);
     public(&service, "GET", "/time", None);
+    // A write (the trader's API key) is journaled with `sync` durability: one flush at least.
+    let _trader = service.trader(0);
     let r = public(&service, "GET", "/metrics", None);
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(!r.body.is_empty());
+    let flushes: u64 = r
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("ladder_journal_flush_duration_seconds_count "))
+        .unwrap_or_else(|| panic!("no flush histogram in /metrics:\n{}", r.body))
+        .parse()
+        .unwrap();
+    assert!(flushes >= 1, "{}", r.body);
+    assert!(r
+        .body
+        .contains("ladder_journal_flush_duration_seconds_bucket{le=\"+Inf\"}"));
 }
 
 #[test]
