@@ -3,4 +3,5 @@
 
 pub mod engine_replay;
 pub mod engine_stream;
+pub mod flush_bench;
 pub mod pipeline_bench;

@@ -72,6 +72,26 @@ pub struct StandbyBenchArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// `ladder bench flush`.
+#[derive(Args, Debug, Clone)]
+pub struct FlushBenchArgs {
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Synced commits asked for per second.
+    #[arg(long, default_value_t = 2_000)]
+    pub rate: u64,
+    /// Busy threads beside the writer (one per other core shows the host's pauses).
+    #[arg(long, default_value_t = 1)]
+    pub spinners: usize,
+    /// Bytes per record.
+    #[arg(long, default_value_t = 300)]
+    pub record_bytes: usize,
+    /// Parent directory of the temporary data directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
 fn temp_dir(parent: &Option<PathBuf>) -> Result<tempfile::TempDir, String> {
     match parent {
         Some(p) => tempfile::tempdir_in(p),
@@ -118,6 +138,21 @@ pub fn snapshot(args: &SnapshotBenchArgs) -> Result<(), String> {
     print(&pipeline_bench::snapshot(
         dir.path(),
         args.open_orders.max(8),
+    ))
+}
+
+/// Runs the flush bench.
+pub fn flush(args: &FlushBenchArgs) -> Result<(), String> {
+    if !args.seconds.is_finite() || args.seconds <= 0.0 {
+        return Err("--seconds: must be positive".into());
+    }
+    let dir = temp_dir(&args.dir)?;
+    print(&ladder_benches::flush_bench::flush(
+        dir.path(),
+        args.seconds,
+        args.rate.max(1),
+        args.spinners.min(64),
+        args.record_bytes.clamp(1, 64 * 1024),
     ))
 }
 

@@ -183,6 +183,9 @@ pub enum BenchCommand {
     Snapshot(bench_pipeline::SnapshotBenchArgs),
     /// A primary and a standby over loopback: how far behind the standby holds each command.
     Standby(bench_pipeline::StandbyBenchArgs),
+    /// One synced journal commit at a time, with busy threads beside it: the disk's cost and
+    /// the pauses it brings to the machine (steal).
+    Flush(bench_pipeline::FlushBenchArgs),
     /// Many /ws/market subscribers on one busy market of a running service.
     Fanout(bench_fanout::FanoutArgs),
 }
@@ -255,6 +258,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Replay(args) => bench_pipeline::replay(&args),
             BenchCommand::Snapshot(args) => bench_pipeline::snapshot(&args),
             BenchCommand::Standby(args) => bench_pipeline::standby(&args),
+            BenchCommand::Flush(args) => bench_pipeline::flush(&args),
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
         },
         Command::Client(args) => client::run(args),
