@@ -57,11 +57,12 @@ struct Stalls {
     max_ns: u64,
 }
 
-/// Commits `per_second` single records of `record_bytes` bytes for `seconds` on a journal
-/// in `dir`, with `spinners` busy threads beside the writer.
+/// Makes `commits` synced commits of one `record_bytes`-byte record each, `per_second` apart
+/// (a late commit is made at once), on a journal in `dir`, with `spinners` busy threads beside
+/// the writer.
 pub fn flush(
     dir: &Path,
-    seconds: f64,
+    commits: u64,
     per_second: u64,
     spinners: usize,
     record_bytes: usize,
@@ -81,10 +82,9 @@ pub fn flush(
     let mut times = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
     let payload = vec![0x5a_u8; record_bytes];
     let interval = Duration::from_secs_f64(1.0 / per_second.max(1) as f64);
-    let started = Instant::now();
-    let mut next = started;
+    let mut next = Instant::now();
     let mut seq = journal.last_seq();
-    while started.elapsed().as_secs_f64() < seconds {
+    for _ in 0..commits {
         next += interval;
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
@@ -166,7 +166,7 @@ mod tests {
     fn a_short_run_commits_and_times_every_record() {
         let dir = std::env::temp_dir().join(format!("ladder-flush-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let result = flush(&dir, 0.2, 200, 1, 64);
+        let result = flush(&dir, 20, 200, 1, 64);
         let options = JournalOptions {
             segment_size_bytes: 256 << 20,
         };
@@ -174,8 +174,8 @@ mod tests {
         let held = journal.last_seq();
         drop(journal);
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(result.flushes >= 10, "{result:?}");
-        assert_eq!(held, result.flushes, "one record per timed commit");
+        assert_eq!(result.flushes, 20, "{result:?}");
+        assert_eq!(held, 20, "one record per timed commit");
         assert!(result.flush_p50_us > 0.0 && result.flush_p50_us <= result.flush_max_us);
     }
 }

@@ -147,10 +147,11 @@ pub fn flush(args: &FlushBenchArgs) -> Result<(), String> {
         return Err("--seconds: must be positive".into());
     }
     let dir = temp_dir(&args.dir)?;
+    let rate = args.rate.max(1);
     print(&ladder_benches::flush_bench::flush(
         dir.path(),
-        args.seconds,
-        args.rate.max(1),
+        (args.seconds * rate as f64).ceil().max(1.0) as u64,
+        rate,
         args.spinners.min(64),
         args.record_bytes.clamp(1, 64 * 1024),
     ))
