@@ -1,5 +1,6 @@
-//! Journal benchmarks: appending small records into the mapped segment (page cache only), and
-//! the cost of a synced commit per batch of records (group commit).
+//! Journal benchmarks: appending small records into the mapped segment (page cache only), the
+//! cost of a synced commit per batch of records (group commit), and encoding commands into
+//! record payloads (the growing-`Vec` encoder against the sequencer's slice-first one).
 //!
 //! Run: `cargo bench -p ladder-benches --bench journal`. Journals live in temporary
 //! directories under /tmp and are recreated per measured batch, so disk use stays bounded.
@@ -98,5 +99,41 @@ fn bench_sync_commit(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_append_async, bench_sync_commit);
+/// Commands of the engine stream encoded per measured iteration.
+const ENCODE_COMMANDS: usize = 10_000;
+
+fn bench_encode(c: &mut Criterion) {
+    let stream =
+        ladder_benches::engine_stream::generate(&ladder_benches::engine_stream::StreamSpec {
+            commands: ENCODE_COMMANDS,
+            ..Default::default()
+        });
+    let commands = stream.measured;
+    let mut group = c.benchmark_group("encode");
+    group.throughput(Throughput::Elements(commands.len() as u64));
+    group.bench_function("vec_writer_10k_commands", |b| {
+        let mut out = Vec::new();
+        b.iter(|| {
+            let mut bytes = 0;
+            for command in &commands {
+                ladder_sequencer::encode_command(command, &mut out);
+                bytes += out.len();
+            }
+            bytes
+        });
+    });
+    group.bench_function("command_encoder_10k_commands", |b| {
+        let mut encoder = ladder_sequencer::CommandEncoder::default();
+        b.iter(|| {
+            let mut bytes = 0;
+            for command in &commands {
+                bytes += encoder.encode(command).len();
+            }
+            bytes
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_append_async, bench_sync_commit, bench_encode);
 criterion_main!(benches);

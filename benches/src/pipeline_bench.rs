@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use ladder_engine::{Command, Engine, EngineLimits};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_sequencer::{
-    recover_engine, start, ChannelSink, Completion, CorePin, SequencerConfig, SequencerParts,
+    recover_engine, start, BatchChannelSink, Completion, CorePin, SequencerConfig, SequencerParts,
     Submission, Ticket, Work,
 };
 
@@ -67,7 +67,7 @@ pub fn sequencer(
     let mut receivers = Vec::new();
     for _ in 0..producers {
         let (tx, rx) = unbounded();
-        sinks.push(Box::new(ChannelSink(tx)));
+        sinks.push(Box::new(BatchChannelSink(tx)));
         receivers.push(rx);
     }
     let config = SequencerConfig {
@@ -113,14 +113,16 @@ pub fn sequencer(
                         sent_at.push_back(Instant::now());
                         next += 1;
                     }
-                    match rx.recv_timeout(Duration::from_secs(10)) {
-                        Ok(Completion::Applied { .. }) => {
-                            let t0 = sent_at.pop_front().expect("an answer follows a submission");
-                            let _ = h.record(t0.elapsed().as_nanos().max(1) as u64);
-                            done += 1;
+                    let Ok(batch) = rx.recv_timeout(Duration::from_secs(10)) else {
+                        panic!("the sequencer stopped answering");
+                    };
+                    let answered = Instant::now();
+                    for completion in batch {
+                        let t0 = sent_at.pop_front().expect("an answer follows a submission");
+                        if let Completion::Applied { .. } = completion {
+                            let _ = h.record((answered - t0).as_nanos().max(1) as u64);
                         }
-                        Ok(_) => done += 1,
-                        Err(_) => panic!("the sequencer stopped answering"),
+                        done += 1;
                     }
                 }
                 h

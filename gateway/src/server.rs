@@ -72,17 +72,19 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
-/// A gateway thread's receiving end for completions.
+/// A gateway thread's receiving end for completions: one message and one wake-up per
+/// batch, however many of the batch's answers are this thread's.
 pub struct GatewaySink {
-    tx: Sender<Completion>,
+    tx: Sender<Vec<Completion>>,
     waker: Arc<Waker>,
 }
 
 impl CompletionSink for GatewaySink {
     fn deliver(&mut self, completions: Vec<Completion>) {
-        for completion in completions {
-            let _ = self.tx.send(completion);
+        if completions.is_empty() {
+            return;
         }
+        let _ = self.tx.send(completions);
         let _ = self.waker.wake();
     }
 }
@@ -92,7 +94,7 @@ pub struct Loop {
     poll: Poll,
     listener: TcpListener,
     waker: Arc<Waker>,
-    completions: Receiver<Completion>,
+    completions: Receiver<Vec<Completion>>,
     deferred_tx: Sender<(u64, Outcome)>,
     deferred_rx: Receiver<(u64, Outcome)>,
     feed: Receiver<FeedBatch>,
@@ -548,35 +550,43 @@ impl Worker {
 
     fn take_completions(&mut self) {
         let mut touched = Vec::new();
-        while let Ok(completion) = self.lp.completions.try_recv() {
-            let token = completion.ticket().token;
-            if let Some((index, generation)) = self.ws_tickets.remove(&token) {
-                self.socket_snapshot(index, generation, completion);
-                continue;
+        while let Ok(batch) = self.lp.completions.try_recv() {
+            for completion in batch {
+                self.take_completion(completion, &mut touched);
             }
-            let Some((index, generation, serial)) = self.tickets.remove(&token) else {
-                continue;
-            };
-            let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
-                continue;
-            };
-            if conn.generation != generation {
-                continue;
-            }
-            conn.complete(serial, |completer| {
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    completer(completion)
-                })) {
-                    Ok(response) => response,
-                    Err(_) => Response::error(Status::Internal, "internal error"),
-                }
-            });
-            touched.push(index);
         }
+        touched.sort_unstable();
+        touched.dedup();
         for index in touched {
             self.parse_and_dispatch(index);
             self.flush(index);
         }
+    }
+
+    /// Hands one completion to the request or subscription waiting for it; notes the
+    /// connection in `touched` when a response was queued on it.
+    fn take_completion(&mut self, completion: Completion, touched: &mut Vec<usize>) {
+        let token = completion.ticket().token;
+        if let Some((index, generation)) = self.ws_tickets.remove(&token) {
+            self.socket_snapshot(index, generation, completion);
+            return;
+        }
+        let Some((index, generation, serial)) = self.tickets.remove(&token) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if conn.generation != generation {
+            return;
+        }
+        conn.complete(serial, |completer| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| completer(completion))) {
+                Ok(response) => response,
+                Err(_) => Response::error(Status::Internal, "internal error"),
+            }
+        });
+        touched.push(index);
     }
 
     fn flush(&mut self, index: usize) {

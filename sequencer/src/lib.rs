@@ -20,7 +20,7 @@ pub use board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
     HISTORY_BUCKETS_MAX,
 };
-pub use codec::{decode_command, encode_command, RECORD_COMMAND_V1};
+pub use codec::{decode_command, encode_command, CommandEncoder, RECORD_COMMAND_V1};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, REPLICA_ACK_TIMEOUT};
@@ -29,6 +29,6 @@ pub use sequencer::{
     SequencerHandle, SequencerParts, SequencerStats, FLUSH_BUCKETS_NS,
 };
 pub use submission::{
-    ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput, Submission,
-    SubmitError, Submitter, Ticket, Work,
+    BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput,
+    Submission, SubmitError, Submitter, Ticket, Work,
 };

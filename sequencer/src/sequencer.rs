@@ -15,7 +15,7 @@ use ladder_journal::{Durability, Journal};
 use crate::board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
 };
-use crate::codec::{encode_command, RECORD_COMMAND_V1};
+use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases};
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
@@ -226,7 +226,7 @@ pub fn start_with(
         publishes,
         rings,
         stop: stop.clone(),
-        encode_buf: Vec::with_capacity(4096),
+        encoder: CommandEncoder::default(),
         last_now_ns: 0,
         keeps_board,
         touched: Vec::new(),
@@ -262,7 +262,7 @@ struct Writer {
     publishes: bool,
     rings: Vec<Receiver<Submission>>,
     stop: Arc<AtomicBool>,
-    encode_buf: Vec<u8>,
+    encoder: CommandEncoder,
     last_now_ns: u64,
     /// Whether released batches carry new book snapshots for the read side.
     keeps_board: bool,
@@ -451,11 +451,8 @@ impl Writer {
         published: &mut Vec<Published>,
     ) -> (u64, ladder_engine::Reply) {
         let seq = self.journal.last_seq() + 1;
-        encode_command(command, &mut self.encode_buf);
-        if let Err(error) = self
-            .journal
-            .append(seq, now_ns, RECORD_COMMAND_V1, &self.encode_buf)
-        {
+        let payload = self.encoder.encode(command);
+        if let Err(error) = self.journal.append(seq, now_ns, RECORD_COMMAND_V1, payload) {
             tracing::error!(%error, seq, "journal append failed; stopping the service");
             eprintln!("ladder: journal append failed: {error}");
             std::process::exit(1);

@@ -170,6 +170,18 @@ impl CompletionSink for ChannelSink {
     }
 }
 
+/// A sink that forwards each batch's completions as one message (what a gateway thread
+/// does: one channel operation per batch, not per answer).
+pub struct BatchChannelSink(pub crossbeam_channel::Sender<Vec<Completion>>);
+
+impl CompletionSink for BatchChannelSink {
+    fn deliver(&mut self, completions: Vec<Completion>) {
+        if !completions.is_empty() {
+            let _ = self.0.send(completions);
+        }
+    }
+}
+
 /// A sink that drops completions (producers that do not wait for answers).
 pub struct DiscardSink;
 
