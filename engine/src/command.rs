@@ -8,7 +8,7 @@ use crate::types::{
 };
 
 /// One state change, as stamped and journaled by the sequencer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Command {
     /// Create a market (CONTRACT 12).
     CreateMarket(MarketSpec),
@@ -154,7 +154,7 @@ impl Command {
 }
 
 /// A market's definition (CONTRACT 12).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct MarketSpec {
     /// The condition id.
     pub condition_id: ConditionId,
@@ -175,7 +175,18 @@ pub struct MarketSpec {
 }
 
 /// How a market ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum Resolution {
     /// Yes won.
     Yes,
@@ -186,7 +197,7 @@ pub enum Resolution {
 }
 
 /// An API key record: what lets the gateway re-derive the secret, never the secret.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct ApiKeySpec {
     /// The address that created the key (L1).
     pub address: Address,
@@ -201,7 +212,18 @@ pub struct ApiKeySpec {
 }
 
 /// What a deposit or withdrawal moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum Asset {
     /// Collateral.
     Collateral,
@@ -210,7 +232,7 @@ pub enum Asset {
 }
 
 /// An order that the gateway has parsed, authenticated and checked for form.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct NewOrder {
     /// EIP-712 digest of the signed order.
     pub order_hash: Hash32,
@@ -241,7 +263,9 @@ pub struct NewOrder {
 }
 
 /// The parts of a signed order the engine does not match on, kept verbatim.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode, bincode::Decode,
+)]
 pub struct SignedFields {
     /// Big-endian U256 salt.
     pub salt: [u8; 32],
@@ -264,7 +288,18 @@ pub struct SignedFields {
 }
 
 /// A trade's settlement status (SPEC 2.6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum TradeStatus {
     /// Matched by the engine, not yet on chain.
     Matched,

@@ -64,6 +64,34 @@ macro_rules! hex_serde {
 hex_serde!(Address, 20);
 hex_serde!(Bytes32, 32);
 
+/// Bincode's own encoding of a fixed-size byte string: the raw bytes written at once, the
+/// same bytes as the serde path above writes one at a time (journal payloads, `codec`).
+macro_rules! raw_bincode {
+    ($ty:ident, $n:expr) => {
+        impl bincode::Encode for $ty {
+            fn encode<E: bincode::enc::Encoder>(
+                &self,
+                encoder: &mut E,
+            ) -> Result<(), bincode::error::EncodeError> {
+                bincode::Encode::encode(&self.0, encoder)
+            }
+        }
+
+        impl<Context> bincode::Decode<Context> for $ty {
+            fn decode<D: bincode::de::Decoder<Context = Context>>(
+                decoder: &mut D,
+            ) -> Result<Self, bincode::error::DecodeError> {
+                <[u8; $n] as bincode::Decode<Context>>::decode(decoder).map($ty)
+            }
+        }
+
+        bincode::impl_borrow_decode!($ty);
+    };
+}
+
+raw_bincode!(Address, 20);
+raw_bincode!(Bytes32, 32);
+
 /// A token id, big-endian U256.
 pub type TokenId = Bytes32;
 /// A market's condition id.
@@ -84,7 +112,20 @@ impl std::fmt::Debug for Bytes32 {
 }
 
 /// An order's side as signed: BUY pays collateral for tokens, SELL gives tokens for collateral.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum Side {
     /// Pays collateral, receives outcome tokens.
     Buy,
@@ -181,7 +222,18 @@ pub fn notional_units(price_ticks: PriceTicks, size_units: Units) -> Units {
 }
 
 /// Order lifetime policy (SPEC 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum OrderType {
     /// Good till cancelled: rests.
     Gtc,
