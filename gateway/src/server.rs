@@ -526,12 +526,9 @@ impl Worker {
             let Some((index, generation, serial)) = self.deferred.remove(&token) else {
                 continue;
             };
-            let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
+            let Some(conn) = self.live_conn(index, generation) else {
                 continue;
             };
-            if conn.generation != generation {
-                continue;
-            }
             match outcome {
                 Outcome::Respond(response) => conn.complete(serial, |_| response),
                 Outcome::Submit(work, completer) => {
@@ -563,6 +560,15 @@ impl Worker {
         }
     }
 
+    /// The connection at `index` if it is still the one of `generation` (not closed, its
+    /// slot not reused).
+    fn live_conn(&mut self, index: usize, generation: u32) -> Option<&mut Connection> {
+        self.conns
+            .get_mut(index)
+            .and_then(|c| c.as_mut())
+            .filter(|conn| conn.generation == generation)
+    }
+
     /// Hands one completion to the request or subscription waiting for it; notes the
     /// connection in `touched` when a response was queued on it.
     fn take_completion(&mut self, completion: Completion, touched: &mut Vec<usize>) {
@@ -574,12 +580,9 @@ impl Worker {
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {
             return;
         };
-        let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
+        let Some(conn) = self.live_conn(index, generation) else {
             return;
         };
-        if conn.generation != generation {
-            return;
-        }
         conn.complete(serial, |completer| {
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| completer(completion))) {
                 Ok(response) => response,
