@@ -7,7 +7,7 @@
 
 use ladder_gateway::convert::{wire_b256, wire_token};
 use ladder_gateway::ws::conn::parse_user_subscribe;
-use ladder_gateway::ws::{parse_market_message, MarketMessage};
+use ladder_gateway::ws::{parse_market_message, MarketOperation};
 use serde_json::json;
 
 /// Checks both parsers on one input (bytes that are not UTF-8 are replaced, as text frames
@@ -16,13 +16,22 @@ pub fn check(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
 
     if let Ok(message) = parse_market_message(&text) {
-        let (operation, tokens) = match &message {
-            MarketMessage::Subscribe(tokens) => ("subscribe", tokens),
-            MarketMessage::Unsubscribe(tokens) => ("unsubscribe", tokens),
+        let operation = match message.operation {
+            MarketOperation::Subscribe => "subscribe",
+            MarketOperation::Unsubscribe => "unsubscribe",
+            MarketOperation::Snapshot => "snapshot",
         };
-        let ids: Vec<String> = tokens.iter().map(|t| wire_token(t).to_string()).collect();
+        let ids: Vec<String> = message
+            .tokens
+            .iter()
+            .map(|t| wire_token(t).to_string())
+            .collect();
         let written = json!({ "operation": operation, "assets_ids": ids }).to_string();
-        assert_eq!(parse_market_message(&written), Ok(message), "{written}");
+        let again = parse_market_message(&written)
+            .unwrap_or_else(|e| panic!("the written message fails to parse: {e}: {written}"));
+        assert_eq!(again.operation, message.operation, "{written}");
+        assert_eq!(again.tokens, message.tokens, "{written}");
+        assert!(again.rejected.is_empty(), "{written}");
     }
 
     if let Ok((auth, markets)) = parse_user_subscribe(&text) {

@@ -240,3 +240,125 @@ fn market_deltas_applied_to_the_snapshot_give_the_book_at_the_same_seq() {
     assert_eq!(bids, side_map(&book["bids"]));
     assert_eq!(asks, side_map(&book["asks"]));
 }
+
+/// The next frame's text (panics on a close or a timeout).
+fn next_text(ws: &mut Ws) -> String {
+    loop {
+        match ws.read().expect("a frame") {
+            Message::Text(text) => return text.as_str().to_string(),
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn bad_ids_get_errors_the_connection_stays_and_either_token_unsubscribes_its_market() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut ws = open(&service, "/ws/market");
+    ws.send(Message::text(
+        json!({ "type": "market", "assets_ids": ["0xnot-decimal", YES] }).to_string(),
+    ))
+    .unwrap();
+    let error: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("assets_ids[0]"),
+        "{error}"
+    );
+    let book: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert_eq!(book["event_type"], json!("book"), "{book}");
+    assert_eq!(book["asset_id"], json!(YES));
+
+    // An empty snapshot request sends the books of the tokens subscribed so far.
+    ws.send(Message::text(
+        json!({ "operation": "snapshot", "assets_ids": [] }).to_string(),
+    ))
+    .unwrap();
+    let again: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert_eq!(
+        (again["event_type"].clone(), again["asset_id"].clone()),
+        (json!("book"), json!(YES))
+    );
+
+    // Unsubscribing by the market's other token stops the market; an id not followed is an error.
+    ws.send(Message::text(
+        json!({ "operation": "unsubscribe", "assets_ids": [NO, "77"] }).to_string(),
+    ))
+    .unwrap();
+    let error: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert!(error["error"].as_str().unwrap().contains("77"), "{error}");
+    ws.send(Message::text("PING")).unwrap();
+    assert_eq!(next_text(&mut ws), "PONG");
+    let r = alice
+        .place(yes(), Side::Buy, 4_100, 2, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    std::thread::sleep(Duration::from_millis(300));
+    ws.send(Message::text("PING")).unwrap();
+    assert_eq!(next_text(&mut ws), "PONG", "no event after unsubscribing");
+}
+
+#[test]
+fn a_consumer_that_stops_reading_is_closed_with_1013_after_what_it_was_sent() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    for price in (3_000..4_000).step_by(100) {
+        let r = alice
+            .place(yes(), Side::Buy, price, 1, OrderType::Gtc)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let mut slow = open(&service, "/ws/market");
+    slow.send(Message::text(
+        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
+    ))
+    .unwrap();
+    // Each request asks for 500 books (~0.7 KB each) and nothing is read: far more than the
+    // 1 MiB bound plus what the kernel buffers on both sides.
+    let request = json!({ "operation": "snapshot", "assets_ids": vec![YES; 500] }).to_string();
+    for _ in 0..60 {
+        if slow.send(Message::text(request.clone())).is_err() {
+            break;
+        }
+    }
+    // Another subscriber is served meanwhile.
+    let mut other = open(&service, "/ws/market");
+    other
+        .send(Message::text(
+            json!({ "type": "market", "assets_ids": [NO] }).to_string(),
+        ))
+        .unwrap();
+    let book: Value = serde_json::from_str(&next_text(&mut other)).unwrap();
+    assert_eq!(book["asset_id"], json!(NO), "{book}");
+
+    let (mut books, mut last_text) = (0usize, String::new());
+    let close = loop {
+        match slow.read() {
+            Ok(Message::Text(text)) => {
+                if text.as_str().contains("\"event_type\":\"book\"") {
+                    books += 1;
+                }
+                last_text = text.as_str().to_string();
+            }
+            Ok(Message::Close(frame)) => break frame,
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after {books} books: {e}"),
+        }
+    };
+    let frame = close.expect("a close frame with a code");
+    assert_eq!(u16::from(frame.code), 1013, "{frame:?}");
+    assert!(frame.reason.contains("slow consumer"), "{frame:?}");
+    assert!(last_text.contains("slow consumer"), "{last_text}");
+    assert!(books > 1_000, "only {books} books before the close");
+    // Once the client answers the close, the connection is released.
+    let _ = slow.flush();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while channel_gauge(&service, "market") != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow socket is still counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,10 +1,10 @@
 //! One WebSocket connection: its subscription, the frames it is owed, and the bound on what
 //! it may leave unread (past it, the connection is closed; nothing else waits for it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
 use ladder_engine::{BookView, Bytes32};
@@ -15,12 +15,28 @@ use tungstenite::{Error as WsError, Message, WebSocket};
 
 use super::feed::FeedItem;
 use super::{
-    book_frame, error_frame, parse_market_message, MarketMessage, WsKind,
+    book_frame, error_frame, parse_market_message, MarketOperation, WsKind,
     INBOUND_MESSAGE_BYTES_MAX, OUTBOUND_BYTES_MAX,
 };
 
 /// Frames held for a connection while its book snapshot is being read.
 pub const BUFFERED_FRAMES_MAX: usize = 65_536;
+
+/// How long a connection being closed may take to read what it was sent before its close
+/// frame (its backlog, then the error and the close); past it, the socket is dropped.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Where a connection is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Reading messages and taking frames.
+    Open,
+    /// Its close frame is queued behind what it was already sent; nothing new is queued.
+    /// `sent` once all of it is written (the socket's write half is then shut).
+    Closing { deadline: Instant, sent: bool },
+    /// Done: the event loop drops it.
+    Closed,
+}
 
 /// What the event loop must do for a connection after reading from it.
 #[derive(Debug)]
@@ -68,10 +84,13 @@ pub struct WsConn {
     user: Option<UserSub>,
     /// Followed markets and the sequence their snapshot was current as of.
     markets: HashMap<Bytes32, u64>,
+    /// Both tokens of every followed market, to the market.
     tokens: HashMap<Bytes32, Bytes32>,
+    /// The tokens the client named (an empty snapshot request sends their books).
+    named: BTreeSet<Bytes32>,
     snapshots_pending: u32,
     buffered: Vec<(Bytes32, u64, Arc<str>)>,
-    closed: bool,
+    phase: Phase,
 }
 
 impl WsConn {
@@ -90,9 +109,10 @@ impl WsConn {
             user: None,
             markets: HashMap::new(),
             tokens: HashMap::new(),
+            named: BTreeSet::new(),
             snapshots_pending: 0,
             buffered: Vec::new(),
-            closed: false,
+            phase: Phase::Open,
         }
     }
 
@@ -101,14 +121,22 @@ impl WsConn {
         self.ws.get_mut().socket()
     }
 
-    /// Whether it is done (closed or failed).
+    /// Whether it is done (closed, failed, or past its close grace): the event loop drops it.
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.phase == Phase::Closed
+    }
+
+    /// Whether it still takes messages and frames (not closing or closed).
+    fn is_open(&self) -> bool {
+        self.phase == Phase::Open
     }
 
     /// What this connection wants from the feed: an account's events, the frames of these
     /// markets, or (while a snapshot is being read) every market frame.
     pub fn interests(&self) -> Interests {
+        if !self.is_open() {
+            return Interests::default();
+        }
         Interests {
             user: self.user.as_ref().map(|u| u.address),
             markets: self.markets.keys().copied().collect(),
@@ -121,19 +149,21 @@ impl WsConn {
         self.first_message_seen
     }
 
-    /// Reads what arrived; returns what the event loop must do.
+    /// Reads what arrived; returns what the event loop must do. A closing connection's
+    /// messages are read and dropped (until the client's close or end of stream).
     pub fn read(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
-        while !self.closed {
+        while self.phase != Phase::Closed {
+            let open = self.is_open();
             match self.ws.read() {
-                Ok(Message::Text(text)) => self.on_text(text.as_str(), &mut actions),
-                Ok(Message::Binary(_)) => {
+                Ok(Message::Text(text)) if open => self.on_text(text.as_str(), &mut actions),
+                Ok(Message::Binary(_)) if open => {
                     self.fail(CloseCode::Unsupported, "binary frames are not supported")
                 }
-                Ok(Message::Close(_)) => self.closed = true,
+                Ok(Message::Close(_)) if open => self.phase = Phase::Closed,
                 Ok(_) => {}
                 Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => self.closed = true,
+                Err(_) => self.phase = Phase::Closed,
             }
         }
         actions
@@ -154,22 +184,54 @@ impl WsConn {
             }
             WsKind::User => {}
             WsKind::Market => match parse_market_message(text) {
-                Ok(MarketMessage::Subscribe(tokens)) => {
+                Ok(message) => {
                     self.first_message_seen = true;
-                    self.snapshots_pending += 1;
-                    actions.push(Action::Snapshot(tokens));
-                }
-                Ok(MarketMessage::Unsubscribe(tokens)) => {
-                    for token in tokens {
-                        if let Some(market) = self.tokens.remove(&token) {
-                            self.tokens.retain(|_, m| *m != market);
-                            self.markets.remove(&market);
+                    for reason in &message.rejected {
+                        self.send(&error_frame(reason));
+                    }
+                    match message.operation {
+                        MarketOperation::Subscribe => self.request_books(message.tokens, actions),
+                        MarketOperation::Snapshot if message.tokens.is_empty() => {
+                            let named = self.named.iter().copied().collect();
+                            self.request_books(named, actions)
                         }
+                        MarketOperation::Snapshot => self.request_books(message.tokens, actions),
+                        MarketOperation::Unsubscribe => self.unsubscribe(&message.tokens),
                     }
                 }
                 Err(e) if !self.first_message_seen => self.fail(CloseCode::Policy, &e),
                 Err(e) => self.send(&error_frame(&e)),
             },
+        }
+    }
+
+    /// Asks for the books of `tokens` (their markets are followed once they arrive).
+    fn request_books(&mut self, tokens: Vec<Bytes32>, actions: &mut Vec<Action>) {
+        if tokens.is_empty() {
+            return;
+        }
+        self.snapshots_pending += 1;
+        actions.push(Action::Snapshot(tokens));
+    }
+
+    /// Stops following the markets of `tokens` (either token of a market stops it); an id
+    /// that is not followed gets an error.
+    fn unsubscribe(&mut self, tokens: &[Bytes32]) {
+        for token in tokens {
+            match self.tokens.get(token).copied() {
+                Some(market) => {
+                    self.tokens.retain(|_, m| *m != market);
+                    self.named.retain(|t| self.tokens.contains_key(t));
+                    self.markets.remove(&market);
+                }
+                None => {
+                    let text = format!(
+                        "assets_ids: {} is not subscribed",
+                        crate::convert::wire_token(token)
+                    );
+                    self.send(&error_frame(&text));
+                }
+            }
         }
     }
 
@@ -205,7 +267,10 @@ impl WsConn {
                 }
                 Some(view) => {
                     let market = view.market.condition_id;
-                    self.tokens.insert(token, market);
+                    for outcome in [ladder_engine::Outcome::Yes, ladder_engine::Outcome::No] {
+                        self.tokens.insert(view.market.token_id(outcome), market);
+                    }
+                    self.named.insert(token);
                     self.markets.insert(market, view.market.event_seq);
                     self.send(&book_frame(&view, timestamp_ms));
                 }
@@ -220,6 +285,9 @@ impl WsConn {
 
     /// Offers a feed frame to this connection.
     pub fn deliver(&mut self, item: &FeedItem) {
+        if !self.is_open() {
+            return;
+        }
         match (item, self.kind) {
             (
                 FeedItem::User {
@@ -269,9 +337,9 @@ impl WsConn {
         }
     }
 
-    /// Queues a text frame; a connection whose queue passes its bound is closed.
+    /// Queues a text frame; a connection whose queue passes its bound is closed (1013).
     pub fn send(&mut self, text: &str) {
-        if self.closed {
+        if !self.is_open() {
             return;
         }
         match self.ws.write(Message::text(text.to_string())) {
@@ -280,31 +348,59 @@ impl WsConn {
                 self.fail(CloseCode::Again, "slow consumer: outbound queue over 1 MiB")
             }
             Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => self.closed = true,
+            Err(_) => self.phase = Phase::Closed,
         }
     }
 
-    /// Writes what the socket takes.
+    /// Writes what the socket takes. Once a closing connection's close frame is written, the
+    /// write half is shut (the client reads its close, then end of stream); one past its
+    /// grace is given up.
     pub fn flush(&mut self) {
-        match self.ws.flush() {
-            Ok(()) => {}
-            Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => self.closed = true,
+        let written = match self.ws.flush() {
+            Ok(()) => true,
+            Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => false,
+            Err(_) => {
+                self.phase = Phase::Closed;
+                return;
+            }
+        };
+        if let Phase::Closing { deadline, sent } = self.phase {
+            if written && !sent {
+                let _ = self
+                    .ws
+                    .get_mut()
+                    .socket()
+                    .shutdown(std::net::Shutdown::Write);
+                self.phase = Phase::Closing {
+                    deadline,
+                    sent: true,
+                };
+            }
+            if Instant::now() >= deadline {
+                self.phase = Phase::Closed;
+            }
         }
     }
 
-    /// Sends `{"error": reason}` and closes with `code`.
+    /// Sends `{"error": reason}` and closes with `code`: both are queued behind what the
+    /// connection was already sent (past its outbound bound if need be, so a slow consumer
+    /// still learns why), and nothing else is queued after them.
     pub fn fail(&mut self, code: CloseCode, reason: &str) {
-        if self.closed {
+        if !self.is_open() {
             return;
         }
+        self.ws
+            .set_config(|config| config.max_write_buffer_size = usize::MAX);
         let _ = self.ws.write(Message::text(error_frame(reason)));
         let _ = self.ws.close(Some(CloseFrame {
             code,
             reason: reason.chars().take(100).collect::<String>().into(),
         }));
-        let _ = self.ws.flush();
-        self.closed = true;
+        self.phase = Phase::Closing {
+            deadline: Instant::now() + CLOSE_GRACE,
+            sent: false,
+        };
+        self.flush();
     }
 }
 

@@ -64,20 +64,47 @@ pub fn handshake_response(request: &Request) -> Result<Vec<u8>, &'static str> {
     .into_bytes())
 }
 
-/// A parsed `/ws/market` message.
+/// What a `/ws/market` message asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarketOperation {
+    /// Follow these tokens' markets (the first message, or `operation: subscribe`).
+    Subscribe,
+    /// Stop following these tokens' markets.
+    Unsubscribe,
+    /// Send fresh books of these tokens (empty: of every token subscribed so far).
+    Snapshot,
+}
+
+/// A parsed `/ws/market` message: the operation, the token ids that parsed, and an error
+/// text for each id that did not (those are answered with `{"error"}`; the rest still count).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MarketMessage {
-    /// Subscribe (the first message, or `operation: subscribe`), or ask for fresh books.
-    Subscribe(Vec<Bytes32>),
-    /// Stop receiving these assets' markets.
-    Unsubscribe(Vec<Bytes32>),
+pub struct MarketMessage {
+    /// What is asked.
+    pub operation: MarketOperation,
+    /// The token ids that parsed, in the order given.
+    pub tokens: Vec<Bytes32>,
+    /// Why each id that did not parse was refused, naming it by its index.
+    pub rejected: Vec<String>,
 }
 
 /// Parses a `/ws/market` message: `{"type":"market","assets_ids":[...]}` or
-/// `{"operation":"subscribe"|"unsubscribe"|"snapshot","assets_ids":[...]}`.
+/// `{"operation":"subscribe"|"unsubscribe"|"snapshot","assets_ids":[...]}`. The message as a
+/// whole fails only when it is not such an object; a bad id is listed in `rejected`.
 pub fn parse_market_message(text: &str) -> Result<MarketMessage, String> {
     let value: Value =
         serde_json::from_str(text).map_err(|_| "expected a JSON object".to_string())?;
+    let operation = match (
+        value.get("operation").and_then(Value::as_str),
+        value.get("type").and_then(Value::as_str),
+    ) {
+        (Some("unsubscribe"), _) => MarketOperation::Unsubscribe,
+        (Some("snapshot"), _) => MarketOperation::Snapshot,
+        (Some("subscribe"), _) | (None, Some("market" | "MARKET")) => MarketOperation::Subscribe,
+        _ => return Err(
+            "expected {\"type\":\"market\",...} or operation subscribe, unsubscribe or snapshot"
+                .into(),
+        ),
+    };
     let assets = value
         .get("assets_ids")
         .and_then(Value::as_array)
@@ -85,31 +112,25 @@ pub fn parse_market_message(text: &str) -> Result<MarketMessage, String> {
     if assets.len() > ASSETS_PER_MESSAGE_MAX {
         return Err(format!("assets_ids: at most {ASSETS_PER_MESSAGE_MAX}"));
     }
-    let tokens = assets
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let text = a
-                .as_str()
-                .ok_or(format!("assets_ids[{i}]: expected a decimal string"))?;
-            U256::from_dec_str(text)
-                .map(|t| engine_token(&t))
-                .map_err(|e| format!("assets_ids[{i}]: {e}"))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    match (
-        value.get("operation").and_then(Value::as_str),
-        value.get("type").and_then(Value::as_str),
-    ) {
-        (Some("unsubscribe"), _) => Ok(MarketMessage::Unsubscribe(tokens)),
-        (Some("subscribe" | "snapshot"), _) | (None, Some("market" | "MARKET")) => {
-            Ok(MarketMessage::Subscribe(tokens))
+    let mut message = MarketMessage {
+        operation,
+        tokens: Vec::with_capacity(assets.len()),
+        rejected: Vec::new(),
+    };
+    for (i, asset) in assets.iter().enumerate() {
+        let parsed = asset
+            .as_str()
+            .ok_or_else(|| format!("assets_ids[{i}]: expected a decimal string"))
+            .and_then(|text| {
+                U256::from_dec_str(text)
+                    .map_err(|e| format!("assets_ids[{i}]: unknown asset id {text:?}: {e}"))
+            });
+        match parsed {
+            Ok(token) => message.tokens.push(engine_token(&token)),
+            Err(e) => message.rejected.push(e),
         }
-        _ => Err(
-            "expected {\"type\":\"market\",...} or operation subscribe, unsubscribe or snapshot"
-                .into(),
-        ),
     }
+    Ok(message)
 }
 
 /// The `book` event of one token (CONTRACT 16), with Polymarket's hash.
@@ -144,4 +165,47 @@ pub fn book_frame(view: &BookView, timestamp_ms: u64) -> Arc<str> {
 /// `{"error": message}`.
 pub fn error_frame(message: &str) -> String {
     json!({ "error": message }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_id_is_rejected_alone_and_the_good_ones_still_count() {
+        let message =
+            parse_market_message(r#"{"type":"market","assets_ids":["12","0xzz",7,"34"]}"#)
+                .expect("the message parses");
+        assert_eq!(message.operation, MarketOperation::Subscribe);
+        assert_eq!(
+            message.tokens,
+            vec![
+                engine_token(&U256::from(12u64)),
+                engine_token(&U256::from(34u64))
+            ]
+        );
+        assert_eq!(message.rejected.len(), 2);
+        assert!(message.rejected[0].starts_with("assets_ids[1]: "));
+        assert!(message.rejected[1].starts_with("assets_ids[2]: "));
+    }
+
+    #[test]
+    fn operations_are_told_apart_and_a_message_without_one_fails() {
+        let op = |text: &str| parse_market_message(text).map(|m| m.operation);
+        assert_eq!(
+            op(r#"{"operation":"snapshot","assets_ids":[]}"#),
+            Ok(MarketOperation::Snapshot)
+        );
+        assert_eq!(
+            op(r#"{"operation":"unsubscribe","assets_ids":["1"]}"#),
+            Ok(MarketOperation::Unsubscribe)
+        );
+        assert_eq!(
+            op(r#"{"operation":"subscribe","assets_ids":["1"]}"#),
+            Ok(MarketOperation::Subscribe)
+        );
+        assert!(op(r#"{"operation":"drop","assets_ids":["1"]}"#).is_err());
+        assert!(op(r#"{"type":"market"}"#).is_err());
+        assert!(op("not json").is_err());
+    }
 }
