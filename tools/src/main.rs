@@ -16,6 +16,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Some(problem) = cmd::usage_problem(&cli) {
+        use clap::CommandFactory;
+        let _ = cmd::Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, problem)
+            .print();
+        return ExitCode::from(2);
+    }
     cmd::init_logging(&cli.log);
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

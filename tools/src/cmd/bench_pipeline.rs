@@ -20,7 +20,7 @@ pub struct SequencerBenchArgs {
     pub producers: usize,
     /// `sync` or `async`.
     #[arg(long, default_value = "sync")]
-    pub durability: String,
+    pub durability: Durability,
     /// Submissions in flight per producer.
     #[arg(long, default_value_t = 4096)]
     pub window: usize,
@@ -110,10 +110,7 @@ fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
 
 /// Runs the sequencer bench.
 pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
-    let durability: Durability = args
-        .durability
-        .parse()
-        .map_err(|e: String| format!("--durability: {e}"))?;
+    let durability = args.durability;
     let dir = temp_dir(&args.dir)?;
     let producers = args.producers.clamp(1, 64);
     print(&pipeline_bench::sequencer(

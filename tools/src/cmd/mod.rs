@@ -6,6 +6,7 @@ mod bench_pipeline;
 mod chain_link;
 mod client;
 mod demo;
+mod flags;
 mod journal;
 mod loadgen;
 mod serve;
@@ -32,7 +33,7 @@ pub struct ServiceFlags {
     #[arg(long, default_value = "./data")]
     pub data_dir: PathBuf,
     /// The HTTP listen address.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = flags::host_port)]
     pub listen: String,
     /// Bearer token of the admin surface (also LADDER_ADMIN_TOKEN).
     #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
@@ -71,7 +72,7 @@ pub struct ServeArgs {
     pub service: ServiceFlags,
     /// `sync`: answer only once the journal is on disk; `async`: page cache only.
     #[arg(long, default_value = "sync")]
-    pub durability: String,
+    pub durability: ladder_journal::Durability,
     /// Create a demo market and funded demo accounts on an empty data directory.
     #[arg(long)]
     pub demo: bool,
@@ -93,9 +94,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 9000)]
     pub rate_limit_ip: u32,
     /// Where standbys connect for replication.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::host_port)]
     pub replication_listen: Option<String>,
-    /// A response leaves only after this many standbys hold its batch.
+    /// A response leaves only after this many standbys hold its batch (needs
+    /// `--replication-listen`).
     #[arg(long, default_value_t = 0)]
     pub replicas: u32,
     /// Built-in settlement: ms from match to MINED, and from MINED to CONFIRMED.
@@ -145,7 +147,7 @@ pub struct ChainFlags {
 #[derive(Args, Debug, Clone)]
 pub struct StandbyArgs {
     /// The primary's replication address.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::host_port)]
     pub primary: String,
     #[command(flatten)]
     pub service: ServiceFlags,
@@ -163,11 +165,12 @@ pub struct StandbyArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PromoteArgs {
     /// The standby's HTTP listen address.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = flags::host_port)]
     pub listen: String,
-    /// Its admin token.
-    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    /// Its admin token (also LADDER_ADMIN_TOKEN).
+    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true, required = true,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub admin_token: String,
 }
 
 /// `ladder bench ...`.
@@ -195,10 +198,10 @@ pub enum BenchCommand {
 pub struct EngineBenchArgs {
     /// Offered rate in commands/s (open loop, printed with the machine's own floor: the same
     /// schedule with a busy wait of the engine's median per command); closed loop without it.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub rate: Option<u64>,
     /// Commands to replay.
-    #[arg(long, default_value_t = 2_000_000)]
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub commands: u64,
     /// Let the books grow (places outnumber cancels, about a tenth of an order per command)
     /// instead of keeping each near its starting thousand orders as exchange-core does.
@@ -212,26 +215,31 @@ pub struct LoadgenArgs {
     /// The service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// Its admin token.
-    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    /// Its admin token (also LADDER_ADMIN_TOKEN): loadgen creates its own market and accounts.
+    #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true, required = true,
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub admin_token: String,
     /// Offered rate in requests/s (open loop); closed loop without it.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub rate: Option<u64>,
     /// Seconds to run.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration: u64,
-    /// Keep-alive connections.
-    #[arg(long, default_value_t = 8)]
+    /// Keep-alive connections, 1 to 1024.
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=loadgen::CONNECTIONS_MAX as u64))]
     pub connections: usize,
     /// resting, mm or burst.
     #[arg(long, default_value = "mm")]
-    pub scenario: String,
+    pub scenario: loadgen::Scenario,
     /// Where plots and the full result go.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Requests in flight per connection (HTTP pipelining), 1 to 64.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=loadgen::PIPELINE_MAX as u64))]
     pub pipeline: usize,
 }
 
@@ -243,6 +251,17 @@ pub fn init_logging(level: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// A mistake in how flags go together that their parsers cannot see alone (bad usage, exit
+/// code 2, like a malformed value).
+pub fn usage_problem(cli: &Cli) -> Option<String> {
+    match &cli.command {
+        Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
+            Some("--replicas needs --replication-listen (where standbys connect)".into())
+        }
+        _ => None,
+    }
 }
 
 /// Runs a parsed command line.
@@ -268,10 +287,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
 
 /// `ladder promote`: asks a standby's admin surface to become the primary.
 fn promote(args: &PromoteArgs) -> Result<(), String> {
-    let token = args
-        .admin_token
-        .clone()
-        .ok_or("--admin-token (or LADDER_ADMIN_TOKEN) is required")?;
+    let token = &args.admin_token;
     let mut http = ladder_client::HttpClient::new(&format!("http://{}", args.listen))?;
     let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
     let response = http.request("POST", "/admin/promote", &headers, Some(""))?;

@@ -83,18 +83,12 @@ struct RunOptions {
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    if args.replicas > 0 && args.replication_listen.is_none() {
-        return Err("--replicas needs --replication-listen (where standbys connect)".into());
-    }
     run(RunOptions {
         data_dir: args.service.data_dir.clone(),
         listen: args.service.listen.clone(),
         admin_token: args.service.admin_token.clone(),
         admin_public: args.admin_public,
-        durability: args
-            .durability
-            .parse()
-            .map_err(|e: String| format!("--durability: {e}"))?,
+        durability: args.durability,
         gateway_threads: args.gateway_threads,
         sequencer_core: args.sequencer_core,
         chain: args.chain.clone(),

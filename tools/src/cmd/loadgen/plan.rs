@@ -37,19 +37,21 @@ pub enum Scenario {
     Burst,
 }
 
-impl Scenario {
+impl std::str::FromStr for Scenario {
+    type Err = String;
+
     /// Parses `resting`, `mm` or `burst`.
-    pub fn parse(text: &str) -> Result<Scenario, String> {
+    fn from_str(text: &str) -> Result<Scenario, String> {
         match text {
             "resting" => Ok(Scenario::Resting),
             "mm" => Ok(Scenario::Mm),
             "burst" => Ok(Scenario::Burst),
-            other => Err(format!(
-                "--scenario {other:?}: expected resting, mm or burst"
-            )),
+            _ => Err("expected resting, mm or burst".into()),
         }
     }
+}
 
+impl Scenario {
     /// The flag value.
     pub const fn name(self) -> &'static str {
         match self {

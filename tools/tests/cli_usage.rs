@@ -1,0 +1,87 @@
+//! The operator surface's exit codes and output shapes (CONTRACT 17): bad usage exits 2 with
+//! a reason on stderr before anything runs; `bench engine` prints its keys at the top level.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ladder(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(args)
+        .env_remove("LADDER_ADMIN_TOKEN")
+        .output()
+        .expect("run ladder")
+}
+
+#[test]
+fn bad_usage_exits_2_naming_the_flag() {
+    let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
+    let data_dir = dir.to_string_lossy().to_string();
+    let cases: [(&[&str], &str); 12] = [
+        (&["serve", "--durability", "fast"], "--durability"),
+        (&["serve", "--replicas", "1"], "--replication-listen"),
+        (&["serve", "--listen", "bogus"], "--listen"),
+        (&["serve", "--listen", "127.0.0.1:99999"], "--listen"),
+        (&["standby", "--primary", "nowhere"], "--primary"),
+        (&["promote"], "--admin-token"),
+        (&["loadgen"], "--admin-token"),
+        (
+            &["loadgen", "--admin-token", "t", "--scenario", "weird"],
+            "--scenario",
+        ),
+        (
+            &["loadgen", "--admin-token", "t", "--connections", "0"],
+            "--connections",
+        ),
+        (&["bench", "engine", "--commands", "0"], "--commands"),
+        (&["bench", "engine", "--rate", "0"], "--rate"),
+        (&["journal", "verify", "--no-such-flag"], "--no-such-flag"),
+    ];
+    for (args, named) in cases {
+        let mut with_dir = args.to_vec();
+        if args[0] == "serve" {
+            with_dir.extend(["--data-dir", &data_dir]);
+        }
+        let out = ladder(&with_dir);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(named),
+            "{args:?} does not name {named}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    }
+    assert!(
+        !dir.exists(),
+        "bad usage must not create the data directory"
+    );
+}
+
+#[test]
+fn bench_engine_prints_the_contract_keys_at_the_top_level() {
+    for rate in [None, Some("500000")] {
+        let mut args = vec!["bench", "engine", "--commands", "20000"];
+        if let Some(rate) = rate {
+            args.extend(["--rate", rate]);
+        }
+        let out = ladder(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+        assert_eq!(line["commands"].as_u64(), Some(20_000), "{line}");
+        for key in ["ops_per_sec", "p50_ns", "p99_ns", "p999_ns", "max_ns"] {
+            assert!(line[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {line}");
+        }
+        let (p50, p99, max) = (
+            line["p50_ns"].as_u64(),
+            line["p99_ns"].as_u64(),
+            line["max_ns"].as_u64(),
+        );
+        assert!(p50 <= p99 && p99 <= max, "{line}");
+    }
+}
