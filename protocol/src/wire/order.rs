@@ -172,10 +172,30 @@ impl PostOrderRequest {
         parse_body(body)
     }
 
-    /// Reads a POST /order body already parsed as JSON, found at `path` (`""` for the body).
+    /// Reads a POST /order body already parsed as JSON, found at `path` (`""` for the body):
+    /// the signed order's fields are named under `order` (`order.makerAmount`).
     pub fn from_value<V: JsonNode>(value: &V, path: &str) -> Result<PostOrderRequest, FieldError> {
         let fields = Fields::of(value, path)?;
-        let order = parse_signed_order(fields.required("order")?, &fields.path_of("order"))?;
+        Self::read(&fields, &fields.path_of("order"))
+    }
+
+    /// Reads one element of a POST /orders body found at `path` (`orders[3]`): the signed
+    /// order's fields are named under the element itself (`orders[3].makerAmount`, CONTRACT
+    /// 18(6)), the envelope's beside them (`orders[3].orderType`).
+    pub fn from_batch_element<V: JsonNode>(
+        value: &V,
+        path: &str,
+    ) -> Result<PostOrderRequest, FieldError> {
+        let fields = Fields::of(value, path)?;
+        Self::read(&fields, path)
+    }
+
+    /// Reads the envelope's fields, naming the signed order's under `order_path`.
+    fn read<V: JsonNode>(
+        fields: &Fields<'_, V>,
+        order_path: &str,
+    ) -> Result<PostOrderRequest, FieldError> {
+        let order = parse_signed_order(fields.required("order")?, order_path)?;
         let order_type = fields
             .required("orderType")?
             .text()
@@ -202,10 +222,24 @@ impl FromJson for PostOrderRequest {
     }
 }
 
+/// One element of a POST /orders body (its fields named as
+/// [`PostOrderRequest::from_batch_element`] names them).
+struct BatchElement(PostOrderRequest);
+
+impl FromJson for BatchElement {
+    fn from_json<V: JsonNode>(value: &V, path: &str) -> Result<BatchElement, FieldError> {
+        PostOrderRequest::from_batch_element(value, path).map(BatchElement)
+    }
+}
+
 /// Parses a POST /orders body: an array of 1 to 15 POST /order bodies. A malformed element
-/// fails the whole batch, naming it (`orders[3].order.makerAmount: ...`).
+/// fails the whole batch, naming it (`orders[3].makerAmount: ...`).
 pub fn parse_post_orders(body: &[u8]) -> Result<Vec<PostOrderRequest>, FieldError> {
-    parse_array(body, "orders", 1, POST_ORDERS_BATCH_MAX)
+    let elements: Vec<BatchElement> = parse_array(body, "orders", 1, POST_ORDERS_BATCH_MAX)?;
+    Ok(elements
+        .into_iter()
+        .map(|BatchElement(order)| order)
+        .collect())
 }
 
 #[cfg(test)]
@@ -492,7 +526,13 @@ mod tests {
         let bad = json!({ "order": bad_order, "orderType": "GTC" });
         let body = serde_json::to_vec(&json!([good, good, good, bad])).unwrap();
         let error = parse_post_orders(&body).unwrap_err();
-        assert_eq!(error.path, "orders[3].order.makerAmount");
+        assert_eq!(error.path, "orders[3].makerAmount");
+        let no_type = json!({ "order": order_json() });
+        let body = serde_json::to_vec(&json!([good, no_type])).unwrap();
+        assert_eq!(
+            parse_post_orders(&body).unwrap_err().path,
+            "orders[1].orderType"
+        );
         let body = serde_json::to_vec(&json!([good, good])).unwrap();
         assert_eq!(parse_post_orders(&body).unwrap().len(), 2);
         assert_eq!(parse_post_orders(b"[]").unwrap_err().path, "orders");
@@ -526,6 +566,7 @@ mod tests {
         let seeds = vec![serde_json::to_vec(&json!([good, good])).unwrap()];
         let parsed = assert_same_as_serde(&seeds, 5_000, parse_post_orders, |body| {
             parse_array_with_serde(body, "orders", 1, POST_ORDERS_BATCH_MAX)
+                .map(|elements: Vec<BatchElement>| elements.into_iter().map(|e| e.0).collect())
         });
         assert!(parsed > 100, "only {parsed} mutated batches parsed");
     }
