@@ -115,6 +115,15 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
         (status, refused),
         (503, json!({ "error": "standby: not primary" }))
     );
+    // Every write, authenticated or not.
+    let mut anonymous = HttpClient::new(&standby.url).unwrap();
+    let r = anonymous
+        .request("DELETE", "/cancel-all", &[], Some(""))
+        .unwrap();
+    assert_eq!(
+        (r.status, r.json()),
+        (503, json!({ "error": "standby: not primary" }))
+    );
 
     primary.kill();
     let (status, body) = admin(&standby.url, "POST", "/admin/promote");

@@ -37,15 +37,12 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         (Method::Get, "/balance-allowance") => balance_allowance,
         _ => return None,
     };
+    // A standby refuses every write (CONTRACT 17), whoever sends it: before authentication.
     let writes = method != Method::Get;
     Some(
-        app.l2(request)
-            .and_then(|principal| {
-                if writes {
-                    app.writable()?;
-                }
-                Ok(handler(app, &principal, request))
-            })
+        (if writes { app.writable() } else { Ok(()) })
+            .and_then(|()| app.l2(request))
+            .map(|principal| handler(app, &principal, request))
             .unwrap_or_else(|refused| refused),
     )
 }
