@@ -57,27 +57,54 @@ impl Engine {
         }
     }
 
-    /// Cancels the requester's orders on one market (one token of it, when given).
+    /// Cancels the requester's orders on one market (one token of it, when given). When the
+    /// signer does not control the requester, nothing is cancelled and each of those orders
+    /// is reported `invalid signature`.
     pub(crate) fn cancel_market(
         &mut self,
         requester: &Address,
         condition_id: &ConditionId,
         token_id: Option<&TokenId>,
+        signer_controls: bool,
     ) -> Reply {
-        let Some(market) = self.markets.find(condition_id) else {
-            return Reply::Rejected(crate::reject::Reject::UnknownMarket);
+        let ids = match self.market_order_ids(requester, condition_id, token_id) {
+            Ok(ids) => ids,
+            Err(reject) => return Reply::Rejected(reject),
         };
+        if !signer_controls {
+            return Reply::Canceled(CancelReport {
+                canceled: Vec::new(),
+                not_canceled: ids
+                    .into_iter()
+                    .map(|id| (id, NotCanceled::InvalidSignature))
+                    .collect(),
+            });
+        }
+        Reply::Canceled(self.cancel_ids(&ids))
+    }
+
+    /// Ids of `requester`'s open orders on one market (one token of it, when given), oldest
+    /// first: what a market cancel takes.
+    pub fn market_order_ids(
+        &self,
+        requester: &Address,
+        condition_id: &ConditionId,
+        token_id: Option<&TokenId>,
+    ) -> Result<Vec<OrderId>, crate::reject::Reject> {
+        let market = self
+            .markets
+            .find(condition_id)
+            .ok_or(crate::reject::Reject::UnknownMarket)?;
         let outcome: Option<Outcome> = match token_id {
             None => None,
             Some(token) => match self.markets.find_token(token) {
                 Some((m, outcome)) if m == market => Some(outcome),
-                _ => return Reply::Rejected(crate::reject::Reject::UnknownToken),
+                _ => return Err(crate::reject::Reject::UnknownToken),
             },
         };
-        let ids = self.account_order_ids(requester, |o| {
+        Ok(self.account_order_ids(requester, |o| {
             o.market == market && outcome.is_none_or(|x| x == o.outcome)
-        });
-        Reply::Canceled(self.cancel_ids(&ids))
+        }))
     }
 
     /// Cancels every open order of the requester.

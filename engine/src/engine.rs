@@ -199,12 +199,9 @@ impl Engine {
                 token_id,
                 signer,
             } => {
-                if signer.is_some_and(|s| {
-                    s != *requester && !self.controllers.contains(&(*requester, s))
-                }) {
-                    return Reply::Rejected(Reject::SignerNotController);
-                }
-                self.cancel_market(requester, condition_id, token_id.as_ref())
+                let signer_controls = signer
+                    .is_none_or(|s| s == *requester || self.controllers.contains(&(*requester, s)));
+                self.cancel_market(requester, condition_id, token_id.as_ref(), signer_controls)
             }
             Command::CancelAll { requester } => Reply::Canceled(self.cancel_all(requester)),
             Command::Tick => Reply::Ok,

@@ -434,6 +434,35 @@ fn cancel_reasons_name_what_happened() {
 }
 
 #[test]
+fn a_market_cancel_by_a_signer_that_controls_nothing_names_each_order_and_cancels_none() {
+    let mut h = Harness::new();
+    let a = h.gtc(1, YES, Side::Buy, 4_000, 1);
+    let b = h.gtc(1, NO, Side::Buy, 4_000, 1);
+    let reply = h.apply(Command::CancelMarket {
+        requester: account(1),
+        signer: Some(signer(2)),
+        condition_id: CONDITION,
+        token_id: None,
+    });
+    assert_eq!(
+        reply,
+        Reply::Canceled(CancelReport {
+            canceled: vec![],
+            not_canceled: vec![
+                (a.order_id, NotCanceled::InvalidSignature),
+                (b.order_id, NotCanceled::InvalidSignature)
+            ]
+        })
+    );
+    assert_eq!(
+        h.engine
+            .open_orders(&account(1), &OrderFilter::default())
+            .len(),
+        2
+    );
+}
+
+#[test]
 fn cancel_market_and_cancel_all_take_only_the_requesters_orders() {
     let mut h = Harness::new();
     let a = h.gtc(1, YES, Side::Buy, 4_000, 1);

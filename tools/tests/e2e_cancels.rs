@@ -309,3 +309,63 @@ fn cancel_all_cancels_every_open_order_of_the_caller() {
     assert_eq!(book["bids"], json!([{ "price": "0.2", "size": "1" }]));
     assert_eq!(book["asks"], json!([]));
 }
+
+#[test]
+fn a_market_cancel_that_fails_its_signature_reports_each_order_and_cancels_nothing() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let y = rest_id(&mut alice, yes(), Side::Buy, 2_000, 1);
+    let n = rest_id(&mut alice, no(), Side::Buy, 2_000, 1);
+    let send = |trader: &mut Trader, body: String| {
+        let r = trader
+            .send("DELETE", "/cancel-market-orders", Some(&body))
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let both_invalid = json!({ "canceled": [], "notCanceled": {
+        y.to_string(): "invalid signature", n.to_string(): "invalid signature" } });
+
+    // A stranger signs and names itself as signer: it recovers, but controls nothing.
+    let stranger = Wallet::random();
+    let request = cancel_market_orders_request(
+        &stranger,
+        &alice.exchange,
+        market(),
+        None,
+        SignatureType::SmartAccount,
+    );
+    assert_eq!(send(&mut alice, request.to_json()), both_invalid);
+
+    // Alice's signature over another market does not verify for this one.
+    let mut request = cancel_market_orders_request(
+        &alice.wallet,
+        &alice.exchange,
+        B256::from([0x44; 32]),
+        None,
+        SignatureType::SmartAccount,
+    );
+    request.market_id = market();
+    assert_eq!(send(&mut alice, request.to_json()), both_invalid);
+    // Limited to one token, only that token's order is named.
+    request.token_id = Some(yes());
+    assert_eq!(
+        send(&mut alice, request.to_json()),
+        json!({ "canceled": [], "notCanceled": { y.to_string(): "invalid signature" } })
+    );
+    assert_eq!(open_ids(&mut alice), [y, n]);
+
+    // A market the exchange does not know holds nothing to cancel.
+    let unknown = cancel_market_orders_request(
+        &alice.wallet,
+        &alice.exchange,
+        B256::from([0x45; 32]),
+        None,
+        SignatureType::SmartAccount,
+    );
+    assert_eq!(
+        send(&mut alice, unknown.to_json()),
+        json!({ "canceled": [], "notCanceled": {} })
+    );
+    assert_eq!(open_ids(&mut alice), [y, n]);
+}

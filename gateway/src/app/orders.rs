@@ -2,8 +2,8 @@
 //! caller's balances. Signatures are recovered here, on the gateway thread.
 
 use ladder_engine::{
-    Asset, CancelReport, Command, Engine, NewOrder, OrderFilter, Reject, Reply, SignedFields,
-    NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+    Asset, CancelReport, Command, Engine, NewOrder, NotCanceled, OrderFilter, Reject, Reply,
+    SignedFields, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
 };
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
@@ -574,6 +574,9 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
         Err(e) => return bad_request(e),
     };
     let digest = cancel.digest(&app.config.exchange);
+    let requester = engine_address(&principal.address);
+    let condition_id = engine_b256(&cancel.market_id);
+    let token_id = cancel.token_id.as_ref().map(engine_token);
     if !cancel_signed_ok(
         &digest,
         &cancel.signature,
@@ -581,16 +584,28 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
         cancel.signer,
         &principal.address,
     ) {
-        return Outcome::error(
-            Status::BadRequest,
-            "signature: invalid signature over CancelMarketOrders(marketId)",
+        // Nothing is cancelled; each order the cancel would take is `invalid signature`.
+        return query(
+            move |e| e.market_order_ids(&requester, &condition_id, token_id.as_ref()),
+            |ids| {
+                let reply = ids.map(|ids| {
+                    Reply::Canceled(CancelReport {
+                        canceled: Vec::new(),
+                        not_canceled: ids
+                            .into_iter()
+                            .map(|id| (id, NotCanceled::InvalidSignature))
+                            .collect(),
+                    })
+                });
+                market_cancel_result(reply.unwrap_or_else(Reply::Rejected), None)
+            },
         );
     }
     let signer = smart_signer(cancel.signature_type, cancel.signer);
     let mut cmd = Command::CancelMarket {
-        requester: engine_address(&principal.address),
-        condition_id: engine_b256(&cancel.market_id),
-        token_id: cancel.token_id.as_ref().map(engine_token),
+        requester,
+        condition_id,
+        token_id,
         signer,
     };
     let Some(check) = cancel_check(app, principal, signer, &digest, &cancel.signature) else {
@@ -612,20 +627,33 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
 
 /// `chain_error`: why the chain could not judge the signer, which explains a registry refusal.
 fn submit_cancel_market(cmd: Command, chain_error: Option<String>) -> Outcome {
-    command(cmd, move |_, reply| match reply {
-        Reply::Canceled(report) => ok_json(&merge([report], &[])),
-        Reply::Rejected(Reject::SignerNotController) if chain_error.is_some() => Response::error(
-            Status::Unavailable,
-            &Verdict::refusal(chain_error.as_deref().unwrap_or_default()),
-        ),
-        Reply::Rejected(Reject::SignerNotController) => Response::error(
+    command(cmd, move |_, reply| {
+        market_cancel_result(reply, chain_error.as_deref())
+    })
+}
+
+/// The answer to a market cancel (CONTRACT 8: a cancel result): an unknown market has
+/// nothing to cancel; a token that is not the market's is a 400 naming `tokenId`; orders
+/// refused for the signature carry the chain's reason when the chain could not judge it.
+fn market_cancel_result(reply: Reply, chain_error: Option<&str>) -> Response {
+    match reply {
+        Reply::Canceled(report) => {
+            let mut result = merge([report], &[]);
+            if let Some(why) = chain_error {
+                for reason in result.not_canceled.values_mut() {
+                    *reason = Verdict::refusal(why);
+                }
+            }
+            ok_json(&result)
+        }
+        Reply::Rejected(Reject::UnknownMarket) => ok_json(&merge([], &[])),
+        Reply::Rejected(Reject::UnknownToken) => Response::error(
             Status::BadRequest,
-            "signature: invalid signature (the signer does not control the maker)",
+            "tokenId: not a token of the market named by marketId",
         ),
-        Reply::Rejected(Reject::UnknownMarket) => Response::error(Status::NotFound, "not found"),
         Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
         _ => Response::error(Status::Internal, "internal error"),
-    })
+    }
 }
 
 fn cancel_all(_app: &App, principal: &L2Principal, _request: &Request) -> Outcome {
