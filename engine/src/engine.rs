@@ -425,6 +425,14 @@ impl Engine {
         }
         let account = self.ledger.find_or_open(spec.address);
         let keys = &mut self.ledger.account_mut(account).api_keys;
+        let nonce_used = keys.iter().any(|key| {
+            self.api_keys
+                .get(key)
+                .is_some_and(|record| record.nonce == spec.nonce)
+        });
+        if nonce_used {
+            return Err(Reject::ApiKeyNonceUsed);
+        }
         if keys.len() >= spec.max_keys_per_address as usize {
             return Err(Reject::ApiKeyLimit);
         }

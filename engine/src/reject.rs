@@ -99,6 +99,8 @@ pub enum Reject {
     UnknownApiKey,
     /// An API key with this id already exists.
     ApiKeyExists,
+    /// The address already has a key created with this L1 nonce (derive it instead).
+    ApiKeyNonceUsed,
     /// A withdrawal would go below what is reserved.
     WithdrawalExceedsFree {
         /// Asked for.
@@ -181,6 +183,10 @@ impl fmt::Display for Reject {
             Reject::ApiKeyLimit => f.write_str("api key limit reached"),
             Reject::UnknownApiKey => f.write_str("api key not found"),
             Reject::ApiKeyExists => f.write_str("api key already exists"),
+            Reject::ApiKeyNonceUsed => f.write_str(
+                "SVC_NONCE: this address already has an api key created with this nonce; \
+                 GET /auth/derive-api-key returns it",
+            ),
             Reject::WithdrawalExceedsFree { amount_units, free_units } => write!(
                 f,
                 "withdrawal of {amount_units} exceeds the free (unreserved) balance {free_units}"

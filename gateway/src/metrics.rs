@@ -214,6 +214,12 @@ impl Metrics {
                 server.ws_user.load(Ordering::Relaxed),
                 server.ws_market.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_ws_slow_consumer_closes_total counter\n\
+                 ladder_ws_slow_consumer_closes_total {}",
+                server.ws_slow_consumer_closes.load(Ordering::Relaxed)
+            );
         }
         out
     }

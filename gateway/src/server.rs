@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -191,6 +191,8 @@ pub struct ServerShared {
     /// Open `/ws/market` connections (the feed encodes no market frames while there are
     /// none; a subscriber's snapshot is taken after its connection is counted).
     pub ws_market: AtomicUsize,
+    /// WebSocket connections closed (1013) for falling behind, since start.
+    pub ws_slow_consumer_closes: AtomicU64,
 }
 
 impl ServerShared {
@@ -831,6 +833,11 @@ impl Worker {
             return;
         };
         socket.flush();
+        if socket.take_slow_close() {
+            self.shared
+                .ws_slow_consumer_closes
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.routes.update(slot, socket.interests());
         if socket.is_closed() {
             self.routes.update(slot, Interests::default());

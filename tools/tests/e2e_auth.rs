@@ -283,6 +283,21 @@ fn derive_returns_the_same_credentials_for_the_same_nonce_and_404_otherwise() {
     assert_eq!(alice.derive_api_key(8).unwrap().json(), other);
     assert_eq!(alice.derive_api_key(7).unwrap().json(), created.json());
 
+    // A nonce already used does not mint a second key: derive it.
+    let again = error_text(&alice.create_api_key(7).unwrap(), 400);
+    assert!(again.contains("SVC_NONCE"), "{again}");
+    assert_eq!(alice.derive_api_key(7).unwrap().json(), created.json());
+    let r = service
+        .http()
+        .request("GET", "/auth/api-keys", &alice.l1(0), None)
+        .unwrap();
+    assert_eq!(
+        r.json()["apiKeys"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        r.body
+    );
+
     // Another wallet's nonce 7 is not alice's.
     let mut bob = demo(&service, 1);
     error_text(&bob.derive_api_key(7).unwrap(), 404);

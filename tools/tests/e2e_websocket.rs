@@ -54,19 +54,27 @@ fn user_subscribe(trader: &Trader) -> String {
     json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(), "passphrase": creds.passphrase, "timestamp": ts, "signature": signature }, "markets": [] }).to_string()
 }
 
-/// The `ladder_ws_channel_connections` gauge of `channel` in GET /metrics.
-fn channel_gauge(service: &Service, channel: &str) -> String {
+/// The value of the metric `name` (with its labels) in GET /metrics.
+fn metric(service: &Service, name: &str) -> String {
     let r = service
         .http()
         .request("GET", "/metrics", &[], None)
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let prefix = format!("ladder_ws_channel_connections{{channel=\"{channel}\"}} ");
+    let prefix = format!("{name} ");
     r.body
         .lines()
         .find_map(|line| line.strip_prefix(prefix.as_str()))
         .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
         .to_string()
+}
+
+/// The `ladder_ws_channel_connections` gauge of `channel` in GET /metrics.
+fn channel_gauge(service: &Service, channel: &str) -> String {
+    metric(
+        service,
+        &format!("ladder_ws_channel_connections{{channel=\"{channel}\"}}"),
+    )
 }
 
 #[test]
@@ -331,6 +339,16 @@ fn a_consumer_that_stops_reading_is_closed_with_1013_after_what_it_was_sent() {
         .unwrap();
     let book: Value = serde_json::from_str(&next_text(&mut other)).unwrap();
     assert_eq!(book["asset_id"], json!(NO), "{book}");
+    // The slow one is closed once its queue passes the bound (counted in /metrics)...
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while metric(&service, "ladder_ws_slow_consumer_closes_total") != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no slow-consumer close counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ...and, reading at last, it gets what it was sent, the error, then the close.
 
     let (mut books, mut last_text) = (0usize, String::new());
     let close = loop {

@@ -91,6 +91,8 @@ pub struct WsConn {
     snapshots_pending: u32,
     buffered: Vec<(Bytes32, u64, Arc<str>)>,
     phase: Phase,
+    /// Closed for falling behind, not yet counted by the event loop.
+    slow_close_uncounted: bool,
 }
 
 impl WsConn {
@@ -113,6 +115,7 @@ impl WsConn {
             snapshots_pending: 0,
             buffered: Vec::new(),
             phase: Phase::Open,
+            slow_close_uncounted: false,
         }
     }
 
@@ -312,8 +315,7 @@ impl WsConn {
             (FeedItem::Market { market, seq, frame }, WsKind::Market) => {
                 if self.snapshots_pending > 0 {
                     if self.buffered.len() >= BUFFERED_FRAMES_MAX {
-                        self.fail(
-                            CloseCode::Again,
+                        self.fail_slow(
                             "slow consumer: too many events while the snapshot was read",
                         );
                     } else {
@@ -345,7 +347,7 @@ impl WsConn {
         match self.ws.write(Message::text(text.to_string())) {
             Ok(()) => {}
             Err(WsError::WriteBufferFull(_)) => {
-                self.fail(CloseCode::Again, "slow consumer: outbound queue over 1 MiB")
+                self.fail_slow("slow consumer: outbound queue over 1 MiB")
             }
             Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(_) => self.phase = Phase::Closed,
@@ -380,6 +382,20 @@ impl WsConn {
                 self.phase = Phase::Closed;
             }
         }
+    }
+
+    /// Closes a connection that fell behind (1013), to be counted once by
+    /// [`WsConn::take_slow_close`].
+    fn fail_slow(&mut self, reason: &str) {
+        if self.is_open() {
+            self.slow_close_uncounted = true;
+        }
+        self.fail(CloseCode::Again, reason);
+    }
+
+    /// Whether it was closed for falling behind since the last call (for the metric).
+    pub fn take_slow_close(&mut self) -> bool {
+        std::mem::take(&mut self.slow_close_uncounted)
     }
 
     /// Sends `{"error": reason}` and closes with `code`: both are queued behind what the
