@@ -682,6 +682,33 @@ fn api_keys_are_limited_per_address() {
 }
 
 #[test]
+fn an_l1_nonce_makes_one_key_per_address_until_that_key_is_deleted() {
+    let mut h = Harness::new();
+    let spec = |address: u8, key: u8| {
+        Command::CreateApiKey(ApiKeySpec {
+            address: account(address),
+            signer: account(address),
+            key_id: [key; 16],
+            nonce: Bytes32([7; 32]),
+            max_keys_per_address: 5,
+        })
+    };
+    h.ok(spec(1, 1));
+    assert_eq!(
+        h.apply(spec(1, 2)),
+        Reply::Rejected(Reject::ApiKeyNonceUsed)
+    );
+    h.ok(spec(2, 3)); // another address may use the same nonce
+    h.ok(Command::DeleteApiKey {
+        address: account(1),
+        signer: account(1),
+        key_id: [1; 16],
+    });
+    h.ok(spec(1, 2));
+    assert_eq!(h.engine.api_keys_of(&account(1)), vec![[2; 16]]);
+}
+
+#[test]
 fn an_api_key_for_a_smart_account_needs_a_signer_that_controls_it() {
     let mut h = Harness::new();
     let reply = h.apply(Command::CreateApiKey(ApiKeySpec {
