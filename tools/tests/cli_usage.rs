@@ -17,7 +17,7 @@ fn ladder(args: &[&str]) -> Output {
 fn bad_usage_exits_2_naming_the_flag() {
     let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
     let data_dir = dir.to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 13] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -32,6 +32,18 @@ fn bad_usage_exits_2_naming_the_flag() {
         (
             &["loadgen", "--admin-token", "t", "--connections", "0"],
             "--connections",
+        ),
+        (
+            &[
+                "loadgen",
+                "--admin-token",
+                "t",
+                "--rate",
+                "200000",
+                "--duration",
+                "10",
+            ],
+            "--rate",
         ),
         (&["bench", "engine", "--commands", "0"], "--commands"),
         (&["bench", "engine", "--rate", "0"], "--rate"),

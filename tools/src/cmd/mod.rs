@@ -260,6 +260,16 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
         }
+        Command::Loadgen(args)
+            if args.rate.is_some_and(|rate| {
+                rate.saturating_mul(args.duration) > loadgen::OPEN_LOOP_REQUESTS_MAX
+            }) =>
+        {
+            Some(format!(
+                "--rate x --duration: at most {} requests are signed ahead",
+                loadgen::OPEN_LOOP_REQUESTS_MAX
+            ))
+        }
         _ => None,
     }
 }
