@@ -217,23 +217,14 @@ impl WsConn {
         actions.push(Action::Snapshot(tokens));
     }
 
-    /// Stops following the markets of `tokens` (either token of a market stops it); an id
-    /// that is not followed gets an error.
+    /// Stops following the markets of `tokens`: either token of a market stops it. An id
+    /// that is not followed is ignored (a repeated unsubscribe is not an error).
     fn unsubscribe(&mut self, tokens: &[Bytes32]) {
         for token in tokens {
-            match self.tokens.get(token).copied() {
-                Some(market) => {
-                    self.tokens.retain(|_, m| *m != market);
-                    self.named.retain(|t| self.tokens.contains_key(t));
-                    self.markets.remove(&market);
-                }
-                None => {
-                    let text = format!(
-                        "assets_ids: {} is not subscribed",
-                        crate::convert::wire_token(token)
-                    );
-                    self.send(&error_frame(&text));
-                }
+            if let Some(market) = self.tokens.get(token).copied() {
+                self.tokens.retain(|_, m| *m != market);
+                self.named.retain(|t| self.tokens.contains_key(t));
+                self.markets.remove(&market);
             }
         }
     }
