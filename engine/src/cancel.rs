@@ -21,7 +21,7 @@ impl Engine {
             canceled: Vec::new(),
             not_canceled: vec![(order_id, reason)],
         };
-        if signer.is_some_and(|s| s != requester && !self.controllers.contains(&(*requester, *s))) {
+        if signer.is_some_and(|s| !self.may_sign_for(requester, s)) {
             return not_canceled(NotCanceled::InvalidSignature);
         }
         let account = self.ledger.find(requester);

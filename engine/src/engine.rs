@@ -199,8 +199,7 @@ impl Engine {
                 token_id,
                 signer,
             } => {
-                let signer_controls = signer
-                    .is_none_or(|s| s == *requester || self.controllers.contains(&(*requester, s)));
+                let signer_controls = signer.is_none_or(|s| self.may_sign_for(requester, &s));
                 self.cancel_market(requester, condition_id, token_id.as_ref(), signer_controls)
             }
             Command::CancelAll { requester } => Reply::Canceled(self.cancel_all(requester)),
@@ -420,7 +419,7 @@ impl Engine {
         if self.api_keys.contains_key(&spec.key_id) {
             return Err(Reject::ApiKeyExists);
         }
-        if spec.signer != spec.address && !self.controllers.contains(&(spec.address, spec.signer)) {
+        if !self.may_sign_for(&spec.address, &spec.signer) {
             return Err(Reject::SignerNotController);
         }
         let account = self.ledger.find_or_open(spec.address);
@@ -453,7 +452,7 @@ impl Engine {
         signer: &Address,
         key_id: &[u8; 16],
     ) -> Result<(), Reject> {
-        if signer != address && !self.controllers.contains(&(*address, *signer)) {
+        if !self.may_sign_for(address, signer) {
             return Err(Reject::SignerNotController);
         }
         match self.api_keys.get(key_id) {

@@ -328,6 +328,11 @@ impl Engine {
     pub fn controls(&self, account: &Address, owner: &Address) -> bool {
         self.controllers.contains(&(*account, *owner))
     }
+
+    /// Whether `signer` may sign for `account`: the account itself, or one of its owners.
+    pub fn may_sign_for(&self, account: &Address, signer: &Address) -> bool {
+        signer == account || self.controls(account, signer)
+    }
 }
 
 fn trade_matches(trade: &TradeView, filter: &TradeFilter) -> bool {
