@@ -72,13 +72,10 @@ impl Engine {
             Err(reject) => return Reply::Rejected(reject),
         };
         if !signer_controls {
-            return Reply::Canceled(CancelReport {
-                canceled: Vec::new(),
-                not_canceled: ids
-                    .into_iter()
-                    .map(|id| (id, NotCanceled::InvalidSignature))
-                    .collect(),
-            });
+            return Reply::Canceled(CancelReport::none_canceled(
+                ids,
+                NotCanceled::InvalidSignature,
+            ));
         }
         Reply::Canceled(self.cancel_ids(&ids))
     }

@@ -72,3 +72,13 @@ pub struct CancelReport {
     /// Orders not cancelled, with the reason.
     pub not_canceled: Vec<(OrderId, NotCanceled)>,
 }
+
+impl CancelReport {
+    /// A cancel that took none of `ids`, each for `reason`.
+    pub fn none_canceled(ids: Vec<OrderId>, reason: NotCanceled) -> CancelReport {
+        CancelReport {
+            canceled: Vec::new(),
+            not_canceled: ids.into_iter().map(|id| (id, reason)).collect(),
+        }
+    }
+}

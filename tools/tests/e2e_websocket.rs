@@ -339,14 +339,11 @@ fn a_consumer_that_stops_reading_is_closed_with_1013_after_what_it_was_sent() {
     let book: Value = serde_json::from_str(&next_text(&mut other)).unwrap();
     assert_eq!(book["asset_id"], json!(NO), "{book}");
     // The slow one is closed once its queue passes the bound (counted in /metrics)...
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while metric(&service, "ladder_ws_slow_consumer_closes_total") != "1" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no slow-consumer close counted"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        Duration::from_secs(30),
+        "no slow-consumer close counted",
+        || metric(&service, "ladder_ws_slow_consumer_closes_total") == "1",
+    );
     // ...and, reading at last, it gets what it was sent, the error, then the close.
 
     let (mut books, mut last_text) = (0usize, String::new());
@@ -370,12 +367,18 @@ fn a_consumer_that_stops_reading_is_closed_with_1013_after_what_it_was_sent() {
     assert!(books > 1_000, "only {books} books before the close");
     // Once the client answers the close, the connection is released.
     let _ = slow.flush();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while channel_gauge(&service, "market") != "1" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slow socket is still counted"
-        );
+    wait_for(
+        Duration::from_secs(5),
+        "the slow socket is still counted",
+        || channel_gauge(&service, "market") == "1",
+    );
+}
+
+/// Polls `done` every 50 ms until it holds; fails with `failure` after `limit`.
+fn wait_for(limit: Duration, failure: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{failure}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

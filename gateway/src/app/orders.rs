@@ -589,13 +589,10 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
             move |e| e.market_order_ids(&requester, &condition_id, token_id.as_ref()),
             |ids| {
                 let reply = ids.map(|ids| {
-                    Reply::Canceled(CancelReport {
-                        canceled: Vec::new(),
-                        not_canceled: ids
-                            .into_iter()
-                            .map(|id| (id, NotCanceled::InvalidSignature))
-                            .collect(),
-                    })
+                    Reply::Canceled(CancelReport::none_canceled(
+                        ids,
+                        NotCanceled::InvalidSignature,
+                    ))
                 });
                 market_cancel_result(reply.unwrap_or_else(Reply::Rejected), None)
             },

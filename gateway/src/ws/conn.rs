@@ -193,12 +193,13 @@ impl WsConn {
                         self.send(&error_frame(reason));
                     }
                     match message.operation {
-                        MarketOperation::Subscribe => self.request_books(message.tokens, actions),
                         MarketOperation::Snapshot if message.tokens.is_empty() => {
                             let named = self.named.iter().copied().collect();
                             self.request_books(named, actions)
                         }
-                        MarketOperation::Snapshot => self.request_books(message.tokens, actions),
+                        MarketOperation::Subscribe | MarketOperation::Snapshot => {
+                            self.request_books(message.tokens, actions)
+                        }
                         MarketOperation::Unsubscribe => self.unsubscribe(&message.tokens),
                     }
                 }

@@ -115,26 +115,31 @@ fn verify(data_dir: &Path) -> Result<(), String> {
 /// One record as a JSON object: `seq`, `timestamp` (Unix ms, as every timestamp the service
 /// shows), `timestamp_ns` (the sequencer's exact stamp), `type` and the command.
 fn record_json(record: &RecordRef<'_>) -> serde_json::Value {
-    let (kind, body) = match decode_command(record.record_type, record.payload) {
+    let (kind, key, value) = match decode_command(record.record_type, record.payload) {
         Ok(command) => (
             command.type_name().to_string(),
-            ("command", serde_json::json!(command)),
+            "command",
+            serde_json::json!(command),
         ),
         Err(error) => (
             format!("unknown_{}", record.record_type),
-            ("error", serde_json::json!(error)),
+            "error",
+            serde_json::json!(error),
         ),
     };
     let mut json = serde_json::json!({
         "seq": record.seq,
-        "timestamp": record.timestamp_ns / 1_000_000,
+        "timestamp": unix_ms(record.timestamp_ns),
         "timestamp_ns": record.timestamp_ns,
         "type": kind,
     });
-    if let Some(fields) = json.as_object_mut() {
-        fields.insert(body.0.into(), body.1);
-    }
+    json[key] = value;
     json
+}
+
+/// A record's stamp (ns since the Unix epoch) as the Unix ms every other timestamp uses.
+fn unix_ms(timestamp_ns: u64) -> u64 {
+    timestamp_ns / 1_000_000
 }
 
 fn for_each_record(
@@ -209,8 +214,8 @@ fn stats(data_dir: &Path) -> Result<(), String> {
             "payload_bytes": bytes,
             "first_seq": first.map(|f| f.0),
             "last_seq": last.map(|l| l.0),
-            "first_timestamp": first.map(|f| f.1 / 1_000_000),
-            "last_timestamp": last.map(|l| l.1 / 1_000_000),
+            "first_timestamp": first.map(|f| unix_ms(f.1)),
+            "last_timestamp": last.map(|l| unix_ms(l.1)),
             "span_s": span_ns as f64 / 1e9,
             "records_per_s": rate,
             "by_type": types,
