@@ -6,6 +6,7 @@ use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use memmap2::MmapRaw;
 
@@ -32,6 +33,9 @@ pub struct Journal {
     active: Option<ActiveSegment>,
     /// The segment before the active one while it still has unsynced bytes.
     retired: Option<RetiredSegment>,
+    /// Flushes of older left segments running on helper threads (see `retire`); a synced
+    /// commit waits for them.
+    background_flushes: Vec<BackgroundFlush>,
     first_seq: Option<u64>,
     next_seq: u64,
     poisoned: bool,
@@ -57,7 +61,7 @@ struct ActiveSegment {
 }
 
 /// A segment the writer has left that still has bytes to flush.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct RetiredSegment {
     map: Arc<MmapRaw>,
     path: PathBuf,
@@ -91,6 +95,7 @@ impl Journal {
             options,
             active,
             retired: None,
+            background_flushes: Vec::new(),
             first_seq: scan.first_seq,
             next_seq: scan.next_seq,
             poisoned: false,
@@ -179,40 +184,25 @@ impl Journal {
 
     /// Ends a group of appends. `Durability::Sync` returns once everything appended since the
     /// last synced commit is on stable storage (msync of the dirty byte range of each touched
-    /// segment, which on Linux is an fdatasync of that range); `Durability::Async` does nothing.
+    /// segment, which on Linux is an fdatasync of that range); `Durability::Async` flushes nothing
+    /// (it only collects the outcome of segments left behind and flushed in the background).
     ///
     /// A failed flush is fatal: it is never retried (the kernel may have dropped the dirty
     /// pages), the journal refuses every later call with `Poisoned`, and the caller must stop
     /// without acknowledging the records.
     pub fn commit(&mut self, durability: Durability) -> Result<()> {
-        if self.poisoned {
-            return Err(JournalError::Poisoned);
-        }
         if durability == Durability::Async {
+            if self.poisoned {
+                return Err(JournalError::Poisoned);
+            }
+            return self.reap_background_flushes();
+        }
+        let Some(ticket) = self.begin_commit()? else {
             return Ok(());
-        }
-        if let Some(retired) = self.retired.take() {
-            let flushed = flush(
-                &retired.map,
-                &retired.path,
-                retired.synced_offset,
-                retired.end_offset,
-            );
-            self.poisoned |= flushed.is_err();
-            flushed?;
-        }
-        if let Some(active) = &mut self.active {
-            let flushed = flush(
-                &active.map,
-                &active.path,
-                active.synced_offset,
-                active.write_offset,
-            );
-            self.poisoned |= flushed.is_err();
-            flushed?;
-            active.synced_offset = active.write_offset;
-        }
-        Ok(())
+        };
+        let flushed = ticket.complete();
+        self.poisoned |= flushed.is_err();
+        flushed
     }
 
     /// Starts a synced commit whose waiting happens elsewhere: the returned ticket, completed
@@ -225,6 +215,8 @@ impl Journal {
         if self.poisoned {
             return Err(JournalError::Poisoned);
         }
+        self.reap_background_flushes()?;
+        let background = std::mem::take(&mut self.background_flushes);
         let mut ranges = Vec::with_capacity(2);
         if let Some(retired) = self.retired.take() {
             ranges.push(FlushRange {
@@ -245,7 +237,8 @@ impl Journal {
                 active.synced_offset = active.write_offset;
             }
         }
-        Ok((!ranges.is_empty()).then_some(FlushTicket { ranges }))
+        let ticket = FlushTicket { ranges, background };
+        Ok((!ticket.is_empty()).then_some(ticket))
     }
 
     /// Sequence of the last record, or `first sequence - 1` when the journal holds none
@@ -342,18 +335,15 @@ impl Journal {
         Ok(())
     }
 
-    /// Keeps a left segment's mapping for the next synced commit. Only one is kept: if an
-    /// earlier one is still waiting (two rollovers without a synced commit), it is flushed now.
+    /// Keeps a left segment's mapping for the next synced commit. If an earlier one is still
+    /// waiting (two rollovers without a synced commit, as under `Durability::Async`), that one
+    /// is flushed on a helper thread: flushing a whole segment here stalled the writer for
+    /// 200 ms at each rollover (`ladder bench sequencer --durability async`, p99.9).
     fn retire(&mut self, old: ActiveSegment) -> Result<()> {
+        self.reap_background_flushes()?;
         if let Some(previous) = self.retired.take() {
-            let flushed = flush(
-                &previous.map,
-                &previous.path,
-                previous.synced_offset,
-                previous.end_offset,
-            );
-            self.poisoned |= flushed.is_err();
-            flushed?;
+            let background = BackgroundFlush::start(previous);
+            self.background_flushes.push(background);
         }
         if old.write_offset > old.synced_offset {
             self.retired = Some(RetiredSegment {
@@ -362,6 +352,22 @@ impl Journal {
                 synced_offset: old.synced_offset,
                 end_offset: old.write_offset,
             });
+        }
+        Ok(())
+    }
+
+    /// Collects the background flushes that have finished; a failed one is fatal, as a failed
+    /// commit.
+    fn reap_background_flushes(&mut self) -> Result<()> {
+        let mut index = 0;
+        while index < self.background_flushes.len() {
+            if !self.background_flushes[index].is_finished() {
+                index += 1;
+                continue;
+            }
+            let flushed = self.background_flushes.swap_remove(index).wait();
+            self.poisoned |= flushed.is_err();
+            flushed?;
         }
         Ok(())
     }
@@ -425,6 +431,8 @@ impl ActiveSegment {
 #[derive(Debug)]
 pub struct FlushTicket {
     ranges: Vec<FlushRange>,
+    /// Flushes of older segments already running on helper threads.
+    background: Vec<BackgroundFlush>,
 }
 
 /// One segment's unflushed bytes; holding the mapping keeps it alive until flushed.
@@ -441,7 +449,9 @@ impl FlushTicket {
     /// so completing it costs one msync per segment.
     pub fn merge(tickets: impl IntoIterator<Item = FlushTicket>) -> Option<FlushTicket> {
         let mut ranges: Vec<FlushRange> = Vec::with_capacity(2);
+        let mut background = Vec::new();
         for ticket in tickets {
+            background.extend(ticket.background);
             for range in ticket.ranges {
                 match ranges.iter_mut().find(|r| Arc::ptr_eq(&r.map, &range.map)) {
                     Some(same) => {
@@ -452,16 +462,87 @@ impl FlushTicket {
                 }
             }
         }
-        (!ranges.is_empty()).then_some(FlushTicket { ranges })
+        let ticket = FlushTicket { ranges, background };
+        (!ticket.is_empty()).then_some(ticket)
     }
 
     /// Makes the records appended before the ticket was taken durable (msync of their byte
     /// ranges). Blocks for the disk.
     pub fn complete(self) -> Result<()> {
+        for background in self.background {
+            background.wait()?;
+        }
         for range in &self.ranges {
             flush(&range.map, &range.path, range.from, range.to)?;
         }
         Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.background.is_empty()
+    }
+}
+
+/// A left segment being flushed on its own helper thread.
+#[derive(Debug)]
+struct BackgroundFlush {
+    path: PathBuf,
+    state: FlushState,
+}
+
+/// Where a background flush is.
+#[derive(Debug)]
+enum FlushState {
+    /// Running on this thread.
+    Running(JoinHandle<Result<()>>),
+    /// Done (on the writer's thread, when no helper could be made).
+    Done(Result<()>),
+}
+
+impl BackgroundFlush {
+    /// Starts flushing `segment`'s unsynced bytes on a new thread (or here, if no thread can
+    /// be made).
+    fn start(segment: RetiredSegment) -> BackgroundFlush {
+        let path = segment.path.clone();
+        let on_helper = segment.clone();
+        let spawned = std::thread::Builder::new()
+            .name("journal-flush".into())
+            .spawn(move || on_helper.flush());
+        let state = match spawned {
+            Ok(thread) => FlushState::Running(thread),
+            Err(error) => {
+                tracing::warn!(%error, "no journal flush thread; flushing on the writer");
+                FlushState::Done(segment.flush())
+            }
+        };
+        BackgroundFlush { path, state }
+    }
+
+    fn is_finished(&self) -> bool {
+        match &self.state {
+            FlushState::Running(thread) => thread.is_finished(),
+            FlushState::Done(_) => true,
+        }
+    }
+
+    /// Waits for the flush; a helper that panicked counts as a failed flush.
+    fn wait(self) -> Result<()> {
+        match self.state {
+            FlushState::Done(outcome) => outcome,
+            FlushState::Running(thread) => thread.join().unwrap_or_else(|_| {
+                Err(JournalError::FlushFailed {
+                    path: self.path,
+                    source: std::io::Error::other("the flush thread panicked"),
+                })
+            }),
+        }
+    }
+}
+
+impl RetiredSegment {
+    /// Flushes the bytes not yet synced.
+    fn flush(&self) -> Result<()> {
+        flush(&self.map, &self.path, self.synced_offset, self.end_offset)
     }
 }
 

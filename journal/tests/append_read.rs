@@ -217,6 +217,31 @@ fn sync_commits_across_rollovers_keep_every_record() {
 }
 
 #[test]
+fn segments_left_behind_under_async_commits_are_flushed_in_the_background_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    let mut written = Vec::new();
+    for batch in 0..30u64 {
+        written.extend(append_records(&mut journal, batch * 9 + 1, &[700; 9]));
+        journal.commit(Durability::Async).unwrap();
+    }
+    assert!(segment_paths(dir.path()).len() >= 30, "many rollovers");
+    let ticket = journal
+        .begin_commit()
+        .unwrap()
+        .expect("left segments to wait for");
+    ticket.complete().unwrap();
+    written.extend(append_records(&mut journal, 30 * 9 + 1, &[5]));
+    journal.commit(Durability::Sync).unwrap();
+    drop(journal);
+
+    assert_eq!(read_all(dir.path()), written);
+    let (reopened, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert_eq!(reopened.last_seq(), 30 * 9 + 1);
+    assert!(report.torn_tail.is_none());
+}
+
+#[test]
 fn seek_positions_the_reader_at_the_requested_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let written = write_records(dir.path(), &varied_lens(200));
