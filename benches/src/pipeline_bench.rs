@@ -349,6 +349,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
     let follower = client::follow(client::Follower {
         primary: address,
         last_seq: 0,
+        last_mark: None,
         submitter: standby_rings.pop().expect("a ring"),
         completions: applied_rx,
         sink: 0,

@@ -14,6 +14,11 @@ pub struct RecordRef<'a> {
 }
 
 impl RecordRef<'_> {
+    /// CRC32C of the payload (to compare records across journals without their bytes).
+    pub fn payload_crc32c(&self) -> u32 {
+        crc32c::crc32c(self.payload)
+    }
+
     /// Copies the record out of the mapping.
     pub fn to_record(&self) -> Record {
         Record {

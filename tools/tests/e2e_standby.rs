@@ -158,3 +158,73 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
         r.body
     );
 }
+
+/// The standby's state hash once it equals `want`, within 10 s.
+fn wait_for_hash(url: &str, want: &Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, hash) = admin(url, "GET", "/admin/state-hash");
+        if &hash == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "standby at {hash}, primary {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_refused() {
+    let replication = free_port();
+    let primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let dir = tempfile::tempdir().unwrap();
+    let standby_dir = dir.path().join("standby");
+
+    // A standby follows from nothing, stops, and resumes after the record it holds.
+    let standby = start_standby_in(replication, &standby_dir);
+    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+    drop(standby);
+    let mut alice = primary.trader(0);
+    let r = alice
+        .place(yes(), Side::Buy, 4_200, 2, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.json()["success"], json!(true), "{}", r.body);
+    let standby = start_standby_in(replication, &standby_dir);
+    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+    drop(standby);
+
+    // Another primary's journal: the same demo commands at other times. As a standby of the
+    // first primary it holds records that primary never wrote, so it is refused and stops
+    // with the reason, instead of following into a state no journal explains.
+    let mut other = Service::start(&[]);
+    let other_dir = other.data_dir().to_path_buf();
+    other.kill();
+    let mut refused = standby_command(replication, &other_dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "a diverged standby kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the primary refused replication") && stderr.contains("diverged"),
+        "{stderr}"
+    );
+
+    // The refusal changed nothing on the primary, which still serves standbys.
+    let standby = start_standby_in(replication, &standby_dir);
+    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+}

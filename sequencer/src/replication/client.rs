@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 use ladder_engine::{Command, Reply};
+use ladder_journal::RecordRef;
 
-use super::{HANDSHAKE, RECORD_PAYLOAD_MAX};
+use super::{handshake_line, RecordMark, ACCEPTED, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
 use crate::submission::{Completion, Submission, SubmitError, Submitter, Ticket, Work};
 
@@ -27,6 +28,9 @@ pub struct Follower {
     pub primary: String,
     /// The last sequence the standby holds.
     pub last_seq: u64,
+    /// The mark of that record (`None` when it holds none): the primary refuses a standby
+    /// whose last record is not its own (`RecordMark::of_journal` reads it).
+    pub last_mark: Option<RecordMark>,
     /// Its ring into the local sequencer.
     pub submitter: Submitter,
     /// Its completions.
@@ -41,28 +45,60 @@ pub struct Follower {
     pub on_master_key: OnMasterKey,
 }
 
-/// Follows the primary until `stop`; reconnects (resuming after the last sequence held).
-pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<u64>> {
+/// How a following session ended.
+enum SessionEnd {
+    /// Stopped, or cut (connection, primary, local sequencer): follow again.
+    Interrupted(String),
+    /// The primary refused this standby (its journal diverged): following cannot go on.
+    Refused(String),
+}
+
+impl From<String> for SessionEnd {
+    fn from(why: String) -> Self {
+        SessionEnd::Interrupted(why)
+    }
+}
+
+/// Follows the primary until `stop`; reconnects (resuming after the last sequence held). The
+/// thread returns the last sequence held, or why the primary refused to be followed.
+pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, String>>> {
     std::thread::Builder::new().name("standby".into()).spawn(move || {
         while !follower.stop.load(Ordering::Acquire) {
             match session(&mut follower) {
                 Ok(()) => {}
-                Err(e) => tracing::warn!(error = %e, primary = %follower.primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
+                Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, primary = %follower.primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
+                Err(SessionEnd::Refused(why)) => {
+                    tracing::error!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
+                    return Err(why);
+                }
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        follower.last_seq
+        Ok(follower.last_seq)
     })
 }
 
-fn session(f: &mut Follower) -> Result<(), String> {
+fn session(f: &mut Follower) -> Result<(), SessionEnd> {
     let mut stream = TcpStream::connect(&f.primary).map_err(|e| format!("connect: {e}"))?;
     stream.set_nodelay(true).ok();
     stream
-        .write_all(format!("{HANDSHAKE}{}\n", f.last_seq + 1).as_bytes())
+        .write_all(handshake_line(f.last_seq + 1, f.last_mark.as_ref()).as_bytes())
         .map_err(|e| e.to_string())?;
     let mut reader =
         BufReader::with_capacity(1 << 20, stream.try_clone().map_err(|e| e.to_string())?);
+    let mut answer = String::new();
+    reader
+        .by_ref()
+        .take(4096)
+        .read_line(&mut answer)
+        .map_err(|e| format!("handshake answer: {e}"))?;
+    let answer = answer.trim_end();
+    if let Some(why) = answer.strip_prefix(REFUSED) {
+        return Err(SessionEnd::Refused(why.to_string()));
+    }
+    if answer != ACCEPTED {
+        return Err(format!("unexpected handshake answer {answer:?}").into());
+    }
     let mut key = [0u8; 32];
     reader
         .read_exact(&mut key)
@@ -72,32 +108,30 @@ fn session(f: &mut Follower) -> Result<(), String> {
         .set_read_timeout(Some(Duration::from_millis(200)))
         .ok();
     tracing::info!(primary = %f.primary, from = f.last_seq + 1, "following");
-    let mut pending: Vec<(u64, Command)> = Vec::new();
+    let mut pending: Vec<(RecordMark, Command)> = Vec::new();
     loop {
         if f.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        match read_record(&mut reader) {
-            Ok(Some((seq, timestamp_ns, command))) => {
-                if seq != f.last_seq + 1 + pending.len() as u64 {
-                    return Err(format!(
-                        "expected record {}, got {seq}",
-                        f.last_seq + 1 + pending.len() as u64
-                    ));
+        match read_record(&mut reader)? {
+            Some((mark, command)) => {
+                let expected = f.last_seq + 1 + pending.len() as u64;
+                if mark.seq != expected {
+                    return Err(format!("expected record {expected}, got {}", mark.seq).into());
                 }
-                submit(f, seq, timestamp_ns, command.clone())?;
-                pending.push((timestamp_ns, command));
+                submit(f, mark.seq, mark.timestamp_ns, command.clone())?;
+                pending.push((mark, command));
                 if reader.buffer().is_empty() {
                     settle(f, &mut pending, &mut stream)?;
                 }
             }
-            Ok(None) => settle(f, &mut pending, &mut stream)?,
-            Err(e) => return Err(e),
+            None => settle(f, &mut pending, &mut stream)?,
         }
     }
 }
 
-fn read_record(reader: &mut BufReader<TcpStream>) -> Result<Option<(u64, u64, Command)>, String> {
+/// The next record and its mark, or `None` when none arrives within the read timeout.
+fn read_record(reader: &mut BufReader<TcpStream>) -> Result<Option<(RecordMark, Command)>, String> {
     // Nothing buffered and nothing arriving within the read timeout: no record yet.
     match reader.fill_buf() {
         Ok([]) => return Err("the primary closed the stream".into()),
@@ -118,7 +152,13 @@ fn read_record(reader: &mut BufReader<TcpStream>) -> Result<Option<(u64, u64, Co
     read_full(reader, &mut payload)?;
     let command =
         decode_command(record_type, &payload).map_err(|e| format!("record {seq}: {e}"))?;
-    Ok(Some((seq, timestamp_ns, command)))
+    let mark = RecordMark::of(&RecordRef {
+        seq,
+        timestamp_ns,
+        record_type,
+        payload: &payload,
+    });
+    Ok(Some((mark, command)))
 }
 
 fn is_timeout(e: &std::io::Error) -> bool {
@@ -171,17 +211,18 @@ fn submit(f: &mut Follower, seq: u64, timestamp_ns: u64, command: Command) -> Re
 /// Waits for the submitted records to be durable and applied, then acknowledges the last.
 fn settle(
     f: &mut Follower,
-    pending: &mut Vec<(u64, Command)>,
+    pending: &mut Vec<(RecordMark, Command)>,
     stream: &mut TcpStream,
 ) -> Result<(), String> {
     if pending.is_empty() {
         return Ok(());
     }
-    for (timestamp_ns, command) in pending.drain(..) {
+    for (mark, command) in pending.drain(..) {
         match f.completions.recv_timeout(Duration::from_secs(30)) {
             Ok(Completion::Applied { seq, reply, .. }) => {
-                (f.on_applied)(&command, &reply, timestamp_ns);
+                (f.on_applied)(&command, &reply, mark.timestamp_ns);
                 f.last_seq = seq;
+                f.last_mark = Some(mark);
             }
             Ok(Completion::Refused { reason, .. }) => return Err(reason.to_string()),
             Ok(_) => return Err("unexpected completion".into()),

@@ -1,4 +1,5 @@
-//! The primary's side: accepts standbys and streams them committed journal records.
+//! The primary's side: accepts standbys, refuses one whose journal diverged from its own, and
+//! streams the others committed journal records.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use ladder_journal::JournalReader;
 
-use super::{ReplicationHub, HANDSHAKE};
+use super::{check_standby, parse_handshake, RecordMark, ReplicationHub, ACCEPTED, REFUSED};
 
 /// Most standbys served at once.
 pub const STANDBYS_MAX: usize = 16;
@@ -74,15 +75,19 @@ fn stream_to(
         .take(128)
         .read_line(&mut handshake)
         .map_err(|e| e.to_string())?;
-    let from_seq: u64 = handshake
-        .trim_end()
-        .strip_prefix(HANDSHAKE)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad handshake {handshake:?}"))?;
+    let (from_seq, last_held) = parse_handshake(&handshake)?;
     stream.set_read_timeout(None).ok();
     let mut writer = BufWriter::new(stream);
-    writer
-        .write_all(master_key)
+    let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
+    if let Some(theirs) = last_held {
+        let ours = RecordMark::read_at(&mut reader, theirs.seq)?;
+        if let Err(why) = check_standby(&theirs, ours.as_ref()) {
+            let _ = writeln!(writer, "{REFUSED}{why}").and_then(|_| writer.flush());
+            return Err(format!("standby refused: {why}"));
+        }
+    }
+    writeln!(writer, "{ACCEPTED}")
+        .and_then(|_| writer.write_all(master_key))
         .and_then(|_| writer.flush())
         .map_err(|e| e.to_string())?;
     let id = hub.register(from_seq);
@@ -102,22 +107,22 @@ fn stream_to(
             alive.store(false, Ordering::Release);
         })
     };
-    let result = send_records(&mut writer, data_dir, hub, from_seq, stop, &alive);
+    let result = send_records(&mut writer, reader, hub, from_seq, stop, &alive);
     hub.unregister(id);
     let _ = writer.get_ref().shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
     result
 }
 
+/// Streams committed records from `from_seq` on, read with `reader`.
 fn send_records(
     writer: &mut BufWriter<TcpStream>,
-    data_dir: &std::path::Path,
+    mut reader: JournalReader,
     hub: &ReplicationHub,
     from_seq: u64,
     stop: &AtomicBool,
     alive: &AtomicBool,
 ) -> Result<(), String> {
-    let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     if from_seq > 1 {
         reader.seek(from_seq).map_err(|e| e.to_string())?;
     }

@@ -22,7 +22,7 @@ use ladder_gateway::ws::feed::MarketIds;
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
-use ladder_sequencer::replication::{client, server, ReplicationHub};
+use ladder_sequencer::replication::{client, server, RecordMark, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
     DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission,
@@ -322,7 +322,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         started.map_err(|e| format!("settlement thread: {e}"))
     };
     let mut settlement: Option<SettlementHandle> = None;
-    let mut follower: Option<(Arc<AtomicBool>, std::thread::JoinHandle<u64>)> = None;
+    let mut follower: Option<FollowerThread> = None;
     let mut drain: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> = None;
     match &options.role {
         Role::Primary {
@@ -380,13 +380,18 @@ fn run(options: RunOptions) -> Result<(), String> {
         Instant::now(),
         handle.stats.last_seq.load(Ordering::Acquire),
     );
+    let mut failure = None;
     while !stop.load(Ordering::Acquire) {
+        if let Some(why) = refused_by_primary(&mut follower) {
+            failure = Some(format!("standby: the primary refused replication: {why}"));
+            break;
+        }
         if let Ok(reply) = promote_rx.recv_timeout(Duration::from_millis(100)) {
             let result = match follower.take() {
                 None => Err("not a standby".to_string()),
                 Some((follow_stop, thread)) => {
                     follow_stop.store(true, Ordering::Release);
-                    let held = thread.join().unwrap_or(0);
+                    let held = thread.join().ok().and_then(Result::ok).unwrap_or(0);
                     follower_flag.store(false, Ordering::Release);
                     if let Some((drain_stop, drain_thread)) = drain.take() {
                         drain_stop.store(true, Ordering::Release);
@@ -418,7 +423,28 @@ fn run(options: RunOptions) -> Result<(), String> {
         s.join();
     }
     let _ = feed.join();
-    Ok(())
+    failure.map_or(Ok(()), Err)
+}
+
+/// The standby's follower: its stop flag and its thread (the last sequence held, or why the
+/// primary refused it).
+type FollowerThread = (
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<Result<u64, String>>,
+);
+
+/// Why the primary refused to be followed, once the follower has ended for that reason (a
+/// standby whose journal diverged cannot follow, and must not go on serving as if it did).
+fn refused_by_primary(follower: &mut Option<FollowerThread>) -> Option<String> {
+    if !follower.as_ref()?.1.is_finished() {
+        return None;
+    }
+    let (_, thread) = follower.take()?;
+    match thread.join() {
+        Ok(Err(why)) => Some(why),
+        Ok(Ok(_)) => None,
+        Err(_) => Some("the follower thread panicked".to_string()),
+    }
 }
 
 /// On a standby, nothing settles: the settlement feed is drained (promotion re-arms every
@@ -444,14 +470,22 @@ fn start_follower(
     sink: u16,
     keys: &Arc<KeyTable>,
     data_dir: &Path,
-) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<u64>), String> {
+) -> Result<FollowerThread, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let applied_keys = keys.clone();
     let master_keys = keys.clone();
     let key_path = data_dir.join(MASTER_KEY_FILE);
+    let last_mark = match last_seq {
+        0 => None,
+        seq => Some(
+            RecordMark::of_journal(data_dir, seq)?
+                .ok_or_else(|| format!("the journal does not hold its last record {seq}"))?,
+        ),
+    };
     let follower = client::Follower {
         primary: primary.to_string(),
         last_seq,
+        last_mark,
         submitter,
         completions,
         sink,

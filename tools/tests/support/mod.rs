@@ -284,7 +284,7 @@ pub struct Standby {
     child: Child,
     /// Its base URL.
     pub url: String,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Standby {
@@ -298,13 +298,29 @@ impl Drop for Standby {
 /// and waits until it answers `GET /time`.
 pub fn start_standby(replication: u16) -> Standby {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ladder"))
+    let mut standby = start_standby_in(replication, &dir.path().join("data"));
+    standby._dir = Some(dir);
+    standby
+}
+
+/// `ladder standby` following the primary's replication port with `data_dir`, its output
+/// piped (stderr too) so that a test can read why it stopped.
+pub fn standby_command(replication: u16, data_dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ladder"));
+    command
         .args(["standby", "--primary", &format!("127.0.0.1:{replication}")])
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(data_dir)
         .args(["--listen", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
         .args(["--log", "warn"])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
+}
+
+/// Starts a standby on `data_dir` (kept by the caller) and waits until it answers
+/// `GET /time`.
+pub fn start_standby_in(replication: u16, data_dir: &Path) -> Standby {
+    let mut child = standby_command(replication, data_dir)
         .spawn()
         .expect("spawn standby");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -329,6 +345,6 @@ pub fn start_standby(replication: u16) -> Standby {
     Standby {
         child,
         url,
-        _dir: dir,
+        _dir: None,
     }
 }
