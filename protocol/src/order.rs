@@ -72,28 +72,33 @@ pub enum SignatureType {
     Eoa,
     /// `3`: an EOA that controls the maker smart account signs (ERC-1271).
     SmartAccount,
+    /// Any other `uint8` (`1` and `2` are Polymarket's proxy and Safe wallets): well formed,
+    /// never accepted. An order with it is the rejection `unsupported signature type`; a
+    /// cancel's parser refuses it as a bad field.
+    Other(u8),
 }
 
 impl SignatureType {
-    /// The wire integer: 0 or 3.
+    /// The wire integer.
     pub const fn as_u8(self) -> u8 {
         match self {
             SignatureType::Eoa => 0,
             SignatureType::SmartAccount => 3,
+            SignatureType::Other(value) => value,
         }
     }
 
     /// The signature type of a wire integer.
-    pub const fn from_u8(value: u8) -> Option<SignatureType> {
+    pub const fn from_u8(value: u8) -> SignatureType {
         match value {
-            0 => Some(SignatureType::Eoa),
-            3 => Some(SignatureType::SmartAccount),
-            _ => None,
+            0 => SignatureType::Eoa,
+            3 => SignatureType::SmartAccount,
+            other => SignatureType::Other(other),
         }
     }
 }
 
-/// The signature type on the wire is the integer 0 or 3.
+/// The signature type on the wire is an integer (0 or 3 are the ones with a meaning).
 impl Serialize for SignatureType {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_u8(self.as_u8())
@@ -102,10 +107,7 @@ impl Serialize for SignatureType {
 
 impl<'de> Deserialize<'de> for SignatureType {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SignatureType, D::Error> {
-        let value = u8::deserialize(deserializer)?;
-        SignatureType::from_u8(value).ok_or_else(|| {
-            serde::de::Error::custom("expected the integer 0 (EOA) or 3 (smart account)")
-        })
+        u8::deserialize(deserializer).map(SignatureType::from_u8)
     }
 }
 

@@ -302,20 +302,27 @@ fn merge_sell_yes_matches_a_resting_sell_no_at_the_makers_price() {
 }
 
 #[test]
-fn signature_type_0_orders_are_rejected_as_not_smart_account() {
+fn orders_of_any_signature_type_but_3_are_rejected_as_not_smart_account() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);
-    let order = signed(
-        &alice,
-        builder(&alice, yes(), Side::Buy, 5_000, 2).signature_type(SignatureType::Eoa),
-    );
-    let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
-    assert_eq!(status, 200, "{p}");
-    let msg = rejection(&p).to_ascii_lowercase();
-    assert!(
-        msg.contains("smart") && msg.contains("only"),
-        "says only smart-account orders are accepted: {msg}"
-    );
+    // 0: a plain EOA; 1 and 2: Polymarket's proxy and Safe wallets; 7: no type at all. Each is
+    // a well-formed integer: a 200 rejection (CONTRACT 6), not a 400.
+    for given in [0u8, 1, 2, 7] {
+        let order = signed(
+            &alice,
+            builder(&alice, yes(), Side::Buy, 5_000, 2)
+                .signature_type(SignatureType::from_u8(given)),
+        );
+        let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
+        assert_eq!(status, 200, "{p}");
+        let msg = rejection(&p).to_ascii_lowercase();
+        assert!(
+            msg.contains(&format!("unsupported signature type {given}"))
+                && msg.contains("smart")
+                && msg.contains("only"),
+            "says only smart-account orders are accepted: {msg}"
+        );
+    }
     assert!(open_orders(&mut alice).is_empty());
 }
 

@@ -373,6 +373,8 @@ fn cancel_signed_ok(
             Some(s) => s,
             None => return false,
         },
+        // The cancel parsers admit 0 and 3 only.
+        SignatureType::Other(_) => return false,
     };
     request_signature.verify(digest, &expected).is_ok()
 }
@@ -384,7 +386,7 @@ fn smart_signer(
 ) -> Option<ladder_engine::Address> {
     match signature_type {
         SignatureType::SmartAccount => signer.as_ref().map(engine_address),
-        SignatureType::Eoa => None,
+        SignatureType::Eoa | SignatureType::Other(_) => None,
     }
 }
 

@@ -46,7 +46,7 @@ impl CancelOrderRequest {
         let order_id = fields.int64_non_negative("orderId")?;
         let market_id = fields.fixed_bytes::<32>("marketId")?;
         let signature = fields.signature("signature")?;
-        let signature_type = fields.signature_type("signatureType")?;
+        let signature_type = fields.cancel_signature_type("signatureType")?;
         let signer = fields.cancel_signer("signer", signature_type)?;
         Ok(CancelOrderRequest {
             order_id,
@@ -131,7 +131,7 @@ impl FromJson for CancelMarketOrdersRequest {
         let fields = Fields::of(value, path)?;
         let market_id = fields.fixed_bytes::<32>("marketId")?;
         let signature = fields.signature("signature")?;
-        let signature_type = fields.signature_type("signatureType")?;
+        let signature_type = fields.cancel_signature_type("signatureType")?;
         let signer = fields.cancel_signer("signer", signature_type)?;
         let token_id = match fields.optional("tokenId") {
             None => None,

@@ -536,14 +536,30 @@ impl<'a, V: JsonNode> Fields<'a, V> {
         side.ok_or_else(|| self.error(name, "expected 0 (BUY), 1 (SELL), \"BUY\" or \"SELL\""))
     }
 
-    /// Signature type: the integer `0` or `3`.
+    /// An order's signature type: any `uint8` (whether it is accepted is the placement's
+    /// decision, a rejection rather than a bad field: CONTRACT 6).
     pub(crate) fn signature_type(&self, name: &str) -> Result<SignatureType, FieldError> {
         let value = self.required(name)?;
         value
             .unsigned()
             .and_then(|value| u8::try_from(value).ok())
-            .and_then(SignatureType::from_u8)
-            .ok_or_else(|| self.error(name, "expected the integer 0 (EOA) or 3 (smart account)"))
+            .map(SignatureType::from_u8)
+            .ok_or_else(|| {
+                self.error(
+                    name,
+                    "expected an integer from 0 to 255 (3: smart account, 0: EOA)",
+                )
+            })
+    }
+
+    /// A cancel's signature type: the integer `0` or `3`, the two that say how to check it.
+    pub(crate) fn cancel_signature_type(&self, name: &str) -> Result<SignatureType, FieldError> {
+        match self.signature_type(name) {
+            Ok(SignatureType::Other(_)) | Err(_) => {
+                Err(self.error(name, "expected the integer 0 (EOA) or 3 (smart account)"))
+            }
+            Ok(known) => Ok(known),
+        }
     }
 
     /// An optional boolean, `false` when absent.
@@ -577,7 +593,7 @@ impl<'a, V: JsonNode> Fields<'a, V> {
             (None, SignatureType::SmartAccount) => {
                 Err(self.error(name, "is required when signatureType is 3"))
             }
-            (None, SignatureType::Eoa) => Ok(None),
+            (None, SignatureType::Eoa | SignatureType::Other(_)) => Ok(None),
             (Some(_), _) => self.address(name).map(Some),
         }
     }

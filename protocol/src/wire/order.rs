@@ -410,16 +410,23 @@ mod tests {
     }
 
     #[test]
-    fn signature_type_accepts_0_and_3_only() {
-        let mut order = order_json();
-        order["signatureType"] = json!(0);
-        let request = PostOrderRequest::parse(&body_with(order)).unwrap();
-        assert_eq!(request.order.order.signature_type, SignatureType::Eoa);
-        for bad in [json!(1), json!(2), json!(4), json!("3")] {
+    fn signature_type_is_any_uint8_and_nothing_else() {
+        for (given, parsed) in [
+            (0, SignatureType::Eoa),
+            (3, SignatureType::SmartAccount),
+            (1, SignatureType::Other(1)),
+            (255, SignatureType::Other(255)),
+        ] {
+            let mut order = order_json();
+            order["signatureType"] = json!(given);
+            let request = PostOrderRequest::parse(&body_with(order)).unwrap();
+            assert_eq!(request.order.order.signature_type, parsed);
+        }
+        for bad in [json!(256), json!(-1), json!(3.5), json!("3")] {
             let error = error_with("signatureType", bad);
             assert_eq!(
                 error.to_string(),
-                "order.signatureType: expected the integer 0 (EOA) or 3 (smart account)"
+                "order.signatureType: expected an integer from 0 to 255 (3: smart account, 0: EOA)"
             );
         }
     }

@@ -14,7 +14,7 @@ fn signer_field(
 ) -> Option<ladder_protocol::Address> {
     match signature_type {
         SignatureType::SmartAccount => Some(wallet.address()),
-        SignatureType::Eoa => None,
+        SignatureType::Eoa | SignatureType::Other(_) => None,
     }
 }
 
