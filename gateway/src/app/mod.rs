@@ -142,7 +142,7 @@ impl App {
         };
         let presented = request
             .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
+            .and_then(bearer_token)
             .unwrap_or("");
         if !ladder_protocol::constant_time_eq(presented.as_bytes(), token.as_bytes()) {
             return Outcome::error(
@@ -335,4 +335,28 @@ where
             other => unexpected(other),
         }),
     )
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme's case does not matter,
+/// RFC 7235).
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case_and_other_schemes_are_not() {
+        for header in ["Bearer t0k", "bearer t0k", "BEARER  t0k", " Bearer t0k"] {
+            assert_eq!(bearer_token(header), Some("t0k"), "{header:?}");
+        }
+        for header in ["Basic t0k", "Bearert0k", "t0k", ""] {
+            assert_eq!(bearer_token(header), None, "{header:?}");
+        }
+    }
 }
