@@ -424,6 +424,10 @@ impl Engine {
         }
         let account = self.ledger.find_or_open(spec.address);
         let keys = &mut self.ledger.account_mut(account).api_keys;
+        // SPEC 4.1: an address at its limit hears about the limit, whatever nonce it sent.
+        if keys.len() >= spec.max_keys_per_address as usize {
+            return Err(Reject::ApiKeyLimit);
+        }
         let nonce_used = keys.iter().any(|key| {
             self.api_keys
                 .get(key)
@@ -431,9 +435,6 @@ impl Engine {
         });
         if nonce_used {
             return Err(Reject::ApiKeyNonceUsed);
-        }
-        if keys.len() >= spec.max_keys_per_address as usize {
-            return Err(Reject::ApiKeyLimit);
         }
         keys.push(spec.key_id);
         self.api_keys.insert(

@@ -672,6 +672,18 @@ fn api_keys_are_limited_per_address() {
         max_keys_per_address: 2,
     }));
     assert_eq!(reply, Reply::Rejected(Reject::ApiKeyLimit));
+    let reused_nonce_at_the_limit = h.apply(Command::CreateApiKey(ApiKeySpec {
+        address: account(1),
+        signer: signer(1),
+        key_id: [8; 16],
+        nonce: Bytes32([0; 32]),
+        max_keys_per_address: 2,
+    }));
+    assert_eq!(
+        reused_nonce_at_the_limit,
+        Reply::Rejected(Reject::ApiKeyLimit),
+        "SPEC 4.1: at the limit the answer is the limit, even for a nonce already used"
+    );
     h.ok(Command::DeleteApiKey {
         address: account(1),
         signer: account(1),
