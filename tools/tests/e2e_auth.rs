@@ -409,6 +409,18 @@ fn deleting_a_key_with_l1_names_it_in_svc_api_key() {
     let mut alice = demo(&service, 0);
     assert_eq!(alice.create_api_key(5).unwrap().status, 200);
     let key = api_key(&alice);
+    let delete_with = |headers: &[(String, String)]| {
+        service
+            .http()
+            .request("DELETE", "/auth/api-key", headers, None)
+            .unwrap()
+    };
+    let without_key = delete_with(&alice.l1(0));
+    assert!(error_text(&without_key, 401).contains("SVC_API_KEY"));
+    let mut malformed = alice.l1(0);
+    malformed.push(("SVC_API_KEY".into(), "not-a-uuid".into()));
+    assert!(error_text(&delete_with(&malformed), 401).contains("SVC_API_KEY"));
+    assert_eq!(alice.send("GET", "/orders", None).unwrap().status, 200);
     let mut headers = alice.l1(0);
     headers.push(("SVC_API_KEY".into(), key.clone()));
     let r = service

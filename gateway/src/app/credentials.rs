@@ -230,9 +230,12 @@ fn delete(app: &App, request: &Request) -> Outcome {
                     let signer = claim.registry_signer();
                     delete_key(keys, claim.address, signer, key_id, claim.chain_error)
                 }),
-                Some(Err(_)) => Outcome::error(Status::BadRequest, "SVC_API_KEY: expected a UUID"),
+                // SPEC 7: headers that are malformed or do not name the resource are a 401.
+                Some(Err(_)) => {
+                    Outcome::error(Status::Unauthorized, "SVC_API_KEY: expected a UUID")
+                }
                 None => Outcome::error(
-                    Status::BadRequest,
+                    Status::Unauthorized,
                     "SVC_API_KEY: required with L1 to name the key to delete",
                 ),
             }
