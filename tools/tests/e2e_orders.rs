@@ -163,6 +163,9 @@ fn gtd_needs_a_future_expiration_and_other_types_none() {
             msg.to_ascii_lowercase().contains("expiration"),
             "{what}: {msg}"
         );
+        if expiration != 0 {
+            assert!(msg.contains(&expiration.to_string()), "{what}: {msg}");
+        }
     }
     assert!(open_orders(&mut alice).is_empty());
     assert_eq!(collateral(&mut alice), both("10000000000"));
@@ -339,7 +342,16 @@ fn maker_signer_and_signature_must_all_check_out() {
     );
     let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
     assert_eq!(status, 200, "{p}");
-    rejection(&p);
+    let msg = rejection(&p).to_ascii_lowercase();
+    assert!(msg.contains("maker"), "{msg}");
+    assert!(
+        msg.contains(&bob_account.to_string().to_ascii_lowercase()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&alice.account.to_string().to_ascii_lowercase()),
+        "{msg}"
+    );
 
     // Signed by a key that does not control the maker.
     let stranger = Wallet::random();
@@ -417,7 +429,9 @@ fn unknown_tokens_are_rejected() {
         1,
         OrderType::Gtc,
     );
-    rejection(&p);
+    let msg = rejection(&p);
+    assert!(msg.contains("unknown token"), "{msg}");
+    assert!(msg.contains("123456789"), "names the tokenId: {msg}");
 }
 
 #[test]

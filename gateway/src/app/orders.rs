@@ -19,7 +19,9 @@ use ladder_sequencer::{Completion, Work};
 use super::present::{cancel_result, engine_order_type, open_order, placement};
 use super::{bad_request, command, ok_json, query, App, QueryString};
 use crate::auth::L2Principal;
-use crate::convert::{engine_address, engine_b256, engine_side, engine_token, wire_b256};
+use crate::convert::{
+    engine_address, engine_b256, engine_side, engine_token, wire_b256, wire_token,
+};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 use crate::smart::{ControlCheck, Verdict};
@@ -75,7 +77,15 @@ fn prepare(
         }));
     }
     if order.maker != principal.address {
-        return Err(reject(Reject::MakerMismatch));
+        return Err(Refusal::Rejected(
+            format!(
+                "{}: maker {}, API key address {}",
+                Reject::MakerMismatch,
+                order.maker,
+                principal.address
+            ),
+            Some(hash),
+        ));
     }
     let (price_ticks, size_units) = order
         .price_and_size()
@@ -133,10 +143,26 @@ fn placement_result(
             Err(Response::error(Status::BadRequest, &r.to_string()))
         }
         Reply::Rejected(r) => Ok(OrderPlacementResult::rejected(
-            r.to_string(),
+            rejection_text(r, order),
             Some(wire_b256(&order.order_hash)),
         )),
         _ => Err(Response::error(Status::Internal, "internal error")),
+    }
+}
+
+/// The `errorMsg` of an engine refusal of `order`: the engine's stable text, with the
+/// offending value appended where the engine's reason does not carry it (CONTRACT 6).
+fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
+    match reject {
+        Reject::UnknownToken => {
+            format!("{reject} (tokenId {})", wire_token(&order.token_id))
+        }
+        Reject::ExpirationNotGtd => format!(
+            "{reject} (orderType {}, expiration {})",
+            order.order_type.as_str(),
+            order.expiration_s
+        ),
+        other => other.to_string(),
     }
 }
 
