@@ -125,7 +125,6 @@ impl Releaser {
         self.stats.last_seq.store(last_seq, Ordering::Release);
         let mut held = true;
         if let Some(hub) = &self.replication {
-            hub.committed(last_seq);
             held =
                 hub.connected() >= hub.required() && hub.wait_acks(last_seq, REPLICA_ACK_TIMEOUT);
         }

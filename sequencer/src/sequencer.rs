@@ -18,6 +18,7 @@ use crate::board::{
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases};
+use crate::replication::ReplicationHub;
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
 
 /// Largest batch the sequencer releases itself when nothing else is waiting (larger ones go
@@ -154,7 +155,7 @@ pub struct SequencerParts {
     /// Where each batch's events go once it is durable: every consumer gets the same batch.
     pub events: Vec<Sender<PublishedBatch>>,
     /// Standbys to replicate to (and, with a required count, to wait for).
-    pub replication: Option<Arc<crate::replication::ReplicationHub>>,
+    pub replication: Option<Arc<ReplicationHub>>,
     /// The read side of the books, kept up to date by each release (`None`: not kept). Fill
     /// it from the engine before starting (`BookBoard::fill`).
     pub board: Option<Arc<BookBoard>>,
@@ -208,6 +209,7 @@ pub fn start_with(
     let pipelined = config.durability == Durability::Sync && !waits_for_standbys;
     let publishes = !parts.events.is_empty();
     let keeps_board = parts.board.is_some();
+    let shipping = parts.replication.clone();
     let releases = Releases::new(
         Releaser::new(
             parts.sinks,
@@ -223,6 +225,7 @@ pub fn start_with(
         engine: parts.engine,
         journal: parts.journal,
         releases,
+        shipping,
         publishes,
         rings,
         stop: stop.clone(),
@@ -258,6 +261,8 @@ struct Writer {
     engine: Engine,
     journal: Journal,
     releases: Releases,
+    /// Where standbys learn that records were written (shipped before the local flush).
+    shipping: Option<Arc<ReplicationHub>>,
     /// Whether any consumer takes events (else they are not copied out).
     publishes: bool,
     rings: Vec<Receiver<Submission>>,
@@ -409,6 +414,11 @@ impl Writer {
             eprintln!("ladder: journal commit failed: {error}");
             std::process::exit(1);
         });
+        // The batch's records are in the journal's pages: the standbys may take them while
+        // the disk flushes them here (nothing is answered before both hold them).
+        if let Some(hub) = &self.shipping {
+            hub.written(self.journal.last_seq());
+        }
         // A small batch with nobody behind it is released here: waiting for the disk delays
         // no one, and the hand-off to the committer would only add latency.
         let nothing_waiting = submissions <= INLINE_RELEASE_SUBMISSIONS_MAX

@@ -1,5 +1,6 @@
-//! What the sequencer and the replication threads share: the last committed sequence, and
-//! how far each connected standby has acknowledged.
+//! What the sequencer and the replication threads share: the last sequence written to the
+//! journal (records up to it may be shipped), and how far each connected standby has
+//! acknowledged.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -7,12 +8,12 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 struct HubState {
-    committed: u64,
+    written: u64,
     acks: HashMap<u64, u64>,
     next_id: u64,
 }
 
-/// Committed and acknowledged sequences.
+/// Written and acknowledged sequences.
 #[derive(Debug)]
 pub struct ReplicationHub {
     required: usize,
@@ -21,12 +22,13 @@ pub struct ReplicationHub {
 }
 
 impl ReplicationHub {
-    /// A hub for which `required` standbys must hold each batch before it is answered.
-    pub fn new(required: usize, committed: u64) -> ReplicationHub {
+    /// A hub for which `required` standbys must hold each batch before it is answered;
+    /// the journal holds records up to `written`.
+    pub fn new(required: usize, written: u64) -> ReplicationHub {
         ReplicationHub {
             required,
             state: Mutex::new(HubState {
-                committed,
+                written,
                 ..HubState::default()
             }),
             changed: Condvar::new(),
@@ -49,21 +51,26 @@ impl ReplicationHub {
         self.lock().acks.len()
     }
 
-    /// The sequencer committed everything up to `seq`.
-    pub fn committed(&self, seq: u64) {
+    /// The sequencer wrote every record up to `seq` into the journal (its flush may still be
+    /// under way): standbys may be sent them. Shipping before the local flush overlaps the
+    /// standby's flush with the primary's; nothing is answered before both (CONTRACT: every
+    /// state change journaled before it is acknowledged).
+    pub fn written(&self, seq: u64) {
         let mut state = self.lock();
-        state.committed = state.committed.max(seq);
-        self.changed.notify_all();
+        if seq > state.written {
+            state.written = seq;
+            self.changed.notify_all();
+        }
     }
 
-    /// Waits until something after `seq` is committed (or `timeout`); returns the committed sequence.
-    pub fn wait_committed_after(&self, seq: u64, timeout: Duration) -> u64 {
+    /// Waits until something after `seq` is written (or `timeout`); returns the written sequence.
+    pub fn wait_written_after(&self, seq: u64, timeout: Duration) -> u64 {
         let state = self.lock();
         let (state, _) = self
             .changed
-            .wait_timeout_while(state, timeout, |s| s.committed <= seq)
+            .wait_timeout_while(state, timeout, |s| s.written <= seq)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.committed
+        state.written
     }
 
     /// A standby connected: its id.
@@ -130,7 +137,9 @@ mod tests {
         assert!(hub.wait_acks(5, Duration::from_millis(10)));
         hub.unregister(id);
         assert_eq!(hub.connected(), 0);
-        hub.committed(9);
-        assert_eq!(hub.wait_committed_after(3, Duration::from_millis(1)), 9);
+        hub.written(9);
+        hub.written(7);
+        assert_eq!(hub.wait_written_after(3, Duration::from_millis(1)), 9);
+        assert_eq!(hub.wait_written_after(9, Duration::from_millis(1)), 9);
     }
 }

@@ -1,5 +1,5 @@
 //! The primary's side: accepts standbys, refuses one whose journal diverged from its own, and
-//! streams the others committed journal records.
+//! streams the others the journal's records as they are written.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -114,7 +114,7 @@ fn stream_to(
     result
 }
 
-/// Streams committed records from `from_seq` on, read with `reader`.
+/// Streams written records from `from_seq` on, read with `reader`.
 fn send_records(
     writer: &mut BufWriter<TcpStream>,
     mut reader: JournalReader,
@@ -128,8 +128,8 @@ fn send_records(
     }
     let mut sent = from_seq.saturating_sub(1);
     while !stop.load(Ordering::Acquire) && alive.load(Ordering::Acquire) {
-        let committed = hub.wait_committed_after(sent, Duration::from_millis(50));
-        while sent < committed {
+        let written = hub.wait_written_after(sent, Duration::from_millis(50));
+        while sent < written {
             let Some(record) = reader.poll().map_err(|e| e.to_string())? else {
                 break;
             };
