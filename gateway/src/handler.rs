@@ -39,7 +39,29 @@ impl Outcome {
 /// The response to a completion the completer did not expect (a refusal, typically).
 pub fn unexpected(completion: Completion) -> Response {
     match completion {
-        Completion::Refused { reason, .. } => Response::error(Status::Unavailable, reason),
+        Completion::Refused { reason, .. } => {
+            Response::error(Status::Unavailable, reason).retry_after(1)
+        }
         _ => Response::error(Status::Internal, "internal error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ladder_sequencer::Ticket;
+
+    #[test]
+    fn a_refused_command_is_a_503_that_says_when_to_retry() {
+        let response = unexpected(Completion::Refused {
+            ticket: Ticket { sink: 0, token: 1 },
+            reason: "replica unavailable",
+        });
+        assert_eq!(response.status, Status::Unavailable);
+        assert_eq!(response.retry_after_s, Some(1));
+        assert_eq!(
+            response.body,
+            br#"{"error":"replica unavailable"}"#.to_vec()
+        );
     }
 }
