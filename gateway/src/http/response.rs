@@ -89,6 +89,8 @@ pub struct Response {
     pub retry_after_s: Option<u64>,
     /// Close the connection after this response.
     pub close: bool,
+    /// Further headers, written as given (names and values are the service's own text).
+    pub extra_headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
@@ -100,6 +102,7 @@ impl Response {
             content_type: "application/json",
             retry_after_s: None,
             close: false,
+            extra_headers: Vec::new(),
         }
     }
 
@@ -118,12 +121,19 @@ impl Response {
             content_type: "text/plain; version=0.0.4",
             retry_after_s: None,
             close: false,
+            extra_headers: Vec::new(),
         }
     }
 
     /// Sets `Retry-After`.
     pub fn retry_after(mut self, seconds: u64) -> Response {
         self.retry_after_s = Some(seconds);
+        self
+    }
+
+    /// Adds the header `name: value`.
+    pub fn header(mut self, name: &'static str, value: String) -> Response {
+        self.extra_headers.push((name, value));
         self
     }
 
@@ -145,6 +155,9 @@ impl Response {
         );
         if let Some(seconds) = self.retry_after_s {
             let _ = write!(out, "Retry-After: {seconds}\r\n");
+        }
+        for (name, value) in &self.extra_headers {
+            let _ = write!(out, "{name}: {value}\r\n");
         }
         if self.close {
             out.extend_from_slice(b"Connection: close\r\n");
