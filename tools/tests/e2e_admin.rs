@@ -267,7 +267,9 @@ fn unknown_admin_paths_and_methods() {
         404,
         "not found",
     );
-    error_text(&service.admin("GET", "/admin/markets", None), 405);
+    let wrong_method = service.admin("GET", "/admin/markets", None);
+    error_text(&wrong_method, 405);
+    assert_eq!(wrong_method.header("Allow"), Some("POST"));
     let r = service.admin(
         "POST",
         &format!("/admin/markets/{CONDITION_ID}/resolve"),

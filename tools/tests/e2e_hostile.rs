@@ -330,7 +330,14 @@ fn unknown_paths_are_404_and_wrong_methods_405() {
     ] {
         let r = public(&service, method, path, Some("{}"));
         error_text(&r, 405);
+        let allow = r.header("Allow").unwrap_or_default();
+        assert!(
+            !allow.is_empty() && !allow.contains(method),
+            "{method} {path}: Allow {allow}"
+        );
     }
+    let r = public(&service, "PUT", "/orders", None);
+    assert_eq!(r.header("Allow"), Some("GET, HEAD, POST, DELETE"));
 }
 
 #[test]

@@ -39,12 +39,12 @@ pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
         (Method::Post, "/deposits") => funds(&body, true),
         (Method::Post, "/withdrawals") => funds(&body, false),
         (Method::Post, "/redemptions") => redemption(&body),
-        (
-            _,
-            "/markets" | "/accounts" | "/deposits" | "/withdrawals" | "/redemptions"
-            | "/state-hash" | "/promote",
-        ) => return Outcome::error(Status::MethodNotAllowed, "method not allowed"),
-        _ => return Outcome::error(Status::NotFound, "not found"),
+        _ => {
+            return match super::allow::admin_allowed(rest) {
+                Some(methods) => super::allow::method_not_allowed(methods),
+                None => Outcome::error(Status::NotFound, "not found"),
+            }
+        }
     };
     match built {
         Ok(cmd) => command(cmd, |seq, reply| match reply {

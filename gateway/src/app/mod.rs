@@ -2,6 +2,7 @@
 //! replies and views into the wire shapes of SPEC and CONTRACT.
 
 mod admin;
+mod allow;
 mod credentials;
 mod orders;
 pub(crate) mod present;
@@ -158,7 +159,7 @@ impl App {
             return Outcome::error(Status::Forbidden, "metrics are served to loopback only");
         }
         if request.method != Method::Get && request.method != Method::Head {
-            return Outcome::error(Status::MethodNotAllowed, "method not allowed");
+            return allow::method_not_allowed("GET, HEAD");
         }
         Outcome::Respond(Response::text(self.metrics.render()))
     }
@@ -270,13 +271,9 @@ fn too_many(wait_s: u64) -> Outcome {
 }
 
 fn not_found_or_405(path: &str) -> Outcome {
-    let known = crate::metrics::ROUTES.contains(&path)
-        || path.starts_with("/markets/")
-        || path.starts_with("/trades/");
-    if known {
-        Outcome::error(Status::MethodNotAllowed, "method not allowed")
-    } else {
-        Outcome::error(Status::NotFound, "not found")
+    match allow::allowed(path) {
+        Some(methods) => allow::method_not_allowed(methods),
+        None => Outcome::error(Status::NotFound, "not found"),
     }
 }
 

@@ -1,0 +1,74 @@
+//! The methods each route answers, for the `Allow` header of a 405 (RFC 9110 15.5.6).
+
+use super::Outcome;
+use crate::http::{Response, Status};
+
+/// The `Allow` value of a public or authenticated route (`HEAD` wherever `GET` is); `None`
+/// for a path that is not a route.
+pub fn allowed(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "/books" | "/last-trades-prices" => "GET, HEAD, POST",
+        "/orders" => "GET, HEAD, POST, DELETE",
+        "/order" | "/auth/api-key" => "POST, DELETE",
+        "/cancel-market-orders" | "/cancel-all" => "DELETE",
+        "/time"
+        | "/markets"
+        | "/sampling-markets"
+        | "/book"
+        | "/price"
+        | "/midpoint"
+        | "/spread"
+        | "/tick-size"
+        | "/neg-risk"
+        | "/fee-rate"
+        | "/prices-history"
+        | "/claimable"
+        | "/auth/derive-api-key"
+        | "/auth/api-keys"
+        | "/balance-allowance"
+        | "/trades"
+        | "/data/trades"
+        | "/metrics"
+        | "/ws/user"
+        | "/ws/market" => "GET, HEAD",
+        p if p.starts_with("/markets/") || p.starts_with("/trades/") => "GET, HEAD",
+        _ => return None,
+    })
+}
+
+/// The `Allow` value of an admin route (the path after `/admin`); `None` for no such route.
+pub fn admin_allowed(rest: &str) -> Option<&'static str> {
+    Some(match rest {
+        "/state-hash" => "GET, HEAD",
+        "/accounts" => "POST, DELETE",
+        "/markets" | "/deposits" | "/withdrawals" | "/redemptions" | "/promote" => "POST",
+        p if p.starts_with("/markets/") => "POST",
+        _ => return None,
+    })
+}
+
+/// 405 naming the methods the route answers.
+pub fn method_not_allowed(allow: &'static str) -> Outcome {
+    Outcome::Respond(
+        Response::error(Status::MethodNotAllowed, "method not allowed")
+            .header("Allow", allow.to_string()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_route_has_its_methods_and_others_have_none() {
+        for route in crate::metrics::ROUTES {
+            assert!(allowed(route).is_some(), "{route}");
+        }
+        assert_eq!(allowed("/markets/0xabc"), Some("GET, HEAD"));
+        assert_eq!(allowed("/orders"), Some("GET, HEAD, POST, DELETE"));
+        assert_eq!(allowed("/nope"), None);
+        assert_eq!(admin_allowed("/accounts"), Some("POST, DELETE"));
+        assert_eq!(admin_allowed("/markets/0xabc/pause"), Some("POST"));
+        assert_eq!(admin_allowed("/nope"), None);
+    }
+}
