@@ -1,4 +1,5 @@
-//! Ladder's engine against orderbook-rs on the same command stream, in one run.
+//! Ladder's engine against orderbook-rs and a naive direct-indexed book (no ledger, the
+//! baseline `naive_book`) on the same command stream, in one run.
 //!
 //! The stream is `engine_stream`'s exchange-core-style one on a single token: one market,
 //! Yes orders only, each trader on one side of the book (so self-trade prevention never
@@ -21,7 +22,10 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use ladder_benches::engine_replay::prepared_engine;
 use ladder_benches::engine_stream::generate;
-use orderbook_ref::{apply, compare_books, single_token_spec, RefStream};
+use orderbook_ref::{
+    apply, apply_naive, compare_books, compare_naive, prepared_naive_book, single_token_spec,
+    RefStream,
+};
 
 /// Measured commands per iteration.
 const COMMANDS: usize = 100_000;
@@ -41,7 +45,12 @@ fn engine_vs_orderbook_rs(c: &mut Criterion) {
         apply(&book, op).expect("orderbook-rs accepts the call");
     }
     compare_books(&engine, &book).expect("Ladder and orderbook-rs end with the same book");
-    drop((engine, book));
+    let mut naive = prepared_naive_book(&reference);
+    for op in &reference.measured {
+        apply_naive(&mut naive, op);
+    }
+    compare_naive(&engine, &naive).expect("Ladder and the naive book end with the same book");
+    drop((engine, book, naive));
 
     let mut group = c.benchmark_group("engine_single_token");
     group
@@ -67,6 +76,18 @@ fn engine_vs_orderbook_rs(c: &mut Criterion) {
             |book| {
                 for op in &reference.measured {
                     let _ = black_box(apply(&book, op));
+                }
+                book
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("naive_book", |b| {
+        b.iter_batched(
+            || prepared_naive_book(&reference),
+            |mut book| {
+                for op in &reference.measured {
+                    black_box(apply_naive(&mut book, op));
                 }
                 book
             },

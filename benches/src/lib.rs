@@ -4,4 +4,5 @@
 pub mod engine_replay;
 pub mod engine_stream;
 pub mod flush_bench;
+pub mod naive_book;
 pub mod pipeline_bench;

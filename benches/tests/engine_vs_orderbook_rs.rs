@@ -1,13 +1,16 @@
 //! The `engine` bench compares like with like: the single-token stream, replayed through
 //! Ladder's engine and through orderbook-rs, makes the same fills (taker, maker, price, size)
-//! and cancels, and leaves the same book.
+//! and cancels, and leaves the same book; so does the naive direct-indexed baseline book.
 
 mod orderbook_ref;
 
 use ladder_benches::engine_replay::prepared_engine;
 use ladder_benches::engine_stream::generate;
 use ladder_engine::{Command, Reply};
-use orderbook_ref::{apply, compare_books, single_token_spec, RefOp, RefStream};
+use orderbook_ref::{
+    apply, apply_naive, compare_books, compare_naive, prepared_naive_book, single_token_spec,
+    RefOp, RefStream,
+};
 use orderbook_rs::prelude::{Id, TimeInForce};
 
 #[test]
@@ -18,11 +21,14 @@ fn ladder_and_orderbook_rs_fill_and_rest_alike() {
     let (mut engine, mut seq) = prepared_engine(&stream);
     let book = reference.prepared_book();
     compare_books(&engine, &book).expect("the starting books agree");
+    let mut naive = prepared_naive_book(&reference);
+    compare_naive(&engine, &naive).expect("the starting naive book agrees");
 
     let (mut fills, mut cancels_hit) = (0, 0);
     for (i, (command, op)) in stream.measured.iter().zip(&reference.measured).enumerate() {
         let reply = engine.apply(seq, seq * 1_000, command);
         seq += 1;
+        apply_naive(&mut naive, op);
         match (command, reply, *op) {
             (
                 Command::PlaceOrder(_),
@@ -32,6 +38,7 @@ fn ladder_and_orderbook_rs_fill_and_rest_alike() {
                     price,
                     shares,
                     side,
+                    ..
                 },
             ) => {
                 assert_eq!(
@@ -83,9 +90,11 @@ fn ladder_and_orderbook_rs_fill_and_rest_alike() {
         }
         if i % 1_000 == 999 {
             compare_books(&engine, &book).unwrap_or_else(|e| panic!("after command {i}: {e}"));
+            compare_naive(&engine, &naive).unwrap_or_else(|e| panic!("after command {i}: {e}"));
         }
     }
     compare_books(&engine, &book).expect("the final books agree");
+    compare_naive(&engine, &naive).expect("the final naive book agrees");
     eprintln!(
         "{fills} fills, {cancels_hit} cancels hit, {} orders resting",
         engine.open_order_count()

@@ -26,6 +26,7 @@
 //!   emits events; orderbook-rs is a bare book (no trade listener, no state tracker).
 
 use ladder_benches::engine_stream::{token, Stream, StreamSpec, TICK};
+use ladder_benches::naive_book::NaiveBook;
 use ladder_engine::{Command, Engine, OrderType, Side, UNITS_PER_SHARE};
 use orderbook_rs::prelude::{Id, OrderBook, OrderBookError, Side as RefSide, TimeInForce};
 
@@ -47,6 +48,8 @@ pub enum RefOp {
     Add {
         /// Ladder's order id, as a sequential id.
         id: Id,
+        /// Ladder's order id.
+        number: u64,
         /// Price in ticks of 0.0001.
         price: u128,
         /// Whole shares.
@@ -58,6 +61,8 @@ pub enum RefOp {
     Cancel {
         /// Ladder's order id, as a sequential id.
         id: Id,
+        /// Ladder's order id.
+        number: u64,
     },
 }
 
@@ -104,6 +109,7 @@ fn convert(commands: &[Command], placed: &mut u64, setup: bool) -> Vec<RefOp> {
                 *placed += 1;
                 ops.push(RefOp::Add {
                     id: Id::sequential(*placed),
+                    number: *placed,
                     price: u128::from(order.price_ticks),
                     shares: order.size_units / UNITS_PER_SHARE,
                     side: match order.side {
@@ -114,6 +120,7 @@ fn convert(commands: &[Command], placed: &mut u64, setup: bool) -> Vec<RefOp> {
             }
             Command::CancelOrder { order_id, .. } => ops.push(RefOp::Cancel {
                 id: Id::sequential(*order_id),
+                number: *order_id,
             }),
             // Markets and deposits: nothing to do on a bare book.
             Command::CreateMarket(_) | Command::Deposit { .. } if setup => {}
@@ -132,11 +139,66 @@ pub fn apply(book: &OrderBook<()>, op: &RefOp) -> Result<bool, OrderBookError> {
             price,
             shares,
             side,
+            ..
         } => book
             .add_limit_order(id, price, shares, side, TimeInForce::Gtc, None)
             .map(|_| true),
-        RefOp::Cancel { id } => book.cancel_order(id).map(|removed| removed.is_some()),
+        RefOp::Cancel { id, .. } => book.cancel_order(id).map(|removed| removed.is_some()),
     }
+}
+
+/// A naive direct-indexed book with the set-up applied.
+pub fn prepared_naive_book(stream: &RefStream) -> NaiveBook {
+    let mut book = NaiveBook::with_capacity(stream.setup.len() + stream.measured.len());
+    for op in &stream.setup {
+        apply_naive(&mut book, op);
+    }
+    book
+}
+
+/// Applies one call to the naive book; `true` when an order was added or a resting one
+/// cancelled.
+#[inline]
+pub fn apply_naive(book: &mut NaiveBook, op: &RefOp) -> bool {
+    match *op {
+        RefOp::Add {
+            number,
+            price,
+            shares,
+            side,
+            ..
+        } => {
+            book.place(number, price as u32, shares, side == RefSide::Buy);
+            true
+        }
+        RefOp::Cancel { number, .. } => book.cancel(number),
+    }
+}
+
+/// Checks that Ladder's Yes book and the naive book hold the same levels and orders.
+pub fn compare_naive(engine: &Engine, book: &NaiveBook) -> Result<(), String> {
+    let yes = token(0, 0);
+    let ladder = engine
+        .book(&yes, usize::MAX)
+        .ok_or("Ladder has no Yes book")?;
+    if engine.open_order_count() != book.resting() {
+        return Err(format!(
+            "resting orders: Ladder {}, naive {}",
+            engine.open_order_count(),
+            book.resting()
+        ));
+    }
+    for (name, ours, buy) in [("bids", &ladder.bids, true), ("asks", &ladder.asks, false)] {
+        let theirs: Vec<(u32, u64)> = book
+            .levels(buy)
+            .into_iter()
+            .map(|(price, shares)| (price, shares * UNITS_PER_SHARE))
+            .collect();
+        if *ours != theirs {
+            return Err(format!("{name} differ: Ladder {ours:?}, naive {theirs:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that Ladder's Yes book and orderbook-rs's book hold the same orders: the same
