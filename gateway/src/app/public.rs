@@ -150,9 +150,10 @@ fn market_one(condition_id: &str) -> Outcome {
     )
 }
 
-/// A book in CONTRACT 13's shape, those keys only and in that order (bids and asks best
-/// last), with Polymarket's hash over exactly that object.
-pub fn book_json(view: &BookView) -> Value {
+/// A book in CONTRACT 13's shape (its keys in its order, bids and asks best last), then
+/// `seq`, the market's event sequence it is current as of (CONTRACT 13), with Polymarket's
+/// hash over the whole object with `hash` set to "".
+pub fn book_json(view: &BookView, seq: u64) -> Value {
     let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });
     let m = &view.market;
     let last = m.last_trade[view.outcome.index()]
@@ -181,6 +182,7 @@ pub fn book_json(view: &BookView) -> Value {
     book.insert("tick_size".into(), json!(format_price(m.tick_size_ticks)));
     book.insert("neg_risk".into(), json!(m.neg_risk));
     book.insert("last_trade_price".into(), json!(last));
+    book.insert("seq".into(), json!(seq));
     let compact = serde_json::to_string(&book).unwrap_or_default();
     let hash = hex::encode(Sha1::digest(compact.as_bytes()));
     book.insert("hash".into(), json!(hash));
@@ -194,17 +196,10 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Header of `GET /book` naming the market's event sequence the book is current as of: the
-/// `seq` of `/ws/market`, to join the stream where the book leaves off. A header, so that the
-/// body keeps CONTRACT 13's keys (its hash is over them).
-pub const BOOK_SEQ_HEADER: &str = "X-Ladder-Seq";
-
 fn book_one(board: &BookBoard, token: U256) -> Outcome {
     Outcome::Respond(
         board_book(board, &token)
-            .map(|v| {
-                ok_json(&book_json(&v)).header(BOOK_SEQ_HEADER, v.market.event_seq.to_string())
-            })
+            .map(|v| ok_json(&book_json(&v, v.market.event_seq)))
             .unwrap_or_else(not_found),
     )
 }
@@ -241,7 +236,7 @@ fn books(board: &BookBoard, body: &[u8]) -> Outcome {
     let views: Vec<Value> = tokens
         .iter()
         .filter_map(|t| board_book(board, t))
-        .map(|v| book_json(&v))
+        .map(|v| book_json(&v, v.market.event_seq))
         .collect();
     Outcome::Respond(ok_json(&views))
 }
