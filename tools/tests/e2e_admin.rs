@@ -279,6 +279,39 @@ fn unknown_admin_paths_and_methods() {
     let unknown = format!("0x{}", "95".repeat(32));
     let r = service.admin("POST", &format!("/admin/markets/{unknown}/pause"), None);
     assert_eq!(r.status, 404, "{}", r.body);
+    // The route and the method are settled before the body: an unknown route is 404 and a
+    // wrong method 405 whatever the body holds.
+    for path in [
+        format!("/admin/markets/{CONDITION_ID}/bogus"),
+        format!("/admin/markets/{CONDITION_ID}"),
+        format!("/admin/markets/{CONDITION_ID}/pause/again"),
+        "/admin/nothing-here".to_string(),
+        "/administrator".to_string(),
+    ] {
+        let r = service.admin("POST", &path, Some("not json"));
+        assert_error(&r, 404, "not found");
+    }
+    let r = service.admin("DELETE", "/admin/markets", Some("not json"));
+    error_text(&r, 405);
+    // HEAD is answered wherever GET is, as Allow says.
+    let r = service.admin("PUT", "/admin/state-hash", None);
+    assert_eq!(r.header("Allow"), Some("GET, HEAD"));
+    assert_eq!(head_status(&service, "/admin/state-hash"), 200);
+}
+
+/// The status of a HEAD request (which has no body to read).
+fn head_status(service: &Service, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = connect(service);
+    let request = format!(
+        "HEAD {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: close\r\n\r\n",
+        authority(service)
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(!answer.contains("\r\n\r\n{"), "no body on HEAD: {answer}");
+    answer[9..12].parse().unwrap()
 }
 
 #[test]

@@ -8,19 +8,30 @@ use ladder_protocol::wire::responses::StateHashResponse;
 use ladder_protocol::{Address, TickSize, B256, U256};
 use serde_json::{json, Value};
 
+use super::allow::{admin_allowed, market_action_path, method_not_allowed};
 use super::{bad_request, command, ok_json, query, App};
 use crate::convert::{engine_address, engine_b256, engine_token, wire_b256};
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 
-/// Routes `/admin/...` (`rest` is the path after `/admin`).
+/// Routes `/admin/...` (`rest` is the path after `/admin`). The route and its method are
+/// settled first (404, 405), then whether this service takes writes (503 on a standby),
+/// then the body (400).
 pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
-    let method = request.method;
-    if method == Method::Get && rest == "/state-hash" {
-        return state_hash();
+    let Some(methods) = admin_allowed(rest) else {
+        return Outcome::error(Status::NotFound, "not found");
+    };
+    let method = match request.method {
+        Method::Head => Method::Get,
+        other => other,
+    };
+    if !methods.split(", ").any(|m| m == method.as_str()) {
+        return method_not_allowed(methods);
     }
-    if method == Method::Post && rest == "/promote" {
-        return app.promote();
+    match (method, rest) {
+        (Method::Get, "/state-hash") => return state_hash(),
+        (Method::Post, "/promote") => return app.promote(),
+        _ => {}
     }
     if let Err(refused) = app.writable() {
         return refused;
@@ -31,20 +42,18 @@ pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
     };
     let built = match (method, rest) {
         (Method::Post, "/markets") => create_market(&body),
-        (Method::Post, p) if p.starts_with("/markets/") => {
-            market_action(&p["/markets/".len()..], &body)
-        }
-        (Method::Post, "/accounts") => link(&body, true),
+        (Method::Post, p) => match market_action_path(p) {
+            Some((id, action)) => market_action(id, action, &body),
+            None => match p {
+                "/accounts" => link(&body, true),
+                "/deposits" => funds(&body, true),
+                "/withdrawals" => funds(&body, false),
+                "/redemptions" => redemption(&body),
+                _ => return Outcome::error(Status::NotFound, "not found"),
+            },
+        },
         (Method::Delete, "/accounts") => link(&body, false),
-        (Method::Post, "/deposits") => funds(&body, true),
-        (Method::Post, "/withdrawals") => funds(&body, false),
-        (Method::Post, "/redemptions") => redemption(&body),
-        _ => {
-            return match super::allow::admin_allowed(rest) {
-                Some(methods) => super::allow::method_not_allowed(methods),
-                None => Outcome::error(Status::NotFound, "not found"),
-            }
-        }
+        _ => return method_not_allowed(methods),
     };
     match built {
         Ok(cmd) => command(cmd, |seq, reply| match reply {
@@ -164,10 +173,7 @@ fn create_market(body: &Body) -> Result<Command, String> {
     }))
 }
 
-fn market_action(rest: &str, body: &Body) -> Result<Command, String> {
-    let (id, action) = rest
-        .split_once('/')
-        .ok_or("expected /admin/markets/{condition_id}/pause|resume|resolve|tick-size")?;
+fn market_action(id: &str, action: &str, body: &Body) -> Result<Command, String> {
     let condition_id = engine_b256(
         &id.parse::<B256>()
             .map_err(|e| format!("condition_id: {e}"))?,

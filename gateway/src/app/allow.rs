@@ -42,9 +42,17 @@ pub fn admin_allowed(rest: &str) -> Option<&'static str> {
         "/state-hash" => "GET, HEAD",
         "/accounts" => "POST, DELETE",
         "/markets" | "/deposits" | "/withdrawals" | "/redemptions" | "/promote" => "POST",
-        p if p.starts_with("/markets/") => "POST",
+        p if market_action_path(p).is_some() => "POST",
         _ => return None,
     })
+}
+
+/// The condition id and action of `/markets/{condition_id}/{action}` (after `/admin`), for
+/// the actions of CONTRACT 12; `None` for any other path. The id is checked later (400).
+pub fn market_action_path(rest: &str) -> Option<(&str, &str)> {
+    let (id, action) = rest.strip_prefix("/markets/")?.split_once('/')?;
+    let known = matches!(action, "pause" | "resume" | "resolve" | "tick-size");
+    (known && !id.is_empty()).then_some((id, action))
 }
 
 /// 405 naming the methods the route answers.
@@ -70,5 +78,12 @@ mod tests {
         assert_eq!(admin_allowed("/accounts"), Some("POST, DELETE"));
         assert_eq!(admin_allowed("/markets/0xabc/pause"), Some("POST"));
         assert_eq!(admin_allowed("/nope"), None);
+        assert_eq!(admin_allowed("/markets/0xabc/bogus"), None);
+        assert_eq!(admin_allowed("/markets/0xabc"), None);
+        assert_eq!(admin_allowed("/markets/0xabc/pause/x"), None);
+        assert_eq!(
+            market_action_path("/markets/0xabc/tick-size"),
+            Some(("0xabc", "tick-size"))
+        );
     }
 }

@@ -112,7 +112,9 @@ impl App {
         let path = request.path().trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
         if let Some(rest) = path.strip_prefix("/admin") {
-            return self.admin(request, peer, rest);
+            if rest.is_empty() || rest.starts_with('/') {
+                return self.admin(request, peer, rest);
+            }
         }
         if path == "/metrics" {
             return self.metrics_route(request, peer);
