@@ -218,13 +218,23 @@ impl WsConn {
         actions.push(Action::Snapshot(tokens));
     }
 
-    /// Stops following the markets of `tokens`: either token of a market stops it. An id
-    /// that is not followed is ignored (a repeated unsubscribe is not an error).
+    /// Takes `tokens` out of the subscribed set. A market stays followed while the set still
+    /// names either of its tokens (CONTRACT 16: either token delivers the whole market). An
+    /// id that is not in the set is ignored (a repeated unsubscribe is not an error).
     fn unsubscribe(&mut self, tokens: &[Bytes32]) {
         for token in tokens {
-            if let Some(market) = self.tokens.get(token).copied() {
+            if !self.named.remove(token) {
+                continue;
+            }
+            let Some(market) = self.tokens.get(token).copied() else {
+                continue;
+            };
+            let still_named = self
+                .named
+                .iter()
+                .any(|t| self.tokens.get(t) == Some(&market));
+            if !still_named {
                 self.tokens.retain(|_, m| *m != market);
-                self.named.retain(|t| self.tokens.contains_key(t));
                 self.markets.remove(&market);
             }
         }
