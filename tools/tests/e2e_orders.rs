@@ -688,6 +688,23 @@ fn open_orders_page_with_chained_cursors() {
     let r = alice.send("GET", "/orders?limit=10000", None).unwrap();
     assert_eq!(r.json()["limit"], json!(500), "a larger limit is clamped");
 
+    // SPEC 2.2: the final page is the one smaller than the limit. A full page is mid-stream
+    // even when it holds the last orders; the empty page after it ends the stream.
+    let r = alice.send("GET", "/orders?limit=5", None).unwrap();
+    let v = r.json();
+    assert_eq!(
+        (v["count"].clone(), v["next_cursor"].clone()),
+        (json!(5), json!("NQ==")),
+        "{v}"
+    );
+    let r = alice
+        .send("GET", "/orders?limit=5&next_cursor=NQ==", None)
+        .unwrap();
+    assert_eq!(
+        r.json(),
+        json!({ "data": [], "next_cursor": "LTE=", "count": 0, "limit": 5 })
+    );
+
     for bad in ["garbage!", "LTI=", "YWJj", "%%%"] {
         let r = alice
             .send("GET", &format!("/orders?next_cursor={bad}"), None)

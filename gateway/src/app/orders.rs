@@ -375,11 +375,7 @@ fn open_orders(_app: &App, principal: &L2Principal, request: &Request) -> Outcom
                 .take(limit)
                 .map(open_order)
                 .collect();
-            let next = if offset >= total {
-                "LTE=".to_string()
-            } else {
-                next_cursor(offset, page.len(), total)
-            };
+            let next = next_cursor(offset, page.len(), limit);
             ok_json(&Page::new(page, next, limit))
         },
     )

@@ -113,11 +113,7 @@ fn markets_page(q: &QueryString) -> Outcome {
                 .take(limit)
                 .map(|m| market(&m, market_prices(e, &m)))
                 .collect();
-            let next = if offset >= total {
-                "LTE=".to_string()
-            } else {
-                next_cursor(offset, markets.len(), total)
-            };
+            let next = next_cursor(offset, markets.len(), limit);
             Page::new(markets, next, limit)
         },
         |page| ok_json(&page),

@@ -106,11 +106,7 @@ fn trades_page(caller: Address, q: &QueryString) -> Outcome {
                 .take(limit)
                 .map(|t| trade(t, &caller))
                 .collect();
-            let next = if offset >= total {
-                "LTE=".to_string()
-            } else {
-                next_cursor(offset, page.len(), total)
-            };
+            let next = next_cursor(offset, page.len(), limit);
             ok_json(&Page::new(page, next, limit))
         },
     )

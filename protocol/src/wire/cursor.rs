@@ -60,14 +60,14 @@ pub fn decode_cursor(text: &str) -> Result<Cursor, CursorError> {
     digits.parse().map(Cursor::Offset).map_err(|_| CursorError)
 }
 
-/// The `next_cursor` of a page that returned `count` items from `offset` of a list of `total`:
-/// `LTE=` when nothing follows.
-pub fn next_cursor(offset: u64, count: usize, total: u64) -> String {
-    let next = offset.saturating_add(count as u64);
-    if next >= total {
+/// The `next_cursor` of a page that returned `count` items from `offset` with page size
+/// `limit`: `LTE=` on the final page, which is the one smaller than `limit` (SPEC 2.2: a
+/// full page is mid-stream, even when the list ends with it; the next page is then empty).
+pub fn next_cursor(offset: u64, count: usize, limit: usize) -> String {
+    if count < limit {
         END_CURSOR.to_string()
     } else {
-        encode_cursor(next)
+        encode_cursor(offset.saturating_add(count as u64))
     }
 }
 
@@ -113,10 +113,13 @@ mod tests {
     }
 
     #[test]
-    fn next_cursor_ends_at_the_total() {
-        assert_eq!(next_cursor(0, 100, 250), "MTAw");
-        assert_eq!(next_cursor(200, 50, 250), END_CURSOR);
-        assert_eq!(next_cursor(0, 0, 0), END_CURSOR);
+    fn only_a_page_smaller_than_the_limit_ends_the_stream() {
+        assert_eq!(next_cursor(0, 100, 100), "MTAw");
+        assert_eq!(next_cursor(200, 50, 100), END_CURSOR);
+        assert_eq!(next_cursor(0, 0, 100), END_CURSOR);
+        // A full page that happens to hold the last items is followed by an empty one.
+        assert_eq!(next_cursor(100, 100, 100), "MjAw");
+        assert_eq!(next_cursor(200, 0, 100), END_CURSOR);
     }
 
     #[test]
