@@ -301,6 +301,24 @@ fn last_trades_prices(board: &BookBoard, body: &[u8]) -> Outcome {
     Outcome::Respond(ok_json(&list))
 }
 
+/// The span of a `/prices-history` `interval`, ending now, as Polymarket reads it: `1m` is a
+/// month (30 days), `1w` a week, `1d` a day, `6h` and `1h` hours; `max` (or none) is all.
+fn interval_seconds(interval: Option<&str>) -> Result<Option<u64>, String> {
+    const HOUR: u64 = 3_600;
+    const DAY: u64 = 24 * HOUR;
+    Ok(match interval {
+        None | Some("max") | Some("all") => None,
+        Some("1h") => Some(HOUR),
+        Some("6h") => Some(6 * HOUR),
+        Some("1d") => Some(DAY),
+        Some("1w") => Some(7 * DAY),
+        Some("1m") => Some(30 * DAY),
+        Some(_) => {
+            return Err("interval: expected 1h, 6h, 1d, 1w, 1m (a month) or max".into());
+        }
+    })
+}
+
 fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
     let token = match q.get("market").map(U256::from_dec_str) {
         None => return bad_request("market: required (a token id)"),
@@ -309,15 +327,7 @@ fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
     };
     let parsed = (|| -> Result<(u64, u64, u64), String> {
         let now = now_s();
-        let interval_s = match q.get("interval") {
-            None | Some("max") | Some("all") => None,
-            Some("1m") => Some(60),
-            Some("1h") => Some(3_600),
-            Some("6h") => Some(21_600),
-            Some("1d") => Some(86_400),
-            Some("1w") => Some(604_800),
-            Some(_) => return Err("interval: expected 1m, 1h, 6h, 1d, 1w or max".into()),
-        };
+        let interval_s = interval_seconds(q.get("interval"))?;
         let start = q
             .parsed::<u64>("startTs", "expected Unix seconds")?
             .unwrap_or(interval_s.map_or(0, |i| now.saturating_sub(i)));
@@ -362,4 +372,23 @@ fn claimable_of(q: &QueryString) -> Outcome {
             })
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn price_history_intervals_are_polymarkets_with_1m_a_month() {
+        assert_eq!(interval_seconds(Some("1m")), Ok(Some(30 * 86_400)));
+        assert_eq!(interval_seconds(Some("1w")), Ok(Some(7 * 86_400)));
+        assert_eq!(interval_seconds(Some("1d")), Ok(Some(86_400)));
+        assert_eq!(interval_seconds(Some("6h")), Ok(Some(21_600)));
+        assert_eq!(interval_seconds(Some("1h")), Ok(Some(3_600)));
+        assert_eq!(interval_seconds(Some("max")), Ok(None));
+        assert_eq!(interval_seconds(None), Ok(None));
+        assert!(interval_seconds(Some("5m"))
+            .unwrap_err()
+            .starts_with("interval:"));
+    }
 }
