@@ -17,7 +17,7 @@ fn ladder(args: &[&str]) -> Output {
 fn bad_usage_exits_2_naming_the_flag() {
     let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
     let data_dir = dir.to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 21] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -48,6 +48,34 @@ fn bad_usage_exits_2_naming_the_flag() {
         (&["bench", "engine", "--commands", "0"], "--commands"),
         (&["bench", "engine", "--rate", "0"], "--rate"),
         (&["journal", "verify", "--no-such-flag"], "--no-such-flag"),
+        (
+            &["serve", "--settlement-fail-percent", "150"],
+            "--settlement-fail-percent",
+        ),
+        (&["serve", "--exchange-address", "zz"], "--exchange-address"),
+        (&["loadgen", "--admin-token", "t", "--url", "foo"], "--url"),
+        (
+            &[
+                "client", "--trader", "0", "order", "--token", "yes", "--side", "up", "--price",
+                "0.5", "--size", "1",
+            ],
+            "--side",
+        ),
+        (
+            &[
+                "client", "--trader", "0", "order", "--token", "yes", "--side", "buy", "--price",
+                "abc", "--size", "1",
+            ],
+            "--price",
+        ),
+        (&["client", "--trader", "7", "orders"], "--trader"),
+        (&["client", "orders"], "--private-key"),
+        (
+            &[
+                "client", "--trader", "0", "cancel", "--id", "1", "--market", "zz",
+            ],
+            "--market",
+        ),
     ];
     for (args, named) in cases {
         let mut with_dir = args.to_vec();

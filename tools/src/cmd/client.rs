@@ -8,9 +8,9 @@ use clap::{Args, Subcommand};
 use ladder_client::{OrderSpec, Trader, Wallet};
 use ladder_protocol::wire::responses::ApiCredentials;
 use ladder_protocol::wire::OrderType;
-use ladder_protocol::{parse_price_ticks, Address, Side, B256, U256};
+use ladder_protocol::{Address, Side, B256, U256};
 
-use super::demo;
+use super::{demo, flags};
 
 /// `ladder client` flags.
 #[derive(Args, Debug)]
@@ -19,7 +19,8 @@ pub struct ClientArgs {
     #[arg(long, default_value = "http://127.0.0.1:8080", global = true)]
     pub url: String,
     /// Use demo trader 0 or 1 (keys printed by `serve --demo`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
     pub trader: Option<usize>,
     /// Private key of the signing EOA (instead of --trader).
     #[arg(
@@ -60,17 +61,17 @@ pub enum ClientAction {
         #[arg(long)]
         token: String,
         /// buy or sell.
-        #[arg(long)]
-        side: String,
+        #[arg(long, value_parser = flags::side)]
+        side: Side,
         /// Price, e.g. 0.55.
-        #[arg(long)]
-        price: String,
+        #[arg(long, value_parser = flags::price_ticks)]
+        price: u32,
         /// Whole shares.
         #[arg(long)]
         size: u64,
         /// GTC, GTD, FOK or FAK.
-        #[arg(long = "type", default_value = "GTC")]
-        order_type: String,
+        #[arg(long = "type", default_value = "GTC", value_parser = flags::order_type)]
+        order_type: OrderType,
         /// Unix seconds (GTD).
         #[arg(long, default_value_t = 0)]
         expiration: u64,
@@ -86,8 +87,8 @@ pub enum ClientAction {
         #[arg(long)]
         id: u64,
         /// The market's condition id (default the demo market).
-        #[arg(long, default_value = demo::CONDITION_ID)]
-        market: String,
+        #[arg(long, default_value = demo::CONDITION_ID, value_parser = flags::condition_id)]
+        market: B256,
     },
     /// DELETE /cancel-all.
     CancelAll,
@@ -161,30 +162,17 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
             expiration,
             post_only,
         } => {
-            let side = match side.to_ascii_lowercase().as_str() {
-                "buy" => Side::Buy,
-                "sell" => Side::Sell,
-                _ => return Err("--side: buy or sell".into()),
-            };
-            let order_type: OrderType = order_type
-                .to_ascii_uppercase()
-                .parse()
-                .map_err(|_| "--type: GTC, GTD, FOK or FAK")?;
-            let price_ticks = parse_price_ticks(price).map_err(|e| format!("--price: {e}"))?;
             let spec = OrderSpec {
-                order_type,
+                order_type: *order_type,
                 post_only: *post_only,
                 expiration_s: *expiration,
-                ..OrderSpec::gtc(token_id(token)?, side, price_ticks, *size)
+                ..OrderSpec::gtc(token_id(token)?, *side, *price, *size)
             };
             let body = trader.order_body(&spec)?;
             trader.send("POST", "/order", Some(&body))?
         }
         ClientAction::Orders => trader.send("GET", "/orders", None)?,
-        ClientAction::Cancel { id, market } => {
-            let market: B256 = market.parse().map_err(|e| format!("--market: {e}"))?;
-            trader.cancel(*id, market)?
-        }
+        ClientAction::Cancel { id, market } => trader.cancel(*id, *market)?,
         ClientAction::CancelAll => trader.send("DELETE", "/cancel-all", None)?,
         ClientAction::Trades => trader.send("GET", "/trades", None)?,
         ClientAction::Balance { token } => {

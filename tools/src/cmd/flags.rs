@@ -22,9 +22,53 @@ pub fn host_port(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// An `http://HOST:PORT` URL (a trailing `/` allowed), for the load generator's `--url`.
+pub fn http_url(text: &str) -> Result<String, String> {
+    let authority = text
+        .strip_prefix("http://")
+        .map(|rest| rest.trim_end_matches('/'))
+        .ok_or_else(|| format!("{text:?}: expected http://HOST:PORT (https is not supported)"))?;
+    host_port(authority).map_err(|_| format!("{text:?}: expected http://HOST:PORT"))?;
+    Ok(text.to_string())
+}
+
+/// A `0x` + 40 hex digit address (its EIP-55 checksum is not required).
+pub fn address(text: &str) -> Result<String, String> {
+    ladder_protocol::Address::parse_ignoring_checksum(text)
+        .map_err(|e| format!("{text:?}: expected a 0x address of 40 hex digits ({e})"))?;
+    Ok(text.to_string())
+}
+
+/// A `0x` + 64 hex digit condition id.
+pub fn condition_id(text: &str) -> Result<ladder_protocol::B256, String> {
+    text.parse()
+        .map_err(|e| format!("{text:?}: expected a 0x condition id of 64 hex digits ({e})"))
+}
+
+/// `buy` or `sell`, in any case.
+pub fn side(text: &str) -> Result<ladder_protocol::Side, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "buy" => Ok(ladder_protocol::Side::Buy),
+        "sell" => Ok(ladder_protocol::Side::Sell),
+        _ => Err(format!("{text:?}: expected buy or sell")),
+    }
+}
+
+/// `GTC`, `GTD`, `FOK` or `FAK`, in any case.
+pub fn order_type(text: &str) -> Result<ladder_protocol::wire::OrderType, String> {
+    text.to_ascii_uppercase()
+        .parse()
+        .map_err(|_| format!("{text:?}: expected GTC, GTD, FOK or FAK"))
+}
+
+/// A price such as `0.55`, in ticks of 0.0001.
+pub fn price_ticks(text: &str) -> Result<u32, String> {
+    ladder_protocol::parse_price_ticks(text).map_err(|e| format!("{text:?}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::host_port;
+    use super::*;
 
     #[test]
     fn host_port_takes_names_and_addresses_with_a_port() {
@@ -47,5 +91,29 @@ mod tests {
         ] {
             assert!(host_port(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn urls_addresses_and_order_fields_are_checked_when_read() {
+        assert!(http_url("http://127.0.0.1:8080/").is_ok());
+        for bad in [
+            "foo",
+            "https://127.0.0.1:8080",
+            "http://",
+            "http://host",
+            "http://h:1/x",
+        ] {
+            assert!(http_url(bad).is_err(), "{bad} accepted");
+        }
+        assert!(address("0x000000000000000000000000000000000000C10b").is_ok());
+        assert!(address("zz").is_err());
+        assert!(condition_id(&format!("0x{}", "3b".repeat(32))).is_ok());
+        assert!(condition_id("zz").is_err());
+        assert_eq!(side("BUY"), Ok(ladder_protocol::Side::Buy));
+        assert!(side("up").is_err());
+        assert!(order_type("fak").is_ok());
+        assert!(order_type("XYZ").is_err());
+        assert_eq!(price_ticks("0.55"), Ok(5_500));
+        assert!(price_ticks("abc").is_err());
     }
 }

@@ -103,8 +103,8 @@ pub struct ServeArgs {
     /// Built-in settlement: ms from match to MINED, and from MINED to CONFIRMED.
     #[arg(long, default_value_t = 1000)]
     pub settlement_delay_ms: u64,
-    /// Built-in settlement: share of batches sent through RETRYING to FAILED.
-    #[arg(long, default_value_t = 0)]
+    /// Built-in settlement: share of batches sent through RETRYING to FAILED (0 to 100).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub settlement_fail_percent: u8,
     /// Gateway event-loop threads.
     #[arg(long, default_value_t = 2)]
@@ -126,7 +126,8 @@ pub struct ChainFlags {
     #[arg(long)]
     pub rpc_url: Option<String>,
     /// Address of the exchange contract (EIP-712 verifyingContract; settlement target).
-    #[arg(long, default_value = "0x000000000000000000000000000000000000C10b")]
+    #[arg(long, default_value = "0x000000000000000000000000000000000000C10b",
+          value_parser = flags::address)]
     pub exchange_address: String,
     /// Chain settlement: the account that sends batches (one the node signs for, e.g. an
     /// unlocked development account or a Web3Signer/Clef proxy); default the node's first.
@@ -154,8 +155,8 @@ pub struct StandbyArgs {
     /// Built-in settlement after promotion (as `serve`).
     #[arg(long, default_value_t = 1000)]
     pub settlement_delay_ms: u64,
-    /// Built-in settlement after promotion (as `serve`).
-    #[arg(long, default_value_t = 0)]
+    /// Built-in settlement after promotion (as `serve`, 0 to 100).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub settlement_fail_percent: u8,
     #[command(flatten)]
     pub chain: ChainFlags,
@@ -213,7 +214,7 @@ pub struct EngineBenchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct LoadgenArgs {
     /// The service's base URL.
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    #[arg(long, default_value = "http://127.0.0.1:8080", value_parser = flags::http_url)]
     pub url: String,
     /// Its admin token (also LADDER_ADMIN_TOKEN): loadgen creates its own market and accounts.
     #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true, required = true,
@@ -269,6 +270,9 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
                 "--rate x --duration: at most {} requests are signed ahead",
                 loadgen::OPEN_LOOP_REQUESTS_MAX
             ))
+        }
+        Command::Client(args) if args.trader.is_none() && args.private_key.is_none() => {
+            Some("give --trader 0|1 (demo) or --private-key".into())
         }
         _ => None,
     }
