@@ -350,6 +350,13 @@ impl Writer {
         let mut published = Vec::new();
         let mut commands = 0u64;
         let mut queries = 0u64;
+        // Timers due by the batch's time fire first (a journaled tick), so that the batch's
+        // queries, like its commands, see orders expired and delays ended by then.
+        let follower = self.config.follower.load(Ordering::Acquire);
+        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+            commands += 1;
+            self.apply(now_ns, &Command::Tick, &mut published);
+        }
         let submissions = batch.len();
         let mut submissions_left = batch.drain(..).peekable();
         while let Some(submission) = submissions_left.next() {
@@ -399,11 +406,6 @@ impl Writer {
             if let Some(list) = per_sink.get_mut(ticket.sink as usize) {
                 list.push(completion);
             }
-        }
-        let follower = self.config.follower.load(Ordering::Acquire);
-        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
-            commands += 1;
-            self.apply(now_ns, &Command::Tick, &mut published);
         }
         let ticket = match self.config.durability {
             Durability::Sync => self.journal.begin_commit(),
