@@ -127,10 +127,16 @@ impl Engine {
         let limit_axis = axis_price(outcome, new.price_ticks);
         let market = self.markets.get(market_index);
         let crosses = market.book.crosses(side, limit_axis);
-        if new.post_only && crosses {
+        let taker_delay_ms = market.spec.taker_delay_ms;
+        // A post-only order is refused when it would match; crossing only the maker's own
+        // orders is no match (self-trade prevention cancels them and it rests).
+        if new.post_only
+            && crosses
+            && self.fillable_units(market_index, side, limit_axis, account, 1) > 0
+        {
             return Err(Reject::PostOnlyWouldCross);
         }
-        let delayed = crosses && market.spec.taker_delay_ms > 0;
+        let delayed = crosses && !new.post_only && taker_delay_ms > 0;
         // A FOK or FAK is judged at placement even when it will wait out a taker delay
         // (and judged again when the delay ends, since the book may have moved).
         self.check_fillable(

@@ -199,6 +199,32 @@ fn post_only_rests_or_is_refused_if_it_would_cross_by_any_path() {
 }
 
 #[test]
+fn post_only_crossing_only_its_own_orders_cancels_them_and_rests() {
+    let mut spec = support::market_spec();
+    spec.taker_delay_ms = 250;
+    let mut h = support::Harness::with_market(spec);
+    let own = h.gtc(2, YES, Side::Sell, 5_000, 5);
+    let mut quote = h.order(2, YES, Side::Buy, 5_000, 3);
+    quote.post_only = true;
+    let placed = h.place(quote);
+    // No match (CONTRACT 7: never with the same maker), so no refusal and no taker delay:
+    // the own ask is cancelled and the bid rests.
+    assert_eq!(placed.status, OrderStatus::Live);
+    assert!(placed.trade_ids.is_empty());
+    let cancelled = h.events().into_iter().any(|e| {
+        matches!(e, Event::Order { kind: OrderEventKind::Cancellation, order }
+            if order.id == own.order_id)
+    });
+    assert!(cancelled, "the own ask is reported cancelled");
+    assert_eq!(h.engine.open_order_count(), 1);
+    // Another maker's liquidity at the price still refuses a post-only order.
+    h.gtc(1, YES, Side::Sell, 5_100, 5);
+    let mut cross = h.order(2, YES, Side::Buy, 5_100, 1);
+    cross.post_only = true;
+    assert_eq!(h.reject(cross), Reject::PostOnlyWouldCross);
+}
+
+#[test]
 fn self_trade_prevention_cancels_the_resting_order_and_continues() {
     let mut h = Harness::new();
     let own = h.gtc(2, YES, Side::Sell, 4_000, 5);

@@ -820,10 +820,10 @@ impl Model {
             place: Place::Taking,
         };
         let crosses_any = self.crossing(&o).next().is_some();
-        if n.post_only && crosses_any {
+        if n.post_only && self.liquidity_from_others(&o) > 0 {
             return MReply::Rejected(Reject::PostOnlyWouldCross);
         }
-        let delayed = spec.taker_delay_ms > 0 && crosses_any;
+        let delayed = spec.taker_delay_ms > 0 && crosses_any && !n.post_only;
         if !(delayed && self.quirks.fill_checks_deferred_when_delayed) {
             let liquidity = self.liquidity_from_others(&o);
             if o.kind == OrderType::Fok && liquidity < o.size {
