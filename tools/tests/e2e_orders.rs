@@ -360,7 +360,17 @@ fn maker_signer_and_signature_must_all_check_out() {
         .unwrap();
     let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
     assert_eq!(status, 200, "{p}");
-    rejection(&p);
+    let msg = rejection(&p).to_ascii_lowercase();
+    assert!(
+        msg.starts_with("invalid signature: signer does not control the maker account"),
+        "{msg}"
+    );
+    for named in [stranger.address().to_string(), alice.account.to_string()] {
+        assert!(
+            msg.contains(&named.to_ascii_lowercase()),
+            "{msg} names {named}"
+        );
+    }
 
     // A well-formed signature that does not verify (the order changed after signing).
     let mut order = signed(&alice, builder(&alice, yes(), Side::Buy, 5_000, 2));
@@ -372,6 +382,22 @@ fn maker_signer_and_signature_must_all_check_out() {
 
     assert!(open_orders(&mut alice).is_empty());
     assert_eq!(collateral(&mut alice), both("10000000000"));
+}
+
+#[test]
+fn an_order_over_the_size_limit_is_rejected_naming_its_size_and_the_limit() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let order = signed(
+        &alice,
+        builder(&alice, yes(), Side::Sell, 5_000, 2_000_000_000),
+    );
+    let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
+    assert_eq!(status, 200, "{p}");
+    assert_eq!(
+        rejection(&p),
+        "amount too large: order size 2000000000 shares, at most 1000000000 shares"
+    );
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! caller's balances. Signatures are recovered here, on the gateway thread.
 
 use ladder_engine::{
-    Asset, CancelReport, Command, Engine, NewOrder, NotCanceled, OrderFilter, Reject, Reply,
-    SignedFields, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+    format_shares, Asset, CancelReport, Command, Engine, EngineLimits, NewOrder, NotCanceled,
+    OrderFilter, Reject, Reply, SignedFields, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
 };
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
@@ -161,6 +161,16 @@ fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
             "{reject} (orderType {}, expiration {})",
             order.order_type.as_str(),
             order.expiration_s
+        ),
+        Reject::SignerNotController => format!(
+            "{reject} (signer {}, maker {})",
+            Address(order.signer.0),
+            Address(order.maker.0)
+        ),
+        Reject::Overflow => format!(
+            "{reject}: order size {} shares, at most {} shares",
+            format_shares(order.size_units),
+            format_shares(EngineLimits::default().order_size_units_max)
         ),
         other => other.to_string(),
     }
