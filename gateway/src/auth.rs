@@ -37,16 +37,24 @@ pub struct L2Principal {
     pub address: Address,
 }
 
+/// The value of credential header `name`; an empty value counts as missing (so that an
+/// empty `SVC_API_KEY:` is "credentials required", not a malformed key).
+pub fn credential<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
+    request
+        .header(name)
+        .filter(|value| !value.trim().is_empty())
+}
+
 /// Checks the L2 headers of `request` against the key table.
 pub fn authenticate_l2(
     keys: &KeyTable,
     request: &Request,
     now_s: u64,
 ) -> Result<L2Principal, AuthError> {
-    let api_key = request.header("svc_api_key");
-    let timestamp = request.header("svc_timestamp");
-    let passphrase = request.header("svc_passphrase");
-    let signature = request.header("svc_signature");
+    let api_key = credential(request, "svc_api_key");
+    let timestamp = credential(request, "svc_timestamp");
+    let passphrase = credential(request, "svc_passphrase");
+    let signature = credential(request, "svc_signature");
     let (Some(api_key), Some(timestamp), Some(passphrase), Some(signature)) =
         (api_key, timestamp, passphrase, signature)
     else {
@@ -70,7 +78,7 @@ pub fn authenticate_l2(
             "invalid L2 signature: HMAC does not match timestamp + method + path + body",
         ));
     }
-    if let Some(claimed) = request.header("svc_address") {
+    if let Some(claimed) = credential(request, "svc_address") {
         match Address::parse(claimed) {
             Ok(address) if address == entry.address => {}
             _ => {
@@ -130,17 +138,17 @@ pub fn authenticate_l1(
     now_s: u64,
     domain: &AuthDomain,
 ) -> Result<L1Claim, AuthError> {
-    let address = request.header("svc_address");
-    let signature = request.header("svc_signature");
-    let timestamp = request.header("svc_timestamp");
+    let address = credential(request, "svc_address");
+    let signature = credential(request, "svc_signature");
+    let timestamp = credential(request, "svc_timestamp");
     let (Some(address), Some(signature), Some(timestamp)) = (address, signature, timestamp) else {
         return Err(AuthError::new(L1_REQUIRED));
     };
     let address =
         Address::parse(address).map_err(|e| AuthError::new(format!("invalid SVC_ADDRESS: {e}")))?;
     check_timestamp(timestamp, now_s, "L1")?;
-    let nonce = match request.header("svc_nonce") {
-        None | Some("") => U256::ZERO,
+    let nonce = match credential(request, "svc_nonce") {
+        None => U256::ZERO,
         Some(text) => U256::from_dec_str(text)
             .map_err(|e| AuthError::new(format!("invalid SVC_NONCE: {e}")))?,
     };

@@ -463,6 +463,11 @@ fn l2_missing_credentials_are_401_with_the_spec_text() {
             .request("GET", "/orders", &without_header(&full, name), None)
             .unwrap();
         assert_error(&r, 401, "HMAC L2 credentials required");
+        // An empty value is a missing credential too.
+        let mut emptied = without_header(&full, name);
+        emptied.push((name.to_string(), String::new()));
+        let r = http.request("GET", "/orders", &emptied, None).unwrap();
+        assert_error(&r, 401, "HMAC L2 credentials required");
     }
     // SVC_ADDRESS is optional with L2.
     let r = http

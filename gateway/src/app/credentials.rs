@@ -8,7 +8,7 @@ use ladder_protocol::Address;
 use uuid::Uuid;
 
 use super::{command, now_s, ok_json, query, App};
-use crate::auth::{authenticate_l1, AuthError, L1Claim, L1_MISMATCH};
+use crate::auth::{authenticate_l1, credential, AuthError, L1Claim, L1_MISMATCH};
 use crate::convert::engine_address;
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
@@ -172,7 +172,7 @@ enum Caller {
 }
 
 fn caller(app: &App, request: &Request) -> Result<Caller, Outcome> {
-    if request.header("svc_passphrase").is_some() {
+    if credential(request, "svc_passphrase").is_some() {
         let principal = app.l2(request)?;
         return Ok(Caller::L2 {
             address: principal.address,
@@ -224,7 +224,7 @@ fn delete(app: &App, request: &Request) -> Outcome {
     match caller(app, request) {
         Ok(Caller::L2 { address, key_id }) => delete_key(keys, address, address, key_id, None),
         Ok(Caller::L1(claim)) => {
-            let named = request.header("svc_api_key").map(Uuid::parse_str);
+            let named = credential(request, "svc_api_key").map(Uuid::parse_str);
             match named {
                 Some(Ok(key_id)) => with_claim(app, claim, move |claim| {
                     let signer = claim.registry_signer();
