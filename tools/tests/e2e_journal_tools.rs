@@ -116,3 +116,54 @@ fn dump_filters_stats_and_state_hash_agree_on_a_live_services_journal() {
         "the last order changes the state"
     );
 }
+
+fn admin_state_hash(service: &Service) -> Value {
+    let r = service.admin("GET", "/admin/state-hash", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+/// Issue 4: snapshots are written periodically and on command. `POST /admin/snapshot` (and
+/// `ladder snapshot`) writes one at once, names its sequence and file, and a restart after
+/// a kill (no shutdown snapshot) comes back to the same state.
+#[test]
+fn a_snapshot_on_command_is_written_at_once_and_a_restart_keeps_the_state() {
+    let mut service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    for price in [3_000, 3_100] {
+        let r = alice
+            .place(yes(), Side::Buy, price, 1, OrderType::Gtc)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let before = admin_state_hash(&service);
+    let r = service.admin("POST", "/admin/snapshot", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let taken = r.json();
+    assert_eq!(taken["seq"], before["seq"], "{taken}");
+    let path = Path::new(taken["path"].as_str().expect("path"));
+    assert!(path.starts_with(&service.data_dir), "{taken}");
+    assert!(path.is_file(), "{taken}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "snapshot",
+            "--listen",
+            &format!("127.0.0.1:{}", service.port()),
+        ])
+        .args(["--admin-token", ADMIN_TOKEN])
+        .output()
+        .expect("run ladder snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).expect("one JSON answer");
+    assert_eq!(again["seq"], before["seq"], "{again}");
+
+    service.kill_and_restart();
+    assert_eq!(admin_state_hash(&service), before);
+    let r = service.admin("GET", "/admin/snapshot", None);
+    assert_eq!(r.header("Allow"), Some("POST"));
+}

@@ -31,6 +31,7 @@ pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
     match (method, rest) {
         (Method::Get, "/state-hash") => return state_hash(),
         (Method::Post, "/promote") => return app.promote(),
+        (Method::Post, "/snapshot") => return app.snapshot(),
         _ => {}
     }
     if let Err(refused) = app.writable() {

@@ -41,7 +41,9 @@ pub fn admin_allowed(rest: &str) -> Option<&'static str> {
     Some(match rest {
         "/state-hash" => "GET, HEAD",
         "/accounts" => "POST, DELETE",
-        "/markets" | "/deposits" | "/withdrawals" | "/redemptions" | "/promote" => "POST",
+        "/markets" | "/deposits" | "/withdrawals" | "/redemptions" | "/promote" | "/snapshot" => {
+            "POST"
+        }
         p if market_action_path(p).is_some() => "POST",
         _ => return None,
     })

@@ -60,6 +60,7 @@ pub struct App {
     metrics: Arc<Metrics>,
     state: Arc<ServiceState>,
     promote_hook: Option<PromoteHook>,
+    snapshot_hook: Option<SnapshotHook>,
 }
 
 /// Whether the service is ready and whether it is a standby; shared with the runtime.
@@ -80,6 +81,19 @@ pub struct ServiceState {
 /// Turns a standby into a primary; called by `POST /admin/promote`.
 pub type PromoteHook = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
+/// A snapshot written on command: the sequence it holds and its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotTaken {
+    /// The last sequence the snapshot holds.
+    pub seq: u64,
+    /// Its file.
+    pub path: String,
+}
+
+/// Writes a snapshot of the engine now; called by `POST /admin/snapshot` (off the event
+/// loop: it waits for the sequencer and the disk).
+pub type SnapshotHook = Arc<dyn Fn() -> Result<SnapshotTaken, String> + Send + Sync>;
+
 /// The text of a write refused by a standby (CONTRACT 17).
 pub const STANDBY_REFUSAL: &str = "standby: not primary";
 
@@ -99,7 +113,14 @@ impl App {
             metrics,
             state,
             promote_hook: None,
+            snapshot_hook: None,
         }
+    }
+
+    /// Sets what `POST /admin/snapshot` does.
+    pub fn with_snapshot_hook(mut self, hook: SnapshotHook) -> App {
+        self.snapshot_hook = Some(hook);
+        self
     }
 
     /// Sets what `POST /admin/promote` does on a standby.
@@ -191,6 +212,21 @@ impl App {
             },
             None => Outcome::error(Status::Internal, "promotion is not available"),
         }
+    }
+
+    /// `POST /admin/snapshot`: a snapshot of the engine now (issue 4: "periodically and on
+    /// command"), on a primary or a standby. Not a state change, so nothing is journaled.
+    fn snapshot(&self) -> Outcome {
+        let Some(hook) = self.snapshot_hook.clone() else {
+            return Outcome::error(Status::Internal, "snapshots are not available");
+        };
+        Outcome::defer(move || match hook() {
+            Ok(taken) => Outcome::Respond(ok_json(&serde_json::json!({
+                "seq": taken.seq,
+                "path": taken.path,
+            }))),
+            Err(e) => Outcome::error(Status::Internal, &format!("snapshot failed: {e}")),
+        })
     }
 
     /// Refuses writes on a standby.

@@ -53,7 +53,9 @@ pub enum Command {
     /// Follow a primary as a hot standby.
     Standby(StandbyArgs),
     /// Turn a standby into a primary.
-    Promote(PromoteArgs),
+    Promote(AdminCallArgs),
+    /// Make a running service write a snapshot of its state now (POST /admin/snapshot).
+    Snapshot(AdminCallArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -162,10 +164,10 @@ pub struct StandbyArgs {
     pub chain: ChainFlags,
 }
 
-/// `ladder promote`.
+/// `ladder promote` and `ladder snapshot`: a running service's admin surface.
 #[derive(Args, Debug, Clone)]
-pub struct PromoteArgs {
-    /// The standby's HTTP listen address.
+pub struct AdminCallArgs {
+    /// The service's HTTP listen address.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = flags::host_port)]
     pub listen: String,
     /// Its admin token (also LADDER_ADMIN_TOKEN).
@@ -284,7 +286,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Journal { action } => journal::run(action),
         Command::Serve(args) => serve::serve(&args),
         Command::Standby(args) => serve::standby(&args),
-        Command::Promote(args) => promote(&args),
+        Command::Promote(args) => admin_call(&args, "/admin/promote", "promotion"),
+        Command::Snapshot(args) => admin_call(&args, "/admin/snapshot", "snapshot"),
         Command::Bench { action } => match action {
             BenchCommand::Engine(args) => bench::engine(&args),
             BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
@@ -299,16 +302,17 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-/// `ladder promote`: asks a standby's admin surface to become the primary.
-fn promote(args: &PromoteArgs) -> Result<(), String> {
+/// `ladder promote` (a standby becomes the primary) and `ladder snapshot` (a snapshot now):
+/// one POST to the service's admin surface; prints the answer.
+fn admin_call(args: &AdminCallArgs, path: &str, what: &str) -> Result<(), String> {
     let token = &args.admin_token;
     let mut http = ladder_client::HttpClient::new(&format!("http://{}", args.listen))?;
     let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
-    let response = http.request("POST", "/admin/promote", &headers, Some(""))?;
+    let response = http.request("POST", path, &headers, Some(""))?;
     println!("{}", response.body);
     if response.status == 200 {
         Ok(())
     } else {
-        Err(format!("promotion refused: HTTP {}", response.status))
+        Err(format!("{what} refused: HTTP {}", response.status))
     }
 }

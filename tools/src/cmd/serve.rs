@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use ladder_engine::{Command, Engine, EngineLimits, Reply};
-use ladder_gateway::app::{App, AppConfig, ServiceState};
+use ladder_gateway::app::{App, AppConfig, ServiceState, SnapshotTaken};
 use ladder_gateway::keys::{KeyTable, MasterKey, MASTER_KEY_FILE};
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
@@ -135,6 +135,9 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
 /// Asks the main loop to promote this standby; answered once done.
 type PromoteRequest = Sender<Result<(), String>>;
 
+/// Asks the main loop for a snapshot now; answered once it is on disk.
+type SnapshotRequest = Sender<Result<SnapshotTaken, String>>;
+
 fn run(options: RunOptions) -> Result<(), String> {
     let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
     let data_dir = options.data_dir.clone();
@@ -172,8 +175,20 @@ fn run(options: RunOptions) -> Result<(), String> {
             .recv_timeout(Duration::from_secs(30))
             .map_err(|_| "promotion timed out".to_string())?
     });
+    let (snapshot_tx, snapshot_rx) = unbounded::<SnapshotRequest>();
+    let snapshot_hook = Arc::new(move || {
+        let (reply_tx, reply_rx) = bounded(1);
+        snapshot_tx
+            .send(reply_tx)
+            .map_err(|_| "the service is stopping".to_string())?;
+        reply_rx
+            .recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "the snapshot timed out".to_string())?
+    });
     let app = Arc::new(
-        App::new(config, keys.clone(), metrics.clone(), state.clone()).with_promote_hook(hook),
+        App::new(config, keys.clone(), metrics.clone(), state.clone())
+            .with_promote_hook(hook)
+            .with_snapshot_hook(snapshot_hook),
     );
 
     let threads = options.gateway_threads.clamp(1, 64);
@@ -386,7 +401,21 @@ fn run(options: RunOptions) -> Result<(), String> {
             failure = Some(format!("standby: the primary refused replication: {why}"));
             break;
         }
-        if let Ok(reply) = promote_rx.recv_timeout(Duration::from_millis(100)) {
+        let mut promotion = None;
+        crossbeam_channel::select! {
+            recv(promote_rx) -> request => promotion = request.ok(),
+            recv(snapshot_rx) -> request => {
+                if let Ok(reply) = request {
+                    let taken = internal.snapshot(&data_dir);
+                    if let Ok(taken) = &taken {
+                        last_snapshot = (Instant::now(), taken.seq);
+                    }
+                    let _ = reply.send(taken);
+                }
+            }
+            default(Duration::from_millis(100)) => {}
+        }
+        if let Some(reply) = promotion {
             let result = match follower.take() {
                 None => Err("not a standby".to_string()),
                 Some((follow_stop, thread)) => {
@@ -409,7 +438,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         let seq = handle.stats.last_seq.load(Ordering::Acquire);
         if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL && seq > last_snapshot.1 {
             match internal.snapshot(&data_dir) {
-                Ok(at) => last_snapshot = (Instant::now(), at),
+                Ok(taken) => last_snapshot = (Instant::now(), taken.seq),
                 Err(e) => tracing::warn!(error = %e, "snapshot failed"),
             }
         }
@@ -580,12 +609,16 @@ impl Internal {
     }
 
     /// Serializes the engine on the sequencer thread and writes the snapshot here.
-    fn snapshot(&mut self, data_dir: &Path) -> Result<u64, String> {
+    fn snapshot(&mut self, data_dir: &Path) -> Result<SnapshotTaken, String> {
         let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
-        ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
+        let path =
+            ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
         let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
-        tracing::info!(seq, "snapshot written");
-        Ok(seq)
+        tracing::info!(seq, path = %path.display(), "snapshot written");
+        Ok(SnapshotTaken {
+            seq,
+            path: path.display().to_string(),
+        })
     }
 
     fn pending_settlements(&mut self) -> Result<Vec<ladder_settlement::PendingBatch>, String> {
