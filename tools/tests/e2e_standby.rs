@@ -228,3 +228,45 @@ fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_ref
     let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
 }
+
+/// Operators with a process manager signal instead of calling the admin surface: SIGUSR2
+/// writes a snapshot now, SIGUSR1 promotes a standby.
+#[test]
+fn sigusr2_writes_a_snapshot_and_sigusr1_promotes_a_standby() {
+    let replication = free_port();
+    let primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let snapshots = |dir: &std::path::Path| {
+        std::fs::read_dir(dir.join("snapshots"))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    };
+    let before = snapshots(primary.data_dir());
+    primary.signal("USR2");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while snapshots(primary.data_dir()) == before {
+        assert!(Instant::now() < deadline, "no snapshot after SIGUSR2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let standby = start_standby(replication);
+    // A write to a standby is refused before the body is read; on a primary this body is a
+    // 400 (not JSON).
+    let write = |url: &str| {
+        let mut http = HttpClient::new(url).unwrap();
+        let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+        http.request("POST", "/admin/deposits", &headers, Some("not json"))
+            .unwrap()
+            .status
+    };
+    assert_eq!(write(&standby.url), 503);
+    standby.signal("USR1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while write(&standby.url) == 503 {
+        assert!(
+            Instant::now() < deadline,
+            "SIGUSR1 did not promote the standby"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(write(&standby.url), 400);
+}

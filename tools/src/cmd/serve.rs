@@ -384,13 +384,25 @@ fn run(options: RunOptions) -> Result<(), String> {
             )?);
         }
     }
-    state.ready.store(true, Ordering::Release);
-    tracing::info!("ready");
-
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())
             .map_err(|e| format!("signal handler: {e}"))?;
     }
+    // SIGUSR1 promotes a standby (as `ladder promote`), SIGUSR2 writes a snapshot now (as
+    // `ladder snapshot`): for operators with a process manager rather than the admin token.
+    let promote_signal = Arc::new(AtomicBool::new(false));
+    let snapshot_signal = Arc::new(AtomicBool::new(false));
+    for (signal, flag) in [
+        (signal_hook::consts::SIGUSR1, &promote_signal),
+        (signal_hook::consts::SIGUSR2, &snapshot_signal),
+    ] {
+        signal_hook::flag::register(signal, flag.clone())
+            .map_err(|e| format!("signal handler: {e}"))?;
+    }
+    // Ready only once the signals are handled: a test (or a script) that signals a service
+    // that answers must not find the default action (termination) still in place.
+    state.ready.store(true, Ordering::Release);
+    tracing::info!("ready");
     let mut last_snapshot = (
         Instant::now(),
         handle.stats.last_seq.load(Ordering::Acquire),
@@ -401,19 +413,27 @@ fn run(options: RunOptions) -> Result<(), String> {
             failure = Some(format!("standby: the primary refused replication: {why}"));
             break;
         }
-        let mut promotion = None;
+        let (mut promotion, mut snapshot) = (None, None);
         crossbeam_channel::select! {
-            recv(promote_rx) -> request => promotion = request.ok(),
-            recv(snapshot_rx) -> request => {
-                if let Ok(reply) = request {
-                    let taken = internal.snapshot(&data_dir);
-                    if let Ok(taken) = &taken {
-                        last_snapshot = (Instant::now(), taken.seq);
-                    }
-                    let _ = reply.send(taken);
-                }
-            }
+            recv(promote_rx) -> request => promotion = request.ok().map(Some),
+            recv(snapshot_rx) -> request => snapshot = request.ok().map(Some),
             default(Duration::from_millis(100)) => {}
+        }
+        if snapshot_signal.swap(false, Ordering::AcqRel) {
+            snapshot = snapshot.or(Some(None));
+        }
+        if promote_signal.swap(false, Ordering::AcqRel) {
+            promotion = promotion.or(Some(None));
+        }
+        if let Some(reply) = snapshot {
+            let taken = internal.snapshot(&data_dir);
+            match &taken {
+                Ok(taken) => last_snapshot = (Instant::now(), taken.seq),
+                Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+            }
+            if let Some(reply) = reply {
+                let _ = reply.send(taken);
+            }
         }
         if let Some(reply) = promotion {
             let result = match follower.take() {
@@ -433,7 +453,16 @@ fn run(options: RunOptions) -> Result<(), String> {
                     Ok(())
                 }
             };
-            let _ = reply.send(result);
+            match reply {
+                Some(reply) => {
+                    let _ = reply.send(result);
+                }
+                None => {
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "SIGUSR1: no promotion");
+                    }
+                }
+            }
         }
         let seq = handle.stats.last_seq.load(Ordering::Acquire);
         if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL && seq > last_snapshot.1 {

@@ -287,6 +287,18 @@ pub struct Standby {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl Standby {
+    /// Sends `signal` (a name `kill -s` knows) to the standby.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -s {signal} {pid} failed");
+    }
+}
+
 impl Drop for Standby {
     fn drop(&mut self) {
         let _ = self.child.kill();
