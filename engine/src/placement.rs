@@ -54,6 +54,9 @@ pub(crate) struct TakerTotals {
     pub collateral_units: Units,
     pub first_trade: u64,
     pub last_price_ticks: PriceTicks,
+    /// The last MINT or MERGE fill's maker price and side, on the other token: that token
+    /// traded too (its last trade price moves; the market's event names the taker's only).
+    pub other_token_last: Option<(PriceTicks, Side)>,
 }
 
 impl Engine {
@@ -341,10 +344,17 @@ impl Engine {
                 .get(slot)
                 .remaining_units()
                 .min(self.orders.get(maker).remaining_units());
+            let (maker_outcome, maker_side, maker_price) = {
+                let m = self.orders.get(maker);
+                (m.outcome, m.side, m.price_ticks)
+            };
             let taker_price = self.fill(slot, maker, price, size_units);
             totals.filled_units += size_units;
             totals.collateral_units += notional_units(taker_price, size_units);
             totals.last_price_ticks = taker_price;
+            if maker_outcome != self.orders.get(slot).outcome {
+                totals.other_token_last = Some((maker_price, maker_side));
+            }
         }
         totals
     }
@@ -462,6 +472,10 @@ impl Engine {
             price_ticks: totals.last_price_ticks,
             side,
         });
+        if let Some((price_ticks, side)) = totals.other_token_last {
+            state.last_trade[outcome.other().index()] =
+                Some(crate::market::LastTrade { price_ticks, side });
+        }
         state.event_seq += 1;
         let market_seq = state.event_seq;
         self.events.push(Event::LastTrade {

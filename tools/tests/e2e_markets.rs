@@ -402,6 +402,44 @@ fn last_trades_prices_on_get_and_post_omit_tokens_without_trades() {
     error_text(&r, 400);
 }
 
+/// A MINT (BUY Yes against a resting BUY No) trades both tokens: each token's last trade
+/// price is its own side of the fill (the taker's at its price and side, the maker's at the
+/// maker's price and side); the same after a MERGE.
+#[test]
+fn a_mint_or_merge_moves_the_last_trade_price_of_both_tokens() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let body = json!([{ "token_id": YES }, { "token_id": NO }]).to_string();
+    rest(&mut alice, no(), Side::Buy, 4_500, 5);
+    let p = place(&mut bob, yes(), Side::Buy, 5_500, 5, OrderType::Gtc);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let r = public(&service, "POST", "/last-trades-prices", Some(&body));
+    assert_eq!(
+        r.json(),
+        json!([
+            { "token_id": YES, "price": "0.55", "side": "BUY" },
+            { "token_id": NO, "price": "0.45", "side": "BUY" }
+        ])
+    );
+    let (_, book) = get(&service, &format!("/book?token_id={NO}"));
+    assert_eq!(book["last_trade_price"], json!("0.45"));
+
+    // MERGE: both sell back what they minted, Bob resting SELL Yes at 0.6, Alice selling No
+    // at 0.3 or better (0.6 + 0.3 <= 1): she fills at the maker's price, No at 0.4.
+    rest(&mut bob, yes(), Side::Sell, 6_000, 5);
+    let p = place(&mut alice, no(), Side::Sell, 3_000, 5, OrderType::Gtc);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let r = public(&service, "POST", "/last-trades-prices", Some(&body));
+    assert_eq!(
+        r.json(),
+        json!([
+            { "token_id": YES, "price": "0.6", "side": "SELL" },
+            { "token_id": NO, "price": "0.4", "side": "SELL" }
+        ])
+    );
+}
+
 #[test]
 fn prices_history_has_polymarkets_shape() {
     let service = Service::start(&[]);
