@@ -26,6 +26,9 @@ use crate::submission::{Completion, CompletionSink};
 /// `replica unavailable`.
 pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why a write was refused for want of standbys (CONTRACT 18(17)).
+pub const REPLICA_UNAVAILABLE: &str = "replica unavailable";
+
 /// Batches applied but not yet released before the sequencer waits for the committer.
 pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
 
@@ -130,7 +133,7 @@ impl Releaser {
         }
         for (mut per_sink, published, board) in released {
             if !held && any_writes {
-                refuse_applied(&mut per_sink, "replica unavailable");
+                refuse_applied(&mut per_sink, REPLICA_UNAVAILABLE);
             }
             // The read side first: a client answered below must find its order there.
             if let Some(read_side) = &self.board {

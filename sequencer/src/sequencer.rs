@@ -17,7 +17,7 @@ use crate::board::{
 };
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
-use crate::release::{Release, Releaser, Releases};
+use crate::release::{Release, Releaser, Releases, REPLICA_UNAVAILABLE};
 use crate::replication::ReplicationHub;
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
 
@@ -41,6 +41,11 @@ pub struct SequencerConfig {
     pub follower: Arc<AtomicBool>,
     /// Which core the sequencer thread is pinned to.
     pub pin: CorePin,
+    /// Sinks `0..client_sinks` answer clients. While fewer standbys are connected than the
+    /// replication hub requires, their writes are refused before they are journaled (a 503
+    /// `replica unavailable` then changed nothing); the other sinks' work (the runtime's,
+    /// the settlement thread's) is applied regardless.
+    pub client_sinks: usize,
 }
 
 impl Default for SequencerConfig {
@@ -52,6 +57,7 @@ impl Default for SequencerConfig {
             idle_wait: Duration::from_millis(50),
             follower: Arc::new(AtomicBool::new(false)),
             pin: CorePin::None,
+            client_sinks: usize::MAX,
         }
     }
 }
@@ -358,13 +364,22 @@ impl Writer {
             self.apply(now_ns, &Command::Tick, &mut published);
         }
         let submissions = batch.len();
+        let replicas_missing = self
+            .shipping
+            .as_ref()
+            .is_some_and(|hub| hub.connected() < hub.required());
         let mut submissions_left = batch.drain(..).peekable();
         while let Some(submission) = submissions_left.next() {
             if let Some(next) = submissions_left.peek() {
                 next.work.prefetch_into(&self.engine);
             }
             let ticket = submission.ticket;
+            let refused = replicas_missing && usize::from(ticket.sink) < self.config.client_sinks;
             let completion = match submission.work {
+                Work::Command(_) | Work::Commands(_) if refused => Completion::Refused {
+                    ticket,
+                    reason: REPLICA_UNAVAILABLE,
+                },
                 Work::Command(command) => {
                     commands += 1;
                     let (seq, reply) = self.apply(now_ns, &command, &mut published);

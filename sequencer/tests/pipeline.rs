@@ -138,3 +138,56 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
     assert_eq!((info.snapshot_seq, info.replayed), (20, 1));
     assert_eq!(from_snapshot.state_hash(), engine.state_hash());
 }
+
+/// With fewer standbys connected than required, a client's write is refused before it is
+/// journaled or applied (its 503 changed nothing); the runtime's own work (sinks past
+/// `client_sinks`) is applied regardless.
+#[test]
+fn without_the_required_standby_client_writes_are_refused_unapplied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let (client_tx, client_rx) = unbounded();
+    let (internal_tx, internal_rx) = unbounded();
+    let parts = SequencerParts {
+        engine: Engine::new(EngineLimits::default()),
+        journal,
+        sinks: vec![
+            Box::new(ChannelSink(client_tx)),
+            Box::new(ChannelSink(internal_tx)),
+        ],
+        events: Vec::new(),
+        replication: Some(std::sync::Arc::new(replication::ReplicationHub::new(1, 0))),
+        board: None,
+    };
+    let config = SequencerConfig {
+        client_sinks: 1,
+        ..SequencerConfig::default()
+    };
+    let (handle, submitters) = start(config, parts, 2).unwrap();
+    for (sink, submitter) in submitters.iter().enumerate() {
+        let ticket = Ticket {
+            sink: sink as u16,
+            token: 1,
+        };
+        submitter
+            .try_submit(Submission {
+                ticket,
+                work: Work::Command(deposit(sink as u8 + 1)),
+            })
+            .unwrap();
+    }
+    for rx in [&client_rx, &internal_rx] {
+        match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+            Completion::Refused { reason, .. } => assert_eq!(reason, REPLICA_UNAVAILABLE),
+            _ => panic!("without its standby nothing is acknowledged"),
+        }
+    }
+    let engine = handle.stop().expect("the engine back");
+    // Only the internal deposit (address 2) was journaled and applied.
+    assert_eq!(engine.last_seq(), 1);
+    assert_eq!(engine.balance(&Address([1; 20]), Asset::Collateral).free, 0);
+    assert_eq!(
+        engine.balance(&Address([2; 20]), Asset::Collateral).free,
+        2_000_000
+    );
+}

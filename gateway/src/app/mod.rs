@@ -239,7 +239,8 @@ impl App {
         if let Some(hub) = self.state.replication.read().as_ref() {
             if hub.connected() < hub.required() {
                 return Err(Outcome::Respond(
-                    Response::error(Status::Unavailable, "replica unavailable").retry_after(1),
+                    Response::error(Status::Unavailable, ladder_sequencer::REPLICA_UNAVAILABLE)
+                        .retry_after(1),
                 ));
             }
         }

@@ -197,6 +197,8 @@ fn run(options: RunOptions) -> Result<(), String> {
     let seq_config = SequencerConfig {
         durability: options.durability,
         pin: options.sequencer_core,
+        // The gateway threads' sinks come first (see `sinks` below).
+        client_sinks: threads,
         ..SequencerConfig::default()
     };
     seq_config.follower.store(standby, Ordering::Release);
