@@ -138,6 +138,24 @@ type PromoteRequest = Sender<Result<(), String>>;
 /// Asks the main loop for a snapshot now; answered once it is on disk.
 type SnapshotRequest = Sender<Result<SnapshotTaken, String>>;
 
+/// A call into the main loop (which owns the runtime's ring into the sequencer): sends a
+/// reply channel through `requests` and waits up to `timeout` for the answer.
+fn ask_main_loop<T: Send + 'static>(
+    requests: Sender<Sender<Result<T, String>>>,
+    timeout: Duration,
+    what: &'static str,
+) -> impl Fn() -> Result<T, String> + Send + Sync {
+    move || {
+        let (reply_tx, reply_rx) = bounded(1);
+        requests
+            .send(reply_tx)
+            .map_err(|_| "the service is stopping".to_string())?;
+        reply_rx
+            .recv_timeout(timeout)
+            .map_err(|_| format!("the {what} timed out"))?
+    }
+}
+
 fn run(options: RunOptions) -> Result<(), String> {
     let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
     let data_dir = options.data_dir.clone();
@@ -166,25 +184,17 @@ fn run(options: RunOptions) -> Result<(), String> {
             .unwrap_or_default(),
     };
     let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
-    let hook = Arc::new(move || {
-        let (reply_tx, reply_rx) = bounded(1);
-        promote_tx
-            .send(reply_tx)
-            .map_err(|_| "the service is stopping".to_string())?;
-        reply_rx
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| "promotion timed out".to_string())?
-    });
+    let hook = Arc::new(ask_main_loop(
+        promote_tx,
+        Duration::from_secs(30),
+        "promotion",
+    ));
     let (snapshot_tx, snapshot_rx) = unbounded::<SnapshotRequest>();
-    let snapshot_hook = Arc::new(move || {
-        let (reply_tx, reply_rx) = bounded(1);
-        snapshot_tx
-            .send(reply_tx)
-            .map_err(|_| "the service is stopping".to_string())?;
-        reply_rx
-            .recv_timeout(Duration::from_secs(60))
-            .map_err(|_| "the snapshot timed out".to_string())?
-    });
+    let snapshot_hook = Arc::new(ask_main_loop(
+        snapshot_tx,
+        Duration::from_secs(60),
+        "snapshot",
+    ));
     let app = Arc::new(
         App::new(config, keys.clone(), metrics.clone(), state.clone())
             .with_promote_hook(hook)
