@@ -17,7 +17,7 @@ fn ladder(args: &[&str]) -> Output {
 fn bad_usage_exits_2_naming_the_flag() {
     let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
     let data_dir = dir.to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 21] = [
+    let cases: [(&[&str], &str); 29] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -70,6 +70,29 @@ fn bad_usage_exits_2_naming_the_flag() {
         ),
         (&["client", "--trader", "7", "orders"], "--trader"),
         (&["client", "orders"], "--private-key"),
+        (
+            &["client", "--url", "foo", "--trader", "0", "orders"],
+            "--url",
+        ),
+        (
+            &["client", "--private-key", "zz", "orders"],
+            "--private-key",
+        ),
+        (
+            &["client", "--trader", "0", "--account", "zz", "orders"],
+            "--account",
+        ),
+        (
+            &["client", "--trader", "0", "balance", "--token", "bogus"],
+            "--token",
+        ),
+        (&["serve", "--gateway-threads", "0"], "--gateway-threads"),
+        (&["serve", "--chain-from", "zz"], "--chain-from"),
+        (
+            &["serve", "--chain-confirmations", "0"],
+            "--chain-confirmations",
+        ),
+        (&["bench", "fanout", "--url", "foo"], "--url"),
         (
             &[
                 "client", "--trader", "0", "cancel", "--id", "1", "--market", "zz",

@@ -42,7 +42,7 @@ struct Subscriber {
 #[derive(Args, Debug, Clone)]
 pub struct FanoutArgs {
     /// The service's base URL.
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    #[arg(long, default_value = "http://127.0.0.1:8080", value_parser = super::flags::http_url)]
     pub url: String,
     /// Its admin token.
     #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]

@@ -16,7 +16,8 @@ use super::{demo, flags};
 #[derive(Args, Debug)]
 pub struct ClientArgs {
     /// The service's base URL.
-    #[arg(long, default_value = "http://127.0.0.1:8080", global = true)]
+    #[arg(long, default_value = "http://127.0.0.1:8080", global = true,
+          value_parser = flags::http_url)]
     pub url: String,
     /// Use demo trader 0 or 1 (keys printed by `serve --demo`).
     #[arg(long, global = true,
@@ -27,11 +28,12 @@ pub struct ClientArgs {
         long,
         env = "LADDER_PRIVATE_KEY",
         hide_env_values = true,
-        global = true
+        global = true,
+        value_parser = flags::private_key
     )]
     pub private_key: Option<String>,
     /// The trading account (a smart account the key controls); default the key's address.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = flags::address)]
     pub account: Option<String>,
     /// Where API credentials are kept between calls.
     #[arg(long, global = true)]
@@ -58,7 +60,7 @@ pub enum ClientAction {
     /// POST /order: a signed order.
     Order {
         /// `yes`, `no` (the demo market's tokens) or a token id.
-        #[arg(long)]
+        #[arg(long, value_parser = flags::token)]
         token: String,
         /// buy or sell.
         #[arg(long, value_parser = flags::side)]
@@ -97,7 +99,7 @@ pub enum ClientAction {
     /// GET /balance-allowance for collateral (or a token with --token).
     Balance {
         /// `yes`, `no` or a token id; collateral when absent.
-        #[arg(long)]
+        #[arg(long, value_parser = flags::token)]
         token: Option<String>,
     },
     /// Any L2-authenticated request: METHOD PATH [BODY].

@@ -66,6 +66,23 @@ pub fn price_ticks(text: &str) -> Result<u32, String> {
     ladder_protocol::parse_price_ticks(text).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// An EOA private key: `0x` + 64 hex digits.
+pub fn private_key(text: &str) -> Result<String, String> {
+    ladder_client::Wallet::from_hex(text)
+        .map_err(|e| format!("expected 0x + 64 hex digits ({e})"))?;
+    Ok(text.to_string())
+}
+
+/// `yes`, `no` (the demo market's tokens) or a decimal token id.
+pub fn token(text: &str) -> Result<String, String> {
+    let named = matches!(text.to_ascii_lowercase().as_str(), "yes" | "no");
+    if !named {
+        ladder_protocol::U256::from_dec_str(text)
+            .map_err(|e| format!("{text:?}: expected yes, no or a decimal token id ({e})"))?;
+    }
+    Ok(text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +131,10 @@ mod tests {
         assert!(order_type("fak").is_ok());
         assert!(order_type("XYZ").is_err());
         assert_eq!(price_ticks("0.55"), Ok(5_500));
+        assert!(token("YES").is_ok() && token("123").is_ok() && token("bogus").is_err());
+        assert!(
+            private_key(&format!("0x{}", "11".repeat(32))).is_ok() && private_key("zz").is_err()
+        );
         assert!(price_ticks("abc").is_err());
     }
 }

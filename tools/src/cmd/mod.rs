@@ -108,8 +108,9 @@ pub struct ServeArgs {
     /// Built-in settlement: share of batches sent through RETRYING to FAILED (0 to 100).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub settlement_fail_percent: u8,
-    /// Gateway event-loop threads.
-    #[arg(long, default_value_t = 2)]
+    /// Gateway event-loop threads (1 to 64).
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub gateway_threads: usize,
     /// The sequencer thread's core: `auto` (the last core this process may use, when it may
     /// use several), `none` (not pinned) or a core number.
@@ -133,10 +134,10 @@ pub struct ChainFlags {
     pub exchange_address: String,
     /// Chain settlement: the account that sends batches (one the node signs for, e.g. an
     /// unlocked development account or a Web3Signer/Clef proxy); default the node's first.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::address)]
     pub chain_from: Option<String>,
-    /// Chain settlement: blocks, the batch's own included, before CONFIRMED.
-    #[arg(long, default_value_t = 2)]
+    /// Chain settlement: blocks, the batch's own included, before CONFIRMED (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     pub chain_confirmations: u64,
     /// Chain settlement: how often receipts and the head are read, in ms.
     #[arg(long, default_value_t = 500)]
