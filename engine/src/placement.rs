@@ -167,6 +167,9 @@ impl Engine {
         if !crosses {
             return Ok(self.rest_at_once(slot));
         }
+        // Every accepted order is announced before anything happens to it: a taker's
+        // PLACEMENT (live) comes before its fills and the makers' updates.
+        self.push_order_event(OrderEventKind::Placement, slot);
         let totals = self.take(slot);
         Ok(self.finish_taker(slot, totals, false))
     }
@@ -178,7 +181,7 @@ impl Engine {
         // A FOK or FAK that does not cross was refused by `check_fillable`.
         debug_assert!(order.order_type.rests());
         let (order_id, order_hash) = (order.id, order.hash);
-        self.rest(slot, false);
+        self.rest(slot, Some(OrderEventKind::Placement));
         Placement {
             order_id,
             order_hash,
@@ -362,12 +365,13 @@ impl Engine {
     /// Ends a taker phase: seals the settlement batch, rests or closes the order, and
     /// reports the placement.
     ///
-    /// `announced` says whether a PLACEMENT event was already published (a delayed order).
+    /// Its PLACEMENT was published already, `live` or (when `was_delayed`) `delayed`: an
+    /// order that rests says so again only if it filled or was delayed.
     pub(crate) fn finish_taker(
         &mut self,
         slot: Slot,
         totals: TakerTotals,
-        announced: bool,
+        was_delayed: bool,
     ) -> Placement {
         let transaction_hash = self.trades.close_batch(totals.first_trade);
         let end = self.trades.next_index();
@@ -398,7 +402,10 @@ impl Engine {
             OrderStatus::Canceled
         };
         match status {
-            OrderStatus::Live => self.rest(slot, announced),
+            OrderStatus::Live => {
+                let changed = was_delayed || totals.filled_units > 0;
+                self.rest(slot, changed.then_some(OrderEventKind::Update));
+            }
             OrderStatus::Matched => {
                 self.push_order_event_with(OrderEventKind::Update, slot, OrderStatus::Matched);
                 self.close_slot(slot, OrderStatus::Matched);
@@ -426,8 +433,9 @@ impl Engine {
         }
     }
 
-    /// Puts the order in `slot` on its book with what a resting order reserves.
-    fn rest(&mut self, slot: Slot, announced: bool) {
+    /// Puts the order in `slot` on its book with what a resting order reserves, and
+    /// publishes `event` (status `live`) for it, if any.
+    fn rest(&mut self, slot: Slot, event: Option<OrderEventKind>) {
         let (account, market, outcome, side, price, remaining, reserved) = {
             let o = self.orders.get(slot);
             (
@@ -452,12 +460,9 @@ impl Engine {
             .book
             .push_back(&mut self.orders, slot);
         self.push_level_event(market, axis_side, axis);
-        let kind = if announced || self.orders.get(slot).filled_units > 0 {
-            OrderEventKind::Update
-        } else {
-            OrderEventKind::Placement
-        };
-        self.push_order_event_with(kind, slot, OrderStatus::Live);
+        if let Some(kind) = event {
+            self.push_order_event_with(kind, slot, OrderStatus::Live);
+        }
     }
 
     fn record_last_trade(

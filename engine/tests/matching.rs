@@ -802,3 +802,76 @@ fn a_snapshot_restores_the_same_state_hash_and_keeps_working() {
     assert_eq!(restored.state_hash(), h.engine.state_hash());
     assert_eq!(restored.events(), h.engine.events());
 }
+
+/// The order events of order `id` in the last command's events: kind, status, filled.
+fn order_events_of(h: &Harness, id: OrderId) -> Vec<(OrderEventKind, OrderStatus, u64)> {
+    h.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Order { kind, order } if order.id == id => {
+                Some((kind, order.status, order.filled_units))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_accepted_order_is_announced_by_a_placement_before_its_fills() {
+    use OrderEventKind::{Placement, Update};
+    use OrderStatus::{Live, Matched};
+    let mut h = Harness::new();
+    let passive = h.gtc(1, YES, Side::Sell, 4_000, 10);
+    assert_eq!(
+        order_events_of(&h, passive.order_id),
+        [(Placement, Live, 0)]
+    );
+    // A taker filled at once: PLACEMENT (live, nothing filled) first, then its final state,
+    // with the trade and the maker's update in between.
+    let taker = h.gtc(2, YES, Side::Buy, 5_500, 4);
+    assert_eq!(
+        order_events_of(&h, taker.order_id),
+        [(Placement, Live, 0), (Update, Matched, 4 * SHARE)]
+    );
+    let first_trade = h
+        .events()
+        .iter()
+        .position(|e| matches!(e, Event::Trade(_)))
+        .expect("a trade event");
+    let placement = h
+        .events()
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                Event::Order {
+                    kind: Placement,
+                    ..
+                }
+            )
+        })
+        .expect("a placement event");
+    assert!(placement < first_trade, "announced before it trades");
+    // A taker whose rest rests: PLACEMENT, then UPDATE live with what it filled.
+    let rester = h.gtc(3, YES, Side::Buy, 4_000, 10);
+    assert_eq!(
+        order_events_of(&h, rester.order_id),
+        [(Placement, Live, 0), (Update, Live, 6 * SHARE)]
+    );
+    // Crossing only its own order: self-trade prevention cancels that one, and the order
+    // rests with nothing filled: its PLACEMENT said all there is to say.
+    let crossing_own = h.gtc(3, YES, Side::Sell, 3_900, 2);
+    assert_eq!(crossing_own.status, Live);
+    assert_eq!(
+        order_events_of(&h, crossing_own.order_id),
+        [(Placement, Live, 0)]
+    );
+    assert_eq!(
+        order_events_of(&h, rester.order_id),
+        [(
+            OrderEventKind::Cancellation,
+            OrderStatus::Canceled,
+            6 * SHARE
+        )]
+    );
+}
