@@ -25,8 +25,8 @@ pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, REPLICA_ACK_TIMEOUT, REPLICA_UNAVAILABLE};
 pub use sequencer::{
-    rings, start, start_with, FlushTimes, Published, PublishedBatch, Rings, SequencerConfig,
-    SequencerHandle, SequencerParts, SequencerStats, FLUSH_BUCKETS_NS,
+    rings, start, start_with, BatchEvents, FlushTimes, Published, PublishedBatch, Rings,
+    SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, FLUSH_BUCKETS_NS,
 };
 pub use submission::{
     BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput,

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use crate::board::{BoardUpdates, BookBoard};
 use crate::replication::ReplicationHub;
-use crate::sequencer::{Published, PublishedBatch, SequencerStats};
+use crate::sequencer::{BatchEvents, PublishedBatch, SequencerStats};
 use crate::submission::{Completion, CompletionSink};
 
 /// How long a batch waits for the required standbys before its writes are answered
@@ -39,7 +39,7 @@ pub(crate) struct Release {
     /// Its completions, by sink.
     pub per_sink: Vec<Vec<Completion>>,
     /// Its events.
-    pub published: Vec<Published>,
+    pub published: BatchEvents,
     /// Snapshots of the books it changed.
     pub board: BoardUpdates,
     /// The last sequence it holds.

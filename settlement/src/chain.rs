@@ -202,7 +202,7 @@ impl ChainSettler {
     /// New matches start a batch; the other trade events are this thread's own changes.
     fn observe(&mut self, published: &PublishedBatch) {
         for item in published.iter() {
-            for event in &item.events {
+            for event in item.events {
                 let Event::Trade(trade) = event else { continue };
                 if trade.status != TradeStatus::Matched {
                     continue;

@@ -127,7 +127,7 @@ pub(crate) fn now_ns() -> TimestampNs {
 /// Each trade event tells a batch's current status; the backend says what comes next.
 fn observe(backend: &mut dyn Backend, timers: &mut Timers, batch: &PublishedBatch) {
     for published in batch.iter() {
-        for event in &published.events {
+        for event in published.events {
             let Event::Trade(trade) = event else { continue };
             let tx = trade.transaction_hash;
             match backend.next_step(&tx, trade.status, trade.last_update_ns) {

@@ -87,12 +87,7 @@ pub fn start(
                 };
                 let mut items = Vec::new();
                 for published in batch.iter() {
-                    encoder.encode(
-                        published.timestamp_ns,
-                        &published.events,
-                        wanted,
-                        &mut items,
-                    );
+                    encoder.encode(published.timestamp_ns, published.events, wanted, &mut items);
                 }
                 if items.is_empty() {
                     continue;
