@@ -433,21 +433,23 @@ impl Writer {
             .shipping
             .as_ref()
             .is_some_and(|hub| hub.connected() < hub.required());
-        let mut submissions_left = batch.drain(..).peekable();
-        while let Some(submission) = submissions_left.next() {
-            if let Some(next) = submissions_left.peek() {
+        // The submissions are read where they lie (moving each out of the batch copied it
+        // once more); only a query is taken, to be called.
+        for index in 0..batch.len() {
+            if let Some(next) = batch.get(index + 1) {
                 next.work.prefetch_into(&self.engine);
             }
+            let submission = &mut batch[index];
             let ticket = submission.ticket;
             let refused = replicas_missing && usize::from(ticket.sink) < self.config.client_sinks;
-            let completion = match submission.work {
+            let completion = match &mut submission.work {
                 Work::Command(_) | Work::Commands(_) if refused => Completion::Refused {
                     ticket,
                     reason: REPLICA_UNAVAILABLE,
                 },
                 Work::Command(command) => {
                     commands += 1;
-                    let (seq, reply) = self.apply(now_ns, &command, &mut published);
+                    let (seq, reply) = self.apply(now_ns, command, &mut published);
                     Completion::Applied { ticket, seq, reply }
                 }
                 Work::Commands(list) => {
@@ -458,10 +460,10 @@ impl Writer {
                         .collect();
                     Completion::AppliedAll { ticket, results }
                 }
-                Work::Replicated {
+                &mut Work::Replicated {
                     seq,
                     timestamp_ns,
-                    command,
+                    ref command,
                 } => {
                     commands += 1;
                     if seq != self.journal.last_seq() + 1 {
@@ -471,12 +473,13 @@ impl Writer {
                         }
                     } else {
                         self.last_now_ns = self.last_now_ns.max(timestamp_ns);
-                        let (seq, reply) = self.apply(timestamp_ns, &command, &mut published);
+                        let (seq, reply) = self.apply(timestamp_ns, command, &mut published);
                         Completion::Applied { ticket, seq, reply }
                     }
                 }
                 Work::Query(query) => {
                     queries += 1;
+                    let query = std::mem::replace(query, Box::new(|_| Box::new(())));
                     Completion::Answered {
                         ticket,
                         output: query(&self.engine),
@@ -487,6 +490,7 @@ impl Writer {
                 list.push(completion);
             }
         }
+        batch.clear();
         let ticket = match self.config.durability {
             Durability::Sync => self.journal.begin_commit(),
             Durability::Async => Ok(None),
