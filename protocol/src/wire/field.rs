@@ -508,17 +508,17 @@ impl<'a, V: JsonNode> Fields<'a, V> {
         &self,
         name: &str,
     ) -> Result<FixedBytes<N>, FieldError> {
-        let rule = || format!("expected 0x followed by {} hex digits ({N} bytes)", 2 * N);
-        let text = self.string(name, &rule())?;
+        let form = format!("0x followed by {} hex digits ({N} bytes)", 2 * N);
+        let text = self.string(name, &form)?;
         FixedBytes::from_hex(text)
-            .map_err(|_| self.error(name, format!("{}, found {}", rule(), Quoted(text))))
+            .map_err(|_| self.error(name, format!("expected {form}, found {}", Quoted(text))))
     }
 
     /// A 65-byte signature: `0x` + 130 hex digits.
     pub(crate) fn signature(&self, name: &str) -> Result<Signature, FieldError> {
-        const RULE: &str = "expected 0x followed by 130 hex digits (a 65-byte signature)";
-        let text = self.string(name, RULE)?;
-        Signature::from_hex(text).map_err(|_| self.error(name, RULE))
+        const FORM: &str = "0x followed by 130 hex digits (a 65-byte signature)";
+        let text = self.string(name, FORM)?;
+        Signature::from_hex(text).map_err(|_| self.error(name, format!("expected {FORM}")))
     }
 
     /// Order side: `0`, `1`, `"BUY"` or `"SELL"`.

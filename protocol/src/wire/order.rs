@@ -461,6 +461,18 @@ mod tests {
             error.to_string(),
             "order.signature: expected 0x followed by 130 hex digits (a 65-byte signature)"
         );
+        // A value of the wrong JSON type says what was expected once.
+        let error = error_with("metadata", json!(123));
+        assert_eq!(
+            error.to_string(),
+            "order.metadata: expected 0x followed by 64 hex digits (32 bytes), found a number"
+        );
+        let error = error_with("signature", json!(true));
+        assert_eq!(
+            error.to_string(),
+            "order.signature: expected 0x followed by 130 hex digits (a 65-byte signature), \
+             found a boolean"
+        );
     }
 
     #[test]
