@@ -128,6 +128,28 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every name `type_name` gives, in the enum's order.
+    pub const TYPE_NAMES: [&'static str; 18] = [
+        "create_market",
+        "pause_market",
+        "resume_market",
+        "resolve_market",
+        "set_tick_size",
+        "link_account",
+        "unlink_account",
+        "create_api_key",
+        "delete_api_key",
+        "deposit",
+        "withdraw",
+        "place_order",
+        "cancel_order",
+        "cancel_market",
+        "cancel_all",
+        "tick",
+        "settlement_update",
+        "record_redemption",
+    ];
+
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -82,7 +82,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// Random parts a command is made of.
-    #[derive(Clone, Debug)]
+    #[derive(Clone, Debug, Default)]
     struct Parts {
         address: Address,
         other: Address,
@@ -272,6 +272,17 @@ mod tests {
                 bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
             prop_assert_eq!(from_serde, command);
         }
+    }
+
+    #[test]
+    fn the_type_names_are_those_of_every_kind_of_command() {
+        let p = Parts::default();
+        let named: std::collections::BTreeSet<&str> =
+            (0..20).map(|kind| command(kind, &p).type_name()).collect();
+        let listed: std::collections::BTreeSet<&str> =
+            Command::TYPE_NAMES.iter().copied().collect();
+        assert_eq!(named, listed);
+        assert_eq!(listed.len(), Command::TYPE_NAMES.len(), "no name twice");
     }
 
     #[test]

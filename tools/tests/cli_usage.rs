@@ -17,7 +17,7 @@ fn ladder(args: &[&str]) -> Output {
 fn bad_usage_exits_2_naming_the_flag() {
     let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
     let data_dir = dir.to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 29] = [
+    let cases: [(&[&str], &str); 31] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -99,6 +99,8 @@ fn bad_usage_exits_2_naming_the_flag() {
             ],
             "--market",
         ),
+        (&["journal", "dump", "--type", "nosuchtype"], "--type"),
+        (&["journal", "dump", "--from", "10", "--to", "5"], "--from"),
     ];
     for (args, named) in cases {
         let mut with_dir = args.to_vec();

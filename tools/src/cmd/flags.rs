@@ -83,6 +83,21 @@ pub fn token(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A record type as `ladder journal dump` names it: a command's name (`place_order`, ...)
+/// or `unknown_<number>` for a record type this build cannot decode.
+pub fn record_type(text: &str) -> Result<String, String> {
+    let unknown_type = text
+        .strip_prefix("unknown_")
+        .is_some_and(|number| number.parse::<u16>().is_ok());
+    if unknown_type || ladder_engine::Command::TYPE_NAMES.contains(&text) {
+        return Ok(text.to_string());
+    }
+    Err(format!(
+        "{text:?}: expected a record type: {} (or unknown_<number>)",
+        ladder_engine::Command::TYPE_NAMES.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +122,16 @@ mod tests {
             "a b:1",
         ] {
             assert!(host_port(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn record_types_are_the_names_dump_prints() {
+        for good in ["place_order", "tick", "record_redemption", "unknown_7"] {
+            assert_eq!(record_type(good).as_deref(), Ok(good));
+        }
+        for bad in ["nosuchtype", "PLACE_ORDER", "unknown_", "unknown_x", ""] {
+            assert!(record_type(bad).is_err(), "{bad} accepted");
         }
     }
 

@@ -46,7 +46,7 @@ pub struct DumpArgs {
     #[arg(long)]
     pub to: Option<u64>,
     /// Only records of this type (as `dump` names them, e.g. `place_order`).
-    #[arg(long = "type")]
+    #[arg(long = "type", value_parser = super::flags::record_type)]
     pub record_type: Option<String>,
 }
 

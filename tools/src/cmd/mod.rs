@@ -277,6 +277,11 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
         Command::Client(args) if args.trader.is_none() && args.private_key.is_none() => {
             Some("give --trader 0|1 (demo) or --private-key".into())
         }
+        Command::Journal {
+            action: journal::JournalCommand::Dump(args),
+        } if args.from.zip(args.to).is_some_and(|(from, to)| from > to) => {
+            Some("--from is after --to: the range holds no record".into())
+        }
         _ => None,
     }
 }
