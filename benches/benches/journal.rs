@@ -1,6 +1,7 @@
 //! Journal benchmarks: appending small records into the mapped segment (page cache only), the
-//! cost of a synced commit per batch of records (group commit), and encoding commands into
-//! record payloads (the growing-`Vec` encoder against the sequencer's slice-first one).
+//! cost of a synced commit per batch of records (group commit), the append that rolls over to
+//! a new segment, and encoding commands into record payloads (the growing-`Vec` encoder
+//! against the sequencer's slice-first one).
 //!
 //! Run: `cargo bench -p ladder-benches --bench journal`. Journals live in temporary
 //! directories under /tmp and are recreated per measured batch, so disk use stays bounded.
@@ -99,6 +100,81 @@ fn bench_sync_commit(c: &mut Criterion) {
     group.finish();
 }
 
+/// Segment size of the rollover benchmark (small, so that filling one takes little time).
+const ROLLOVER_SEGMENT_BYTES: u64 = 256 << 10;
+/// Time given to the helper that makes the next segment ahead, before the rollover.
+const SPARE_WAIT: Duration = Duration::from_millis(5);
+
+/// The one append that rolls over to a new segment, as the writer's thread sees it: each
+/// iteration fills a segment outside the measurement, lets the spare segment be made, and
+/// times the append that no longer fits (the criterion times are per rollover; the run takes
+/// longer than they add up to).
+fn bench_rollover(c: &mut Criterion) {
+    let payload = [0x5a_u8; PAYLOAD_BYTES];
+    let mut group = c.benchmark_group("journal_rollover");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(1));
+    group.measurement_time(Duration::from_millis(10));
+    group.bench_function("append_that_rolls_over", |b| {
+        b.iter_custom(|iters| {
+            let dir = tempfile::Builder::new()
+                .prefix("ladder-journal-bench")
+                .tempdir_in("/tmp")
+                .expect("temp dir in /tmp");
+            let options = JournalOptions {
+                segment_size_bytes: ROLLOVER_SEGMENT_BYTES,
+            };
+            let (mut journal, _) = Journal::open(dir.path(), options).expect("open");
+            let segments = |dir: &TempDir| {
+                std::fs::read_dir(dir.path().join("journal"))
+                    .expect("journal dir")
+                    .filter(|e| {
+                        e.as_ref()
+                            .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+                    })
+                    .count()
+            };
+            append_records(&mut journal, 1, &payload);
+            let mut elapsed = Duration::ZERO;
+            for _ in 0..iters {
+                let before = segments(&dir);
+                // Fill the segment to within one record of its end.
+                let per_record = 32 + PAYLOAD_BYTES as u64;
+                while segments(&dir) == before {
+                    let room = journal_room(&journal, ROLLOVER_SEGMENT_BYTES, per_record);
+                    if room <= 1 {
+                        break;
+                    }
+                    append_records(&mut journal, room - 1, &payload);
+                }
+                journal.commit(Durability::Sync).expect("sync commit");
+                std::thread::sleep(SPARE_WAIT);
+                let started = Instant::now();
+                let rolled = loop {
+                    let seq = journal.next_seq();
+                    journal
+                        .append(seq, TIMESTAMP_NS, 1, &payload)
+                        .expect("append");
+                    if segments(&dir) > before {
+                        break started.elapsed();
+                    }
+                };
+                elapsed += rolled;
+            }
+            elapsed
+        });
+    });
+    group.finish();
+}
+
+/// Records of `per_record` bytes that still fit in the active segment of `size` bytes,
+/// from the records the journal holds (the first segment starts at sequence 1).
+fn journal_room(journal: &Journal, size: u64, per_record: u64) -> u64 {
+    let per_segment = (size - 64 - 8) / per_record;
+    let held = journal.last_seq() % per_segment;
+    per_segment - held
+}
+
 /// Commands of the engine stream encoded per measured iteration.
 const ENCODE_COMMANDS: usize = 10_000;
 
@@ -135,5 +211,11 @@ fn bench_encode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_append_async, bench_sync_commit, bench_encode);
+criterion_group!(
+    benches,
+    bench_append_async,
+    bench_sync_commit,
+    bench_rollover,
+    bench_encode
+);
 criterion_main!(benches);

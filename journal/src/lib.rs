@@ -24,6 +24,7 @@ mod repair;
 mod scan;
 mod segment;
 pub mod snapshot;
+mod spare;
 mod truncate;
 mod verify;
 mod writer;

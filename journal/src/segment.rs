@@ -116,16 +116,19 @@ pub(crate) fn create_segment(
     Ok((file, path))
 }
 
-/// Removes temporary files left by a segment creation that a crash interrupted.
+/// Removes temporary files left by a segment creation that a crash interrupted, and a spare
+/// segment a crash left unused.
 pub(crate) fn remove_temp_files(journal_dir: &Path) -> Result<()> {
     for entry in fs::read_dir(journal_dir).map_err(JournalError::io("list", journal_dir))? {
         let entry = entry.map_err(JournalError::io("list", journal_dir))?;
         let name = entry.file_name();
-        let is_temp = name
-            .to_str()
-            .and_then(|name| name.strip_suffix(TEMP_SUFFIX))
-            .and_then(parse_segment_file_name)
-            .is_some();
+        let is_temp = name.to_str().is_some_and(|name| {
+            name == crate::spare::SPARE_FILE_NAME
+                || name
+                    .strip_suffix(TEMP_SUFFIX)
+                    .and_then(parse_segment_file_name)
+                    .is_some()
+        });
         if is_temp {
             tracing::warn!(path = %entry.path().display(), "removing unfinished segment file");
             fs::remove_file(entry.path()).map_err(JournalError::io("remove", &entry.path()))?;

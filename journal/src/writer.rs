@@ -17,7 +17,8 @@ use crate::options::{Durability, JournalOptions};
 use crate::prefault::Prefaulter;
 use crate::recovery::{recover, RecoveryReport};
 use crate::scan::ScannedSegment;
-use crate::segment::{create_segment, journal_dir, remove_temp_files};
+use crate::segment::{create_segment, journal_dir, remove_temp_files, segment_file_name, sync_dir};
+use crate::spare::{Spare, SpareMaker};
 
 /// The journal's single writer. Holds the directory's writer lock while it lives.
 ///
@@ -41,6 +42,11 @@ pub struct Journal {
     poisoned: bool,
     /// Faults the active segment's pages in ahead of the appends.
     prefaulter: Prefaulter,
+    /// Makes the next segment file ahead of the rollover that needs it.
+    spare: SpareMaker,
+    /// A segment was renamed into place since the last synced commit: that commit syncs the
+    /// directory too.
+    directory_unsynced: bool,
     _lock: WriterLock,
 }
 
@@ -100,6 +106,8 @@ impl Journal {
             next_seq: scan.next_seq,
             poisoned: false,
             prefaulter: Prefaulter::start(),
+            spare: SpareMaker::default(),
+            directory_unsynced: false,
             _lock: lock,
         };
         if let Some(active) = &journal.active {
@@ -237,7 +245,13 @@ impl Journal {
                 active.synced_offset = active.write_offset;
             }
         }
-        let ticket = FlushTicket { ranges, background };
+        let directory =
+            std::mem::take(&mut self.directory_unsynced).then(|| self.journal_dir.clone());
+        let ticket = FlushTicket {
+            ranges,
+            background,
+            directory,
+        };
         Ok((!ticket.is_empty()).then_some(ticket))
     }
 
@@ -289,9 +303,17 @@ impl Journal {
     /// The active segment with room for a frame of `frame_len_max` bytes, rolling over to a
     /// new segment that starts at `seq` when the current one is full.
     fn reserve(&mut self, seq: u64, frame_len_max: usize) -> Result<&mut ActiveSegment> {
-        let fits = self.active.as_ref().is_some_and(|active| {
-            !active.sealed && active.write_offset + frame_len_max <= active.frames_end
-        });
+        let (fits, past_half) = match &self.active {
+            Some(active) => (
+                !active.sealed && active.write_offset + frame_len_max <= active.frames_end,
+                active.write_offset * 2 > active.frames_end,
+            ),
+            None => (false, false),
+        };
+        if past_half && !self.spare.is_started() {
+            self.spare
+                .start(&self.journal_dir, self.options.segment_size_bytes);
+        }
         if !fits {
             // A half-done rollover (a segment file created but not installed) cannot be
             // retried, so any failure here is fatal like a failed flush.
@@ -305,25 +327,32 @@ impl Journal {
             .expect("roll_over installs an active segment"))
     }
 
-    /// Creates the segment starting at `seq`, seals the current one with the end-of-segment
-    /// marker (after the new file exists, so a reader that sees the marker finds the file),
-    /// and keeps the old mapping until its bytes are flushed.
+    /// Installs the segment starting at `seq` (the spare made ahead, or a file created here),
+    /// seals the current one with the end-of-segment marker (after the new file exists, so a
+    /// reader that sees the marker finds the file), and keeps the old mapping until its bytes
+    /// are flushed.
     fn roll_over(&mut self, seq: u64) -> Result<()> {
         let size = self.options.segment_size_bytes;
-        let (file, path) = create_segment(&self.journal_dir, seq, size)?;
-        // The file is this journal's own segment, guarded by the writer lock; other processes
-        // only map it read-only, and segment files are never truncated while mapped.
-        let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", &path))?;
-        let map = Arc::new(map);
-        self.prefaulter.populate(&map, layout::SEGMENT_HEADER_BYTES);
-        let fresh = ActiveSegment {
-            map,
-            path,
-            frames_end: size as usize,
-            write_offset: layout::SEGMENT_HEADER_BYTES,
-            synced_offset: layout::SEGMENT_HEADER_BYTES,
-            sealed: false,
+        let fresh = match self.spare.take_ready() {
+            Some(spare) if spare.map.len() as u64 == size => self.install_spare(spare, seq)?,
+            _ => {
+                let (file, path) = create_segment(&self.journal_dir, seq, size)?;
+                // The file is this journal's own segment, guarded by the writer lock; other
+                // processes only map it read-only, and segment files are never truncated
+                // while mapped.
+                let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", &path))?;
+                ActiveSegment {
+                    map: Arc::new(map),
+                    path,
+                    frames_end: size as usize,
+                    write_offset: layout::SEGMENT_HEADER_BYTES,
+                    synced_offset: layout::SEGMENT_HEADER_BYTES,
+                    sealed: false,
+                }
+            }
         };
+        self.prefaulter
+            .populate(&fresh.map, layout::SEGMENT_HEADER_BYTES);
         if let Some(mut old) = self.active.replace(fresh) {
             if !old.sealed && old.write_offset + layout::FRAME_ALIGN_BYTES <= old.frames_end {
                 old.publish(old.write_offset, layout::SEGMENT_END_WORD);
@@ -333,6 +362,41 @@ impl Journal {
             self.retire(old)?;
         }
         Ok(())
+    }
+
+    /// Makes the spare the segment starting at `seq`: its header is written through the
+    /// mapping and it is renamed into place. The header and the directory entry become
+    /// durable with the next synced commit (the header is inside its flush range, and it
+    /// syncs the directory), before anything in the segment is acknowledged.
+    fn install_spare(&mut self, spare: Spare, seq: u64) -> Result<ActiveSegment> {
+        let size = spare.map.len();
+        let path = self.journal_dir.join(segment_file_name(seq));
+        let exists = path
+            .try_exists()
+            .map_err(JournalError::io("check", &path))?;
+        if exists {
+            let error =
+                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "segment already exists");
+            return Err(JournalError::io("create segment", &path)(error));
+        }
+        let mut segment = ActiveSegment {
+            map: Arc::new(spare.map),
+            path,
+            frames_end: size,
+            write_offset: layout::SEGMENT_HEADER_BYTES,
+            synced_offset: 0,
+            sealed: false,
+        };
+        let header = layout::SegmentHeader {
+            segment_size_bytes: size as u64,
+            first_seq: seq,
+        }
+        .encode();
+        segment.bytes_mut(0, header.len()).copy_from_slice(&header);
+        fs::rename(&spare.temp_path, &segment.path)
+            .map_err(JournalError::io("rename segment", &segment.path))?;
+        self.directory_unsynced = true;
+        Ok(segment)
     }
 
     /// Keeps a left segment's mapping for the next synced commit. If an earlier one is still
@@ -433,6 +497,9 @@ pub struct FlushTicket {
     ranges: Vec<FlushRange>,
     /// Flushes of older segments already running on helper threads.
     background: Vec<BackgroundFlush>,
+    /// The journal directory, when a segment was renamed into it since the last synced
+    /// commit: synced after the ranges.
+    directory: Option<PathBuf>,
 }
 
 /// One segment's unflushed bytes; holding the mapping keeps it alive until flushed.
@@ -450,8 +517,10 @@ impl FlushTicket {
     pub fn merge(tickets: impl IntoIterator<Item = FlushTicket>) -> Option<FlushTicket> {
         let mut ranges: Vec<FlushRange> = Vec::with_capacity(2);
         let mut background = Vec::new();
+        let mut directory = None;
         for ticket in tickets {
             background.extend(ticket.background);
+            directory = directory.or(ticket.directory);
             for range in ticket.ranges {
                 match ranges.iter_mut().find(|r| Arc::ptr_eq(&r.map, &range.map)) {
                     Some(same) => {
@@ -462,7 +531,11 @@ impl FlushTicket {
                 }
             }
         }
-        let ticket = FlushTicket { ranges, background };
+        let ticket = FlushTicket {
+            ranges,
+            background,
+            directory,
+        };
         (!ticket.is_empty()).then_some(ticket)
     }
 
@@ -475,11 +548,14 @@ impl FlushTicket {
         for range in &self.ranges {
             flush(&range.map, &range.path, range.from, range.to)?;
         }
+        if let Some(directory) = &self.directory {
+            sync_dir(directory)?;
+        }
         Ok(())
     }
 
     fn is_empty(&self) -> bool {
-        self.ranges.is_empty() && self.background.is_empty()
+        self.ranges.is_empty() && self.background.is_empty() && self.directory.is_none()
     }
 }
 

@@ -242,6 +242,62 @@ fn segments_left_behind_under_async_commits_are_flushed_in_the_background_and_ke
 }
 
 #[test]
+fn rollovers_take_the_spare_segment_made_ahead_and_leave_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let spare = ladder_journal::journal_dir(dir.path()).join("next-segment.tmp");
+    let (mut journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    let mut written = append_records(&mut journal, 1, &[200]);
+    let mut seq = 2;
+    for segment in 1..=4usize {
+        // Past half of the segment, the next one is made ahead on a helper thread.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !spare.exists() {
+            assert!(std::time::Instant::now() < deadline, "no spare was made");
+            if segment_paths(dir.path()).len() == segment {
+                written.extend(append_records(&mut journal, seq, &[200]));
+                seq += 1;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            segment_paths(dir.path()).len(),
+            segment,
+            "made before the rollover"
+        );
+        // Give the helper time to finish syncing it, then fill the segment: the rollover
+        // renames the spare into place.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        while segment_paths(dir.path()).len() == segment {
+            written.extend(append_records(&mut journal, seq, &[200]));
+            seq += 1;
+        }
+        assert!(!spare.exists(), "the spare became segment {}", segment + 1);
+        journal.commit(Durability::Sync).unwrap();
+    }
+    drop(journal);
+    assert!(!spare.exists(), "nothing left behind");
+    assert_eq!(read_all(dir.path()), written);
+    let (reopened, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert_eq!(reopened.last_seq(), written.len() as u64);
+    assert!(report.torn_tail.is_none());
+    assert_eq!(verify(dir.path()).unwrap().records, written.len() as u64);
+}
+
+#[test]
+fn a_spare_left_by_a_crash_is_removed_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &[100, 200]);
+    let spare = ladder_journal::journal_dir(dir.path()).join("next-segment.tmp");
+    std::fs::write(&spare, vec![0u8; 4096]).unwrap();
+    let (journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert!(!spare.exists());
+    assert!(report.torn_tail.is_none());
+    assert_eq!(journal.last_seq(), 2);
+    drop(journal);
+    assert_eq!(read_all(dir.path()), written);
+}
+
+#[test]
 fn seek_positions_the_reader_at_the_requested_sequence() {
     let dir = tempfile::tempdir().unwrap();
     let written = write_records(dir.path(), &varied_lens(200));

@@ -105,6 +105,31 @@ fn garbage_after_the_last_record_is_cut_away() {
     assert!(peek(&last.path, garbage_at, 64).iter().all(|&b| b == 0));
 }
 
+/// A rollover that took the spare segment renames it into place with its header written
+/// through the mapping; on a power loss before the next synced commit the name may reach the
+/// disk without the header. Nothing in that segment was acknowledged, so it is a torn tail.
+#[test]
+fn last_segment_whose_header_never_reached_the_disk_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &varied_lens(RECORDS));
+    let next_seq = written.len() as u64 + 1;
+    let renamed = ladder_journal::journal_dir(dir.path()).join(format!("{next_seq:020}.seg"));
+    let mut contents = vec![0u8; TEST_SEGMENT_BYTES as usize];
+    // One record's bytes made it, the header did not.
+    contents[64..80].copy_from_slice(&[0x5a; 16]);
+    fs::write(&renamed, &contents).unwrap();
+
+    let (journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert_eq!(journal.last_seq(), written.len() as u64);
+    drop(journal);
+
+    let torn = report.torn_tail.unwrap();
+    assert_eq!(torn.segment, renamed);
+    assert_eq!(torn.offset, 0);
+    assert!(!renamed.exists(), "the headerless segment is removed");
+    assert_eq!(read_all(dir.path()), written);
+}
+
 #[test]
 fn empty_segment_that_does_not_continue_the_sequence_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,159 @@
+//! The next segment file, made ahead on a helper thread so that a rollover on the writer's
+//! thread costs a header write and a rename instead of a file creation and two fsyncs
+//! (0.4–1.2 ms measured on the machines this runs on).
+//!
+//! A spare is created under a temporary name, sized and synced; its header is left zero,
+//! since the sequence it will start at is known only at the rollover. The writer then writes
+//! the header through the mapping and renames the file into place; the next synced commit
+//! flushes the header with the records and syncs the directory before anything in the new
+//! segment is acknowledged. A crash before that leaves either the temporary file (removed on
+//! open) or a last segment whose header never reached the disk, which recovery cuts away as a
+//! torn tail: nothing in it was acknowledged.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use memmap2::MmapRaw;
+
+use crate::error::{JournalError, Result};
+
+/// Name of the spare segment file while it waits in the journal directory.
+pub(crate) const SPARE_FILE_NAME: &str = "next-segment.tmp";
+
+/// Bytes at the start of a spare faulted in for writing by the helper: the writer's first
+/// write into a hole of a freshly synced shared mapping (the header's page) cost it ~0.9 ms
+/// (a page fault that allocates the block and updates the file's times).
+const SPARE_POPULATED_BYTES: usize = 1 << 20;
+
+/// A sized, synced, mapped segment file with a zero header, under [`SPARE_FILE_NAME`].
+#[derive(Debug)]
+pub(crate) struct Spare {
+    /// The writable mapping of the whole file.
+    pub map: MmapRaw,
+    /// Where the file is now.
+    pub temp_path: PathBuf,
+}
+
+/// Makes one spare at a time on a helper thread and hands it over when it is ready.
+#[derive(Debug, Default)]
+pub(crate) struct SpareMaker {
+    making: Option<JoinHandle<Result<Spare>>>,
+}
+
+impl SpareMaker {
+    /// Whether a spare is being made or waits to be taken.
+    pub fn is_started(&self) -> bool {
+        self.making.is_some()
+    }
+
+    /// Starts making a spare of `size` bytes in `journal_dir`. Without a helper thread there
+    /// is no spare, and rollovers create their segment themselves.
+    pub fn start(&mut self, journal_dir: &Path, size: u64) {
+        if self.making.is_some() {
+            return;
+        }
+        let path = journal_dir.join(SPARE_FILE_NAME);
+        let spawned = std::thread::Builder::new()
+            .name("journal-spare".into())
+            .spawn(move || make_spare(path, size));
+        match spawned {
+            Ok(thread) => self.making = Some(thread),
+            Err(error) => tracing::warn!(%error, "no journal spare thread; rollovers create files"),
+        }
+    }
+
+    /// The spare, if it is ready; `None` while it is still being made, or when making it
+    /// failed (logged: the rollover then creates its segment itself and meets the error
+    /// there, if it persists).
+    pub fn take_ready(&mut self) -> Option<Spare> {
+        if !self.making.as_ref()?.is_finished() {
+            return None;
+        }
+        match self.making.take()?.join() {
+            Ok(Ok(spare)) => Some(spare),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the spare journal segment could not be made");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("the journal spare thread panicked");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SpareMaker {
+    /// An unused spare's file is removed (a crash leaves it to `Journal::open`).
+    fn drop(&mut self) {
+        if let Some(Ok(Ok(spare))) = self.making.take().map(JoinHandle::join) {
+            drop(spare.map);
+            let _ = fs::remove_file(&spare.temp_path);
+        }
+    }
+}
+
+fn make_spare(path: PathBuf, size: u64) -> Result<Spare> {
+    let file: File = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(JournalError::io("create spare segment", &path))?;
+    file.set_len(size)
+        .map_err(JournalError::io("size spare segment", &path))?;
+    file.sync_all()
+        .map_err(JournalError::io("sync spare segment", &path))?;
+    let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map spare segment", &path))?;
+    populate_head(&map);
+    Ok(Spare {
+        map,
+        temp_path: path,
+    })
+}
+
+/// Faults the first pages of `map` in for writing (a hint: without it the writer faults them).
+#[cfg(target_os = "linux")]
+fn populate_head(map: &MmapRaw) {
+    let len = map.len().min(SPARE_POPULATED_BYTES);
+    if let Err(error) = map.advise_range(memmap2::Advice::PopulateWrite, 0, len) {
+        tracing::debug!(%error, "spare segment not prefaulted");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn populate_head(_map: &MmapRaw) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spare_is_handed_over_once_and_an_unused_one_is_removed() {
+        let dir = std::env::temp_dir().join(format!("ladder-spare-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut maker = SpareMaker::default();
+        assert!(!maker.is_started());
+        maker.start(&dir, 1 << 16);
+        assert!(maker.is_started());
+        let spare = loop {
+            if let Some(spare) = maker.take_ready() {
+                break spare;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert!(!maker.is_started(), "taken");
+        assert_eq!(spare.map.len(), 1 << 16);
+        assert_eq!(fs::metadata(&spare.temp_path).unwrap().len(), 1 << 16);
+        fs::remove_file(&spare.temp_path).unwrap();
+        maker.start(&dir, 1 << 16);
+        drop(maker);
+        assert!(
+            !dir.join(SPARE_FILE_NAME).exists(),
+            "an unused spare is removed"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
