@@ -83,7 +83,12 @@ impl JournalReader {
             });
         }
         let holder = &files[files.partition_point(|entry| entry.first_seq <= seq) - 1];
-        self.enter_segment(&holder.path, holder.first_seq)
+        self.segment = None;
+        self.next_seq = None;
+        // A holder that is a torn end leaves the reader before the first segment: it reads
+        // up to the torn end, skipping what comes before `seq`.
+        self.enter_segment(&holder.path, holder.first_seq)?;
+        Ok(())
     }
 
     /// The next record, or `None` at the current end of written data (call again later to see
@@ -170,8 +175,7 @@ impl JournalReader {
             let Some(first) = files.first() else {
                 return Ok(false);
             };
-            self.enter_segment(&first.path, first.first_seq)?;
-            return Ok(true);
+            return self.enter_segment(&first.path, first.first_seq);
         };
         if self
             .segment
@@ -185,13 +189,17 @@ impl JournalReader {
         let exists = path
             .try_exists()
             .map_err(JournalError::io("check", &path))?;
-        if exists {
-            self.enter_segment(&path, next_seq)?;
+        if !exists {
+            return Ok(false);
         }
-        Ok(exists)
+        self.enter_segment(&path, next_seq)
     }
 
-    fn enter_segment(&mut self, path: &Path, first_seq: u64) -> Result<()> {
+    /// Moves into the segment file at `path`, which should start at `first_seq`. A bad header
+    /// with no valid frame after it (the header of a segment renamed into place never reached
+    /// the disk before a power loss) is the end of the data, as recovery sees it: `false`, and
+    /// the reader stays where it was. A bad header followed by records is corruption.
+    fn enter_segment(&mut self, path: &Path, first_seq: u64) -> Result<bool> {
         let map = SegmentMap::open(path)?;
         let header = map.header().and_then(|(header, frames_end)| {
             if header.first_seq == first_seq {
@@ -212,6 +220,11 @@ impl JournalReader {
                 });
             }
             Err(reason) => {
+                let files = list_segments(&self.journal_dir)?;
+                let later = &files[files.partition_point(|entry| entry.first_seq <= first_seq)..];
+                if count_valid_frames_after(&map, layout::SEGMENT_HEADER_BYTES, later)? == 0 {
+                    return Ok(false);
+                }
                 return Err(JournalError::Corrupt {
                     data_dir: self.data_dir.clone(),
                     segment: path.to_path_buf(),
@@ -228,7 +241,7 @@ impl JournalReader {
         self.offset = layout::SEGMENT_HEADER_BYTES;
         self.next_seq = Some(first_seq);
         self.torn = None;
-        Ok(())
+        Ok(true)
     }
 
     /// A bad frame is a torn tail (remembered, read as the end) if no valid frame follows it

@@ -39,12 +39,22 @@ pub(crate) struct Spare {
 #[derive(Debug, Default)]
 pub(crate) struct SpareMaker {
     making: Option<JoinHandle<Result<Spare>>>,
+    /// No helper thread could be made for this segment: not tried again before the next
+    /// rollover (`take_ready`).
+    no_thread: bool,
 }
 
 impl SpareMaker {
-    /// Whether a spare is being made or waits to be taken.
+    /// Whether a spare is being made or waits to be taken (or could not be started for the
+    /// current segment).
     pub fn is_started(&self) -> bool {
-        self.making.is_some()
+        self.making.is_some() || self.no_thread
+    }
+
+    /// Whether a spare has been made (or making it failed) and waits to be taken.
+    #[cfg(test)]
+    pub fn is_ready(&self) -> bool {
+        self.making.as_ref().is_some_and(JoinHandle::is_finished)
     }
 
     /// Starts making a spare of `size` bytes in `journal_dir`. Without a helper thread there
@@ -59,7 +69,10 @@ impl SpareMaker {
             .spawn(move || make_spare(path, size));
         match spawned {
             Ok(thread) => self.making = Some(thread),
-            Err(error) => tracing::warn!(%error, "no journal spare thread; rollovers create files"),
+            Err(error) => {
+                self.no_thread = true;
+                tracing::warn!(%error, "no journal spare thread; the rollover creates its file");
+            }
         }
     }
 
@@ -67,6 +80,7 @@ impl SpareMaker {
     /// failed (logged: the rollover then creates its segment itself and meets the error
     /// there, if it persists).
     pub fn take_ready(&mut self) -> Option<Spare> {
+        self.no_thread = false;
         if !self.making.as_ref()?.is_finished() {
             return None;
         }

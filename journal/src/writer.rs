@@ -90,6 +90,7 @@ impl Journal {
         let lock = WriterLock::acquire(&journal_dir)?;
         remove_temp_files(&journal_dir)?;
         let (scan, report) = recover(&data_dir)?;
+        sync_left_behind(&scan.walked, &journal_dir)?;
         let active = match scan.walked.last() {
             Some(segment) => Some(ActiveSegment::open(segment)?),
             None => None,
@@ -437,6 +438,29 @@ impl Journal {
     }
 }
 
+/// Segments before the last that a stopped writer may have left unsynced: the one it left at
+/// its last rollover and, under `Durability::Async`, one flushing in the background.
+const SEGMENTS_LEFT_UNSYNCED_MAX: usize = 2;
+
+/// Makes durable what a writer that stopped (crashed, or was killed) may have left in the page
+/// cache only, before this writer acknowledges anything after it: the segments it left last
+/// (the last one is synced when it is opened for appending) and the directory entries of
+/// segments it renamed into place. Otherwise a power loss after new acknowledgements could
+/// take older records, or a segment's name, from under them.
+fn sync_left_behind(walked: &[ScannedSegment], journal_dir: &Path) -> Result<()> {
+    let before_last = walked.len().saturating_sub(1);
+    let from = before_last.saturating_sub(SEGMENTS_LEFT_UNSYNCED_MAX);
+    for segment in &walked[from..before_last] {
+        let path = &segment.entry.path;
+        OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|file| file.sync_data())
+            .map_err(JournalError::io("sync", path))?;
+    }
+    sync_dir(journal_dir)
+}
+
 impl ActiveSegment {
     /// Maps the last segment of a recovered journal for appending. Its recovered bytes are
     /// synced first, so a later synced commit covers everything the journal holds.
@@ -632,4 +656,56 @@ fn flush(map: &MmapRaw, path: &Path, from: usize, to: usize) -> Result<()> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commit_after_a_spare_rollover_flushes_its_header_and_syncs_the_directory() {
+        let dir = std::env::temp_dir().join(format!("ladder-writer-spare-{}", std::process::id()));
+        let options = JournalOptions {
+            segment_size_bytes: 4096,
+        };
+        let (mut journal, _) = Journal::open(&dir, options).unwrap();
+        let payload = [7u8; 200];
+        let mut seq = 1;
+        journal.append(seq, 1, 1, &payload).unwrap();
+        // Past half of the first segment: the spare is being made; wait for it.
+        while !journal.spare.is_started() {
+            seq += 1;
+            journal.append(seq, 1, 1, &payload).unwrap();
+        }
+        let first = journal.active.as_ref().unwrap().path.clone();
+        while !journal.spare.is_ready() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        journal.commit(Durability::Sync).unwrap();
+        while journal.active.as_ref().unwrap().path == first {
+            seq += 1;
+            journal.append(seq, 1, 1, &payload).unwrap();
+        }
+        assert!(!dir
+            .join("journal")
+            .join(crate::spare::SPARE_FILE_NAME)
+            .exists());
+        let ticket = journal.begin_commit().unwrap().expect("records to flush");
+        let second = &journal.active.as_ref().unwrap().path;
+        let new_range = ticket
+            .ranges
+            .iter()
+            .find(|range| &range.path == second)
+            .expect("the new segment's range");
+        assert_eq!(new_range.from, 0, "from the header on");
+        assert_eq!(
+            ticket.directory.as_deref(),
+            Some(dir.join("journal").as_path())
+        );
+        ticket.complete().unwrap();
+        let next = journal.begin_commit().unwrap();
+        assert!(next.is_none(), "the directory is synced once");
+        drop(journal);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -264,9 +264,15 @@ fn rollovers_take_the_spare_segment_made_ahead_and_leave_no_file_behind() {
             segment,
             "made before the rollover"
         );
-        // Give the helper time to finish syncing it, then fill the segment: the rollover
-        // renames the spare into place.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Once the helper has finished, fill the segment: the rollover renames the spare
+        // into place.
+        while spare_thread_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the spare was not finished"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         while segment_paths(dir.path()).len() == segment {
             written.extend(append_records(&mut journal, seq, &[200]));
             seq += 1;
@@ -281,6 +287,14 @@ fn rollovers_take_the_spare_segment_made_ahead_and_leave_no_file_behind() {
     assert_eq!(reopened.last_seq(), written.len() as u64);
     assert!(report.torn_tail.is_none());
     assert_eq!(verify(dir.path()).unwrap().records, written.len() as u64);
+}
+
+/// Whether this process has a thread named `journal-spare` (Linux: /proc/self/task).
+fn spare_thread_running() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .any(|name| name.trim() == "journal-spare")
 }
 
 #[test]

@@ -119,6 +119,18 @@ fn last_segment_whose_header_never_reached_the_disk_is_a_torn_tail() {
     contents[64..80].copy_from_slice(&[0x5a; 16]);
     fs::write(&renamed, &contents).unwrap();
 
+    // Readers (`ladder journal dump` before the service restarts) see the end of the data,
+    // as recovery does, not corruption.
+    assert_eq!(read_all(dir.path()), written);
+    let mut reader = ladder_journal::JournalReader::open(dir.path()).unwrap();
+    reader.seek(written.len() as u64).unwrap();
+    assert_eq!(
+        reader.poll().unwrap().map(|r| r.seq),
+        Some(written.len() as u64)
+    );
+    assert!(reader.poll().unwrap().is_none());
+    assert!(reader.poll().unwrap().is_none(), "and stays there");
+
     let (journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
     assert_eq!(journal.last_seq(), written.len() as u64);
     drop(journal);
