@@ -124,6 +124,61 @@ fn the_user_channel_streams_order_and_trade_events_with_a_rising_seq() {
 }
 
 #[test]
+fn a_taker_is_announced_by_a_placement_before_its_trade_and_final_update() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    alice
+        .place(yes(), Side::Buy, 5_500, 4, OrderType::Gtc)
+        .unwrap();
+    let mut ws = open(&service, "/ws/user");
+    ws.send(Message::text(user_subscribe(&bob))).unwrap();
+    ws.send(Message::text("PING")).unwrap();
+    assert_eq!(ws.read().unwrap(), Message::text("PONG"));
+    let mut q = Vec::new();
+    bob.place(yes(), Side::Sell, 5_000, 4, OrderType::Gtc)
+        .unwrap();
+    let events: Vec<Value> = (1..=3).map(|_| next(&mut ws, &mut q)).collect();
+    let seqs: Vec<Value> = events.iter().map(|e| e["seq"].clone()).collect();
+    assert_eq!(seqs, [json!(1), json!(2), json!(3)]);
+    let placement = &events[0];
+    assert_eq!(
+        (
+            &placement["event_type"],
+            &placement["type"],
+            &placement["status"]
+        ),
+        (&json!("order"), &json!("PLACEMENT"), &json!("live"))
+    );
+    assert_eq!(placement["size_matched"], json!("0"));
+    let kinds: Vec<(Value, Value, Value)> = events[1..]
+        .iter()
+        .map(|e| {
+            (
+                e["event_type"].clone(),
+                e.get("type").cloned().unwrap_or(Value::Null),
+                e.get("status").cloned().unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&(json!("order"), json!("UPDATE"), json!("matched"))),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .any(|(event_type, _, _)| event_type == &json!("trade")),
+        "{kinds:?}"
+    );
+    for e in &events {
+        if e["event_type"] == json!("order") {
+            assert_eq!(e["id"], placement["id"], "the taker's own order");
+        }
+    }
+}
+
+#[test]
 fn a_bad_user_subscription_gets_an_error_and_close_1008() {
     let service = Service::start(&[]);
     let mut ws = open(&service, "/ws/user");
