@@ -86,9 +86,12 @@ pub fn token(text: &str) -> Result<String, String> {
 /// A record type as `ladder journal dump` names it: a command's name (`place_order`, ...)
 /// or `unknown_<number>` for a record type this build cannot decode.
 pub fn record_type(text: &str) -> Result<String, String> {
-    let unknown_type = text
-        .strip_prefix("unknown_")
-        .is_some_and(|number| number.parse::<u16>().is_ok());
+    // Only the form dump prints (`unknown_7`, not `unknown_07` or `unknown_+7`).
+    let unknown_type = text.strip_prefix("unknown_").is_some_and(|number| {
+        number
+            .parse::<u16>()
+            .is_ok_and(|parsed| parsed.to_string() == number)
+    });
     if unknown_type || ladder_engine::Command::TYPE_NAMES.contains(&text) {
         return Ok(text.to_string());
     }
@@ -130,7 +133,15 @@ mod tests {
         for good in ["place_order", "tick", "record_redemption", "unknown_7"] {
             assert_eq!(record_type(good).as_deref(), Ok(good));
         }
-        for bad in ["nosuchtype", "PLACE_ORDER", "unknown_", "unknown_x", ""] {
+        for bad in [
+            "nosuchtype",
+            "PLACE_ORDER",
+            "unknown_",
+            "unknown_x",
+            "unknown_07",
+            "unknown_+7",
+            "",
+        ] {
             assert!(record_type(bad).is_err(), "{bad} accepted");
         }
     }
