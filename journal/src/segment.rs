@@ -85,14 +85,7 @@ pub(crate) fn create_segment(
     segment_size_bytes: u64,
 ) -> Result<(File, PathBuf)> {
     let name = segment_file_name(first_seq);
-    let path = journal_dir.join(&name);
-    let exists = path
-        .try_exists()
-        .map_err(JournalError::io("check", &path))?;
-    if exists {
-        let error = std::io::Error::new(ErrorKind::AlreadyExists, "segment already exists");
-        return Err(JournalError::io("create segment", &path)(error));
-    }
+    let path = free_segment_path(journal_dir, first_seq)?;
     let temp = journal_dir.join(format!("{name}{TEMP_SUFFIX}"));
     let mut file = OpenOptions::new()
         .read(true)
@@ -114,6 +107,19 @@ pub(crate) fn create_segment(
     fs::rename(&temp, &path).map_err(JournalError::io("rename segment", &path))?;
     sync_dir(journal_dir)?;
     Ok((file, path))
+}
+
+/// The path of the segment starting at `first_seq`, which must not exist yet.
+pub(crate) fn free_segment_path(journal_dir: &Path, first_seq: u64) -> Result<PathBuf> {
+    let path = journal_dir.join(segment_file_name(first_seq));
+    let exists = path
+        .try_exists()
+        .map_err(JournalError::io("check", &path))?;
+    if exists {
+        let error = std::io::Error::new(ErrorKind::AlreadyExists, "segment already exists");
+        return Err(JournalError::io("create segment", &path)(error));
+    }
+    Ok(path)
 }
 
 /// Removes temporary files left by a segment creation that a crash interrupted, and a spare

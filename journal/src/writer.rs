@@ -17,7 +17,7 @@ use crate::options::{Durability, JournalOptions};
 use crate::prefault::Prefaulter;
 use crate::recovery::{recover, RecoveryReport};
 use crate::scan::ScannedSegment;
-use crate::segment::{create_segment, journal_dir, remove_temp_files, segment_file_name, sync_dir};
+use crate::segment::{create_segment, free_segment_path, journal_dir, remove_temp_files, sync_dir};
 use crate::spare::{Spare, SpareMaker};
 
 /// The journal's single writer. Holds the directory's writer lock while it lives.
@@ -342,14 +342,8 @@ impl Journal {
                 // processes only map it read-only, and segment files are never truncated
                 // while mapped.
                 let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", &path))?;
-                ActiveSegment {
-                    map: Arc::new(map),
-                    path,
-                    frames_end: size as usize,
-                    write_offset: layout::SEGMENT_HEADER_BYTES,
-                    synced_offset: layout::SEGMENT_HEADER_BYTES,
-                    sealed: false,
-                }
+                // Its header is synced already.
+                ActiveSegment::empty(map, path, layout::SEGMENT_HEADER_BYTES)
             }
         };
         self.prefaulter
@@ -370,26 +364,11 @@ impl Journal {
     /// durable with the next synced commit (the header is inside its flush range, and it
     /// syncs the directory), before anything in the segment is acknowledged.
     fn install_spare(&mut self, spare: Spare, seq: u64) -> Result<ActiveSegment> {
-        let size = spare.map.len();
-        let path = self.journal_dir.join(segment_file_name(seq));
-        let exists = path
-            .try_exists()
-            .map_err(JournalError::io("check", &path))?;
-        if exists {
-            let error =
-                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "segment already exists");
-            return Err(JournalError::io("create segment", &path)(error));
-        }
-        let mut segment = ActiveSegment {
-            map: Arc::new(spare.map),
-            path,
-            frames_end: size,
-            write_offset: layout::SEGMENT_HEADER_BYTES,
-            synced_offset: 0,
-            sealed: false,
-        };
+        let path = free_segment_path(&self.journal_dir, seq)?;
+        // Nothing of it is synced: the next flush starts at the header.
+        let mut segment = ActiveSegment::empty(spare.map, path, 0);
         let header = layout::SegmentHeader {
-            segment_size_bytes: size as u64,
+            segment_size_bytes: segment.frames_end as u64,
             first_seq: seq,
         }
         .encode();
@@ -462,6 +441,19 @@ fn sync_left_behind(walked: &[ScannedSegment], journal_dir: &Path) -> Result<()>
 }
 
 impl ActiveSegment {
+    /// A segment with no frames yet, mapped as `map`, whose bytes before `synced_offset` are
+    /// on stable storage.
+    fn empty(map: MmapRaw, path: PathBuf, synced_offset: usize) -> Self {
+        ActiveSegment {
+            frames_end: map.len(),
+            map: Arc::new(map),
+            path,
+            write_offset: layout::SEGMENT_HEADER_BYTES,
+            synced_offset,
+            sealed: false,
+        }
+    }
+
     /// Maps the last segment of a recovered journal for appending. Its recovered bytes are
     /// synced first, so a later synced commit covers everything the journal holds.
     fn open(segment: &ScannedSegment) -> Result<Self> {

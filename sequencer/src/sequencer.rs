@@ -406,18 +406,7 @@ impl Writer {
     fn process(&mut self, batch: &mut Vec<Submission>) {
         let now_ns = self.now_ns();
         self.last_now_ns = now_ns;
-        // Each sink's list made with room for all its completions: growing one a push at a
-        // time copied a 4,096-submission batch's completions about twice over.
-        let mut per_sink_counts = vec![0usize; self.releases.sink_count()];
-        for submission in batch.iter() {
-            if let Some(count) = per_sink_counts.get_mut(usize::from(submission.ticket.sink)) {
-                *count += 1;
-            }
-        }
-        let mut per_sink: Vec<Vec<Completion>> = per_sink_counts
-            .into_iter()
-            .map(Vec::with_capacity)
-            .collect();
+        let mut per_sink = completion_lists(batch, self.releases.sink_count());
         let mut published = BatchEvents::with_room(self.events_room);
         let mut commands = 0u64;
         let mut queries = 0u64;
@@ -572,6 +561,19 @@ impl Writer {
         }
         (seq, reply)
     }
+}
+
+/// One completion list per sink, each made with room for all of that sink's submissions in
+/// `batch`: growing one a push at a time copied a 4,096-submission batch's completions about
+/// twice over.
+fn completion_lists(batch: &[Submission], sinks: usize) -> Vec<Vec<Completion>> {
+    let mut counts = vec![0usize; sinks];
+    for submission in batch {
+        if let Some(count) = counts.get_mut(usize::from(submission.ticket.sink)) {
+            *count += 1;
+        }
+    }
+    counts.into_iter().map(Vec::with_capacity).collect()
 }
 
 #[cfg(test)]

@@ -87,11 +87,10 @@ pub fn token(text: &str) -> Result<String, String> {
 /// or `unknown_<number>` for a record type this build cannot decode.
 pub fn record_type(text: &str) -> Result<String, String> {
     // Only the form dump prints (`unknown_7`, not `unknown_07` or `unknown_+7`).
-    let unknown_type = text.strip_prefix("unknown_").is_some_and(|number| {
-        number
-            .parse::<u16>()
-            .is_ok_and(|parsed| parsed.to_string() == number)
-    });
+    let unknown_type = text
+        .strip_prefix("unknown_")
+        .and_then(|number| number.parse::<u16>().ok())
+        .is_some_and(|record_type| super::journal::undecodable_type_name(record_type) == text);
     if unknown_type || ladder_engine::Command::TYPE_NAMES.contains(&text) {
         return Ok(text.to_string());
     }

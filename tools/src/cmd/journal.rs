@@ -112,6 +112,11 @@ fn verify(data_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The name `dump` and `stats` give a record this build cannot decode: `unknown_<type>`.
+pub fn undecodable_type_name(record_type: u16) -> String {
+    format!("unknown_{record_type}")
+}
+
 /// One record as a JSON object: `seq`, `timestamp` (Unix ms, as every timestamp the service
 /// shows), `timestamp_ns` (the sequencer's exact stamp), `type` and the command.
 fn record_json(record: &RecordRef<'_>) -> serde_json::Value {
@@ -122,7 +127,7 @@ fn record_json(record: &RecordRef<'_>) -> serde_json::Value {
             serde_json::json!(command),
         ),
         Err(error) => (
-            format!("unknown_{}", record.record_type),
+            undecodable_type_name(record.record_type),
             "error",
             serde_json::json!(error),
         ),
@@ -184,7 +189,7 @@ fn stats(data_dir: &Path) -> Result<(), String> {
     for_each_record(data_dir, 1, |record| {
         let name = decode_command(record.record_type, record.payload)
             .map(|c| c.type_name().to_string())
-            .unwrap_or_else(|_| format!("unknown_{}", record.record_type));
+            .unwrap_or_else(|_| undecodable_type_name(record.record_type));
         let entry = by_type.entry(name).or_default();
         entry.0 += 1;
         entry.1 += record.payload.len() as u64;
