@@ -164,9 +164,7 @@ fn on_schedule(count: usize, rate: u64, mut work: impl FnMut(usize)) -> ReplayRe
 /// the open loop that command may not have "arrived" yet; the hint only loads memory).
 #[inline]
 fn prefetch_next(engine: &Engine, commands: &[Command], i: usize) {
-    if let Some(next) = commands.get(i + 1) {
-        engine.prefetch(next);
-    }
+    engine.prefetch_ahead(i, |j| commands.get(j));
 }
 
 fn new_histogram() -> Histogram<u64> {

@@ -16,7 +16,7 @@ use crate::reply::Reply;
 use crate::room::vec_with_room;
 use crate::seen_hashes::SeenHashes;
 use crate::trades::TradeLog;
-use crate::types::{Address, AxisSide, Bytes32, Hash32, OrderId, Side, TimestampNs, Units};
+use crate::types::{Address, AxisSide, Bytes32, Hash32, OrderId, TimestampNs, Units};
 
 /// Events one command is expected to produce at most (more grow the list).
 pub(crate) const EVENTS_PREALLOCATED: usize = 1024;
@@ -152,31 +152,6 @@ impl Engine {
         self.now_ns = self.now_ns.max(now_ns);
         self.fire_due_timers();
         self.apply_command(command)
-    }
-
-    /// A hint that `command` comes next: starts loading the memory it will read first (an
-    /// order hash's slot among those seen, what an order reserves, a cancelled order's
-    /// record), so that those loads
-    /// overlap the command applied before it. Changes no state; the sequencer calls it for
-    /// the next command of a batch.
-    #[inline]
-    pub fn prefetch(&self, command: &Command) {
-        match command {
-            Command::PlaceOrder(order) => {
-                self.seen_hashes.prefetch(&order.order_hash);
-                // What the order reserves: shares of its token (SELL) or collateral (BUY).
-                if let Some(account) = self.ledger.find(&order.maker) {
-                    match (order.side, self.markets.find_token(&order.token_id)) {
-                        (Side::Sell, Some((market, outcome))) => {
-                            self.ledger.prefetch_position(account, market, outcome)
-                        }
-                        _ => self.ledger.prefetch_account(account),
-                    }
-                }
-            }
-            Command::CancelOrder { order_id, .. } => self.orders.prefetch_fate(*order_id),
-            _ => {}
-        }
     }
 
     fn apply_command(&mut self, command: &Command) -> Reply {

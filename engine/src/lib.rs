@@ -32,6 +32,7 @@ mod engine;
 mod event;
 mod fill;
 mod hash_index;
+mod hints;
 mod invariants;
 mod ledger;
 mod market;
@@ -60,6 +61,7 @@ pub use engine::{ApiKeyRecord, ClosedOrder, Engine, EngineLimits};
 pub use event::{
     Event, FillParty, MarketChange, OrderEventKind, OrderStatus, OrderView, TradeView,
 };
+pub use hints::PREFETCH_AHEAD;
 pub use ledger::Balance;
 pub use market::{LastTrade, MarketState, TICK_SIZES_ALLOWED};
 pub use placement::{resting_reservation_units, taker_fee_units, taker_reservation_units};

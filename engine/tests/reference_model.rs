@@ -1275,10 +1275,12 @@ impl Run {
         )
     }
 
-    /// Replays the log into a fresh engine: same replies, same state hash.
+    /// Replays the log into a fresh engine, hinted ahead as the sequencer hints it (the
+    /// run itself was not): same replies, same state hash.
     fn check_replay(&self) {
         let mut replay = Engine::default();
-        for (seq, now_ns, command, reply) in &self.log {
+        for (i, (seq, now_ns, command, reply)) in self.log.iter().enumerate() {
+            replay.prefetch_ahead(i, |j| self.log.get(j).map(|entry| &entry.2));
             assert_eq!(
                 &replay.apply(*seq, *now_ns, command),
                 reply,

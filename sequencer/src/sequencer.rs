@@ -425,9 +425,8 @@ impl Writer {
         // The submissions are read where they lie (moving each out of the batch copied it
         // once more); only a query is taken, to be called.
         for index in 0..batch.len() {
-            if let Some(next) = batch.get(index + 1) {
-                next.work.prefetch_into(&self.engine);
-            }
+            self.engine
+                .prefetch_ahead(index, |i| batch.get(i).and_then(|s| s.work.first_command()));
             let submission = &mut batch[index];
             let ticket = submission.ticket;
             let refused = replicas_missing && usize::from(ticket.sink) < self.config.client_sinks;

@@ -41,18 +41,14 @@ pub enum Work {
 }
 
 impl Work {
-    /// Hints `engine` that this work comes next (see `Engine::prefetch`): the memory its
-    /// first command reads starts loading while the work before it is applied.
+    /// The command this work applies first, if it applies any: what the engine is hinted
+    /// with (see `Engine::prefetch_ahead`) before its turn.
     #[inline]
-    pub fn prefetch_into(&self, engine: &Engine) {
+    pub fn first_command(&self) -> Option<&Command> {
         match self {
-            Work::Command(command) | Work::Replicated { command, .. } => engine.prefetch(command),
-            Work::Commands(list) => {
-                if let Some(first) = list.first() {
-                    engine.prefetch(first);
-                }
-            }
-            Work::Query(_) => {}
+            Work::Command(command) | Work::Replicated { command, .. } => Some(command),
+            Work::Commands(list) => list.first(),
+            Work::Query(_) => None,
         }
     }
 }
