@@ -4,7 +4,9 @@
 use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus, OrderView};
 use crate::orders::{OrderPlace, Slot, NIL};
-use crate::reply::{CancelReport, NotCanceled, Reply};
+use smallvec::smallvec;
+
+use crate::reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Reply};
 use crate::types::{Address, ConditionId, OrderId, Outcome, Side, TokenId, Units};
 
 impl Engine {
@@ -16,10 +18,10 @@ impl Engine {
         condition_id: Option<&ConditionId>,
         signer: Option<&Address>,
     ) -> CancelReport {
-        // Each report holds exactly one id: made at its size, not grown into.
+        // Each report holds exactly one id, inline.
         let not_canceled = |reason| CancelReport {
-            canceled: Vec::new(),
-            not_canceled: vec![(order_id, reason)],
+            canceled: CancelIds::new(),
+            not_canceled: smallvec![(order_id, reason)],
         };
         if signer.is_some_and(|s| !self.may_sign_for(requester, s)) {
             return not_canceled(NotCanceled::InvalidSignature);
@@ -43,8 +45,8 @@ impl Engine {
             Some(slot) if Some(self.orders.get(slot).account) == account => {
                 self.cancel_slot(slot);
                 CancelReport {
-                    canceled: vec![order_id],
-                    not_canceled: Vec::new(),
+                    canceled: smallvec![order_id],
+                    not_canceled: NotCanceledIds::new(),
                 }
             }
             Some(_) => not_canceled(NotCanceled::NotOwner),

@@ -70,6 +70,6 @@ pub use reject::{
     format_price, format_shares, Reject, FOK_NOT_FILLED, NOT_ENOUGH_BALANCE,
     POST_ONLY_NEEDS_RESTING_TYPE, POST_ONLY_WOULD_CROSS,
 };
-pub use reply::{CancelReport, NotCanceled, Placement, Reply};
+pub use reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Placement, Reply};
 pub use trades::{batch_hash, batch_number, trade_id, trade_index};
 pub use types::*;

@@ -2,6 +2,8 @@
 
 use crate::event::OrderStatus;
 use crate::reject::Reject;
+use smallvec::SmallVec;
+
 use crate::types::{Hash32, OrderId, Units};
 
 /// The answer to one command.
@@ -64,20 +66,26 @@ impl NotCanceled {
     }
 }
 
+/// Order ids of a cancel report: one is kept inline (a single cancel allocates nothing).
+pub type CancelIds = SmallVec<[OrderId; 1]>;
+
+/// Order ids not cancelled, with the reason: one is kept inline.
+pub type NotCanceledIds = SmallVec<[(OrderId, NotCanceled); 1]>;
+
 /// The result of a cancel (SPEC 2.5).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CancelReport {
     /// Orders cancelled, by id.
-    pub canceled: Vec<OrderId>,
+    pub canceled: CancelIds,
     /// Orders not cancelled, with the reason.
-    pub not_canceled: Vec<(OrderId, NotCanceled)>,
+    pub not_canceled: NotCanceledIds,
 }
 
 impl CancelReport {
     /// A cancel that took none of `ids`, each for `reason`.
     pub fn none_canceled(ids: Vec<OrderId>, reason: NotCanceled) -> CancelReport {
         CancelReport {
-            canceled: Vec::new(),
+            canceled: CancelIds::new(),
             not_canceled: ids.into_iter().map(|id| (id, reason)).collect(),
         }
     }

@@ -401,8 +401,8 @@ fn cancel_reasons_name_what_happened() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![],
-            not_canceled: vec![(resting.order_id, NotCanceled::NotOwner)]
+            canceled: vec![].into(),
+            not_canceled: vec![(resting.order_id, NotCanceled::NotOwner)].into()
         })
     );
     let reply = h.apply(Command::CancelOrder {
@@ -414,8 +414,8 @@ fn cancel_reasons_name_what_happened() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![],
-            not_canceled: vec![(filled.order_id, NotCanceled::AlreadyFilled)]
+            canceled: vec![].into(),
+            not_canceled: vec![(filled.order_id, NotCanceled::AlreadyFilled)].into()
         })
     );
     let reply = h.apply(Command::CancelOrder {
@@ -427,8 +427,8 @@ fn cancel_reasons_name_what_happened() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![resting.order_id],
-            not_canceled: vec![]
+            canceled: vec![resting.order_id].into(),
+            not_canceled: vec![].into()
         })
     );
     let reply = h.apply(Command::CancelOrder {
@@ -440,8 +440,8 @@ fn cancel_reasons_name_what_happened() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![],
-            not_canceled: vec![(resting.order_id, NotCanceled::AlreadyCanceled)]
+            canceled: vec![].into(),
+            not_canceled: vec![(resting.order_id, NotCanceled::AlreadyCanceled)].into()
         })
     );
     let reply = h.apply(Command::CancelOrder {
@@ -453,8 +453,8 @@ fn cancel_reasons_name_what_happened() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![],
-            not_canceled: vec![(999, NotCanceled::NotFound)]
+            canceled: vec![].into(),
+            not_canceled: vec![(999, NotCanceled::NotFound)].into()
         })
     );
 }
@@ -473,11 +473,12 @@ fn a_market_cancel_by_a_signer_that_controls_nothing_names_each_order_and_cancel
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![],
+            canceled: vec![].into(),
             not_canceled: vec![
                 (a.order_id, NotCanceled::InvalidSignature),
                 (b.order_id, NotCanceled::InvalidSignature)
             ]
+            .into()
         })
     );
     assert_eq!(
@@ -503,8 +504,8 @@ fn cancel_market_and_cancel_all_take_only_the_requesters_orders() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![b.order_id],
-            not_canceled: vec![]
+            canceled: vec![b.order_id].into(),
+            not_canceled: vec![].into()
         })
     );
     let reply = h.apply(Command::CancelAll {
@@ -513,8 +514,8 @@ fn cancel_market_and_cancel_all_take_only_the_requesters_orders() {
     assert_eq!(
         reply,
         Reply::Canceled(CancelReport {
-            canceled: vec![a.order_id],
-            not_canceled: vec![]
+            canceled: vec![a.order_id].into(),
+            not_canceled: vec![].into()
         })
     );
     assert_eq!(
@@ -585,7 +586,7 @@ fn a_paused_market_keeps_resting_orders_refuses_new_ones_and_accepts_cancels() {
         condition_id: None,
         signer: None,
     });
-    assert!(matches!(reply, Reply::Canceled(r) if r.canceled == vec![p.order_id]));
+    assert!(matches!(reply, Reply::Canceled(r) if r.canceled.as_slice() == [p.order_id]));
     h.ok(Command::ResumeMarket {
         condition_id: CONDITION,
     });

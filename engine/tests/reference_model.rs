@@ -1494,7 +1494,7 @@ fn a_fok_passes_over_its_own_orders_and_fills_from_others() {
     let id = placed(&fok).order_id;
     let reply = run.cancel(2, id);
     let already_filled = vec![(id, NotCanceled::AlreadyFilled)];
-    assert!(matches!(reply, Reply::Canceled(r) if r.not_canceled == already_filled));
+    assert!(matches!(reply, Reply::Canceled(r) if r.not_canceled.as_slice() == already_filled));
     // A selling taker pays its fee out of the proceeds.
     run.put(3, YES, Side::Buy, 4_700, 3, OrderType::Gtc);
     let fak = run.put(4, YES, Side::Sell, 4_000, 5, OrderType::Fak);

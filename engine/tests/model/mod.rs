@@ -1083,8 +1083,8 @@ impl Model {
             self.cancel(id);
         }
         CancelReport {
-            canceled: ids,
-            not_canceled: Vec::new(),
+            canceled: ids.into(),
+            not_canceled: Default::default(),
         }
     }
 
