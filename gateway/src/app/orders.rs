@@ -514,8 +514,20 @@ fn merge(
     result
 }
 
+/// When the chain could not be asked whether a signer controls the account, a cancel the
+/// registry refused for its signature says why instead; any other reason (`not found`,
+/// `already filled`...) is the engine's own and stays.
+fn explain_signature_refusal(reason: Option<&mut String>, why: String) {
+    if let Some(reason) = reason.filter(|r| r.as_str() == INVALID_SIGNATURE) {
+        *reason = why;
+    }
+}
+
+/// CONTRACT 8's reason for a cancel whose signer does not control the account.
+const INVALID_SIGNATURE: &str = "invalid signature";
+
 fn invalid_signature(id: u64) -> (u64, String) {
-    (id, "invalid signature".into())
+    (id, INVALID_SIGNATURE.into())
 }
 
 fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {
@@ -591,9 +603,7 @@ fn submit_cancels(
                 });
                 let mut result = merge(reports, &not_done);
                 for (id, why) in chain_errors {
-                    if let Some(reason) = result.not_canceled.get_mut(&id.to_string()) {
-                        *reason = why;
-                    }
+                    explain_signature_refusal(result.not_canceled.get_mut(&id.to_string()), why);
                 }
                 ok_json(&result)
             }
@@ -672,7 +682,7 @@ fn market_cancel_result(reply: Reply, chain_error: Option<&str>) -> Response {
             let mut result = merge([report], &[]);
             if let Some(why) = chain_error {
                 for reason in result.not_canceled.values_mut() {
-                    *reason = Verdict::refusal(why);
+                    explain_signature_refusal(Some(reason), Verdict::refusal(why));
                 }
             }
             ok_json(&result)
@@ -730,3 +740,36 @@ fn balance_allowance(_app: &App, principal: &L2Principal, request: &Request) -> 
 
 #[allow(dead_code)]
 const _BALANCE_TEXT: &str = NOT_ENOUGH_BALANCE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use ladder_engine::CancelReport;
+
+    fn reasons(response: Response) -> BTreeMap<String, String> {
+        let result: CancelResult = serde_json::from_slice(&response.body).expect("a cancel result");
+        result.not_canceled
+    }
+
+    #[test]
+    fn an_unreachable_chain_explains_only_a_signature_refusal() {
+        let report = CancelReport {
+            canceled: Default::default(),
+            not_canceled: vec![
+                (1, NotCanceled::InvalidSignature),
+                (2, NotCanceled::NotFound),
+                (3, NotCanceled::AlreadyFilled),
+            ]
+            .into(),
+        };
+        let got = reasons(market_cancel_result(
+            Reply::Canceled(report),
+            Some("connection refused"),
+        ));
+        assert_eq!(got["1"], Verdict::refusal("connection refused"));
+        assert_eq!(got["2"], "not found");
+        assert_eq!(got["3"], "already filled");
+    }
+}
