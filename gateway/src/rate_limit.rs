@@ -71,6 +71,20 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
     }
 }
 
+impl<K: Hash + Eq + Clone> RateLimiter<K> {
+    /// Returns the token a request took from `key`'s bucket, when another limit refused
+    /// that request after all (never above the bucket's capacity).
+    pub fn give_back(&self, key: &K) {
+        if !self.enabled() {
+            return;
+        }
+        let shard = &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS];
+        if let Some(bucket) = shard.lock().get_mut(key) {
+            bucket.tokens = (bucket.tokens + 1.0).min(self.capacity);
+        }
+    }
+}
+
 fn refilled(bucket: &Bucket, now: Instant, capacity: f64, refill_per_s: f64) -> f64 {
     let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
     (bucket.tokens + elapsed * refill_per_s).min(capacity)
@@ -109,6 +123,17 @@ mod tests {
             assert_eq!(limiter.take(&1, t0), Err(10));
         }
         assert_eq!(limiter.take(&1, t0 + Duration::from_secs(10)), Ok(()));
+        // A token given back (another limit refused the request) can be taken again.
+        limiter.give_back(&1);
+        assert_eq!(limiter.take(&1, t0 + Duration::from_secs(10)), Ok(()));
+        assert!(limiter.take(&1, t0 + Duration::from_secs(10)).is_err());
+        limiter.give_back(&1);
+        limiter.give_back(&1);
+        assert_eq!(limiter.take(&1, t0 + Duration::from_secs(10)), Ok(()));
+        assert!(
+            limiter.take(&1, t0 + Duration::from_secs(10)).is_err(),
+            "never above the capacity"
+        );
         let off = RateLimiter::new(0);
         for _ in 0..100 {
             assert_eq!(off.take(&1, t0), Ok(()));

@@ -429,6 +429,20 @@ fn the_key_rate_limit_answers_429_with_retry_after() {
 }
 
 #[test]
+fn a_request_refused_by_its_keys_limit_spends_none_of_its_ips() {
+    let service = Service::start(&["--rate-limit-key", "2", "--rate-limit-ip", "20"]);
+    let mut alice = service.trader(0);
+    let statuses: Vec<u16> = (0..27)
+        .map(|_| alice.send("GET", "/orders", None).unwrap().status)
+        .collect();
+    assert!(statuses[..2].iter().all(|s| *s == 200), "{statuses:?}");
+    assert!(statuses[2..].iter().all(|s| *s == 429), "{statuses:?}");
+    // 27 requests from one IP whose limit is 20: the 25 the key refused spent nothing there.
+    let r = service.http().request("GET", "/time", &[], None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
 fn a_request_that_never_completes_is_not_kept_open() {
     let service = Service::start(&[]);
     let mut slow = connect(&service);

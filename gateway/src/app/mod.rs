@@ -269,12 +269,13 @@ impl crate::server::Service for App {
         if let Err(wait_s) = self.ip_limiter.take(&peer.ip(), started) {
             return too_many(wait_s);
         }
-        observed(
-            &self.metrics,
-            request.path(),
-            started,
-            self.route(request, peer),
-        )
+        let outcome = self.route(request, peer);
+        if matches!(&outcome, Outcome::Respond(r) if r.status == Status::TooManyRequests) {
+            // Refused by its key's limit: a refused request spends nothing (CONTRACT 18),
+            // so the IP's token goes back.
+            self.ip_limiter.give_back(&peer.ip());
+        }
+        observed(&self.metrics, request.path(), started, outcome)
     }
 }
 
