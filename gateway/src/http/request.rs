@@ -139,8 +139,43 @@ pub enum HttpError {
 /// `Ok(Some((request, consumed)))` when one is complete.
 pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
-    let mut parsed = httparse::Request::new(&mut headers);
+    match parse_with(buf, &mut headers) {
+        Err(TooManyHeaders) => {
+            // Many short header lines can still be within the 16 KiB section (CONTRACT 18
+            // answers 431 only past it): parse again with room for as many as it can hold.
+            let mut room = vec![httparse::EMPTY_HEADER; HEADER_BYTES_MAX / HEADER_LINE_BYTES_MIN];
+            parse_with(buf, &mut room).unwrap_or(Err(HttpError::HeadersTooLarge))
+        }
+        Ok(parsed) => parsed,
+    }
+}
+
+/// The shortest header line, `a:` and its line end: how many lines 16 KiB can hold.
+const HEADER_LINE_BYTES_MIN: usize = 4;
+
+/// More header lines than `parse_with` was given room for.
+struct TooManyHeaders;
+
+/// [`parse_request`] with room for `headers.len()` header lines.
+fn parse_with<'b>(
+    buf: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+) -> Result<Result<Option<(Request, usize)>, HttpError>, TooManyHeaders> {
+    let mut parsed = httparse::Request::new(headers);
     let head_len = match parsed.parse(buf) {
+        Err(httparse::Error::TooManyHeaders) => return Err(TooManyHeaders),
+        other => other,
+    };
+    Ok(parse_parsed(buf, parsed, head_len))
+}
+
+/// The request httparse read (`head`: how far it got).
+fn parse_parsed(
+    buf: &[u8],
+    parsed: httparse::Request<'_, '_>,
+    head: httparse::Result<usize>,
+) -> Result<Option<(Request, usize)>, HttpError> {
+    let head_len = match head {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > HEADER_BYTES_MAX {
@@ -238,6 +273,26 @@ mod tests {
         );
         let req = b"POST /order HTTP/1.1\r\nContent-Length: 4\r\n\r\nab";
         assert_eq!(parse_request(req), Ok(None));
+    }
+
+    #[test]
+    fn many_short_header_lines_within_16_kib_are_served_and_more_bytes_are_431() {
+        let mut req = b"GET /time HTTP/1.1\r\n".to_vec();
+        for i in 0..1_000 {
+            req.extend_from_slice(format!("x{i}: y\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        assert!(req.len() < HEADER_BYTES_MAX);
+        let (r, used) = parse_request(&req).unwrap().unwrap();
+        assert_eq!((r.headers.len(), used), (1_000, req.len()));
+        assert_eq!(r.header("x999"), Some("y"));
+        // Past 16 KiB of header lines it is 431, however short each line.
+        let mut big = b"GET /time HTTP/1.1\r\n".to_vec();
+        while big.len() <= HEADER_BYTES_MAX {
+            big.extend_from_slice(b"a: b\r\n");
+        }
+        big.extend_from_slice(b"\r\n");
+        assert_eq!(parse_request(&big), Err(HttpError::HeadersTooLarge));
     }
 
     #[test]
