@@ -70,6 +70,12 @@ pub trait Service: Send + Sync + 'static {
     fn ws_ready(&self) -> bool {
         true
     }
+
+    /// Counts an upgrade request from `peer` against its rate limit: `Err(seconds to wait)`
+    /// when it has none left.
+    fn admit_upgrade(&self, _peer: SocketAddr) -> Result<(), u64> {
+        Ok(())
+    }
 }
 
 /// A gateway thread's receiving end for completions: one message and one wake-up per
@@ -391,7 +397,7 @@ impl Worker {
                     };
                     let peer = conn.peer;
                     if let Some(kind) = crate::ws::upgrade_kind(&request) {
-                        self.upgrade(index, &request, kind);
+                        self.upgrade(index, &request, kind, peer);
                         return;
                     }
                     let outcome = self.dispatch(&request, peer);
@@ -673,11 +679,16 @@ type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>
 
 impl Worker {
     /// Turns the HTTP connection at `index` into a WebSocket connection.
-    fn upgrade(&mut self, index: usize, request: &Request, kind: WsKind) {
+    fn upgrade(&mut self, index: usize, request: &Request, kind: WsKind, peer: SocketAddr) {
         let handshake = match crate::ws::handshake_response(request) {
             _ if !self.service.ws_ready() => {
                 Err(Response::error(Status::Unavailable, "service not ready").retry_after(1))
             }
+            _ if let Err(wait_s) = self.service.admit_upgrade(peer) => Err(Response::error(
+                Status::TooManyRequests,
+                "rate limit exceeded",
+            )
+            .retry_after(wait_s)),
             Err(why) => Err(Response::error(Status::BadRequest, why)),
             Ok(_)
                 if self.conns[index]

@@ -327,6 +327,8 @@ fn unknown_paths_are_404_and_wrong_methods_405() {
         ("PATCH", "/orders"),
         ("GET", "/auth/api-key"),
         ("POST", "/claimable"),
+        ("TRACE", "/order"),
+        ("POST", "/ws/user"),
     ] {
         let r = public(&service, method, path, Some("{}"));
         error_text(&r, 405);
@@ -338,6 +340,11 @@ fn unknown_paths_are_404_and_wrong_methods_405() {
     }
     let r = public(&service, "PUT", "/orders", None);
     assert_eq!(r.header("Allow"), Some("GET, HEAD, POST, DELETE"));
+    // A WebSocket endpoint fetched without an upgrade: a bad request naming the rule.
+    for path in ["/ws/user", "/ws/market"] {
+        let r = public(&service, "GET", path, None);
+        assert!(error_text(&r, 400).contains("Upgrade: websocket"), "{path}");
+    }
 }
 
 #[test]
@@ -440,6 +447,33 @@ fn a_request_refused_by_its_keys_limit_spends_none_of_its_ips() {
     // 27 requests from one IP whose limit is 20: the 25 the key refused spent nothing there.
     let r = service.http().request("GET", "/time", &[], None).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn websocket_upgrades_count_against_the_ip_rate_limit() {
+    let service = Service::start(&["--rate-limit-ip", "3"]);
+    let upgrade = |path: &str| {
+        raw_exchange(
+            &service,
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("an HTTP response")
+    };
+    // The service's start-up check may have spent one of the IP's three tokens.
+    let answers: Vec<RawResponse> = (0..6)
+        .map(|i| upgrade(["/ws/market", "/ws/user"][i % 2]))
+        .collect();
+    assert_eq!(answers[0].status, 101, "{:?}", answers[0]);
+    let refused: Vec<&RawResponse> = answers.iter().filter(|r| r.status != 101).collect();
+    assert!(refused.len() >= 3, "{answers:?}");
+    for r in refused {
+        assert_raw_error(r, 429);
+        assert!(r.header("retry-after").is_some(), "{r:?}");
+    }
 }
 
 #[test]

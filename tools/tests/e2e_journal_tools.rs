@@ -123,6 +123,25 @@ fn admin_state_hash(service: &Service) -> Value {
     r.json()
 }
 
+/// A snapshot that cannot be written is a 500 that says so without the internals (the
+/// file system's error goes to the service's log; CONTRACT 15).
+#[test]
+fn a_snapshot_that_cannot_be_written_is_a_500_that_leaks_nothing() {
+    let service = Service::start(&[]);
+    let snapshots = service.data_dir.join("snapshots");
+    let _ = std::fs::remove_dir_all(&snapshots);
+    std::fs::write(&snapshots, b"not a directory").expect("a file where the directory goes");
+    let r = service.admin("POST", "/admin/snapshot", None);
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"error": "snapshot failed; see the service log"})
+    );
+    std::fs::remove_file(&snapshots).expect("the file goes");
+    let r = service.admin("POST", "/admin/snapshot", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 /// Issue 4: snapshots are written periodically and on command. `POST /admin/snapshot` (and
 /// `ladder snapshot`) writes one at once, names its sequence and file, and a restart after
 /// a kill (no shutdown snapshot) comes back to the same state.

@@ -144,6 +144,14 @@ impl App {
             Method::Head => Method::Get,
             other => other,
         };
+        if method == Method::Get && (path == "/ws/user" || path == "/ws/market") {
+            // An upgrade never gets here (the server takes it first): a plain GET of a
+            // WebSocket endpoint is a bad request, not a method the route refuses.
+            return Outcome::error(
+                Status::BadRequest,
+                "upgrade: a WebSocket endpoint; send Upgrade: websocket",
+            );
+        }
         public::route(self, method, path, request)
             .or_else(|| credentials::route(self, method, path, request))
             .or_else(|| orders::route(self, method, path, request))
@@ -208,7 +216,11 @@ impl App {
         match &self.promote_hook {
             Some(hook) => match hook() {
                 Ok(()) => Outcome::Respond(ok_json(&serde_json::json!({ "promoted": true }))),
-                Err(e) => Outcome::error(Status::Internal, &e),
+                Err(e) => {
+                    // The reason goes to the operator's log; a 500 never leaks internals.
+                    tracing::error!(error = %e, "promotion failed");
+                    Outcome::error(Status::Internal, "promotion failed; see the service log")
+                }
             },
             None => Outcome::error(Status::Internal, "promotion is not available"),
         }
@@ -225,7 +237,10 @@ impl App {
                 "seq": taken.seq,
                 "path": taken.path,
             }))),
-            Err(e) => Outcome::error(Status::Internal, &format!("snapshot failed: {e}")),
+            Err(e) => {
+                tracing::error!(error = %e, "snapshot failed");
+                Outcome::error(Status::Internal, "snapshot failed; see the service log")
+            }
         })
     }
 
@@ -251,6 +266,10 @@ impl App {
 impl crate::server::Service for App {
     fn ws_ready(&self) -> bool {
         self.state.ready.load(Ordering::Acquire)
+    }
+
+    fn admit_upgrade(&self, peer: SocketAddr) -> Result<(), u64> {
+        self.ip_limiter.take(&peer.ip(), Instant::now())
     }
 
     fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {

@@ -37,6 +37,10 @@ pub enum Method {
     Options,
     /// PATCH.
     Patch,
+    /// TRACE (served by no route: 405 with the route's `Allow`).
+    Trace,
+    /// CONNECT (served by no route).
+    Connect,
 }
 
 impl Method {
@@ -49,6 +53,8 @@ impl Method {
             "HEAD" => Method::Head,
             "OPTIONS" => Method::Options,
             "PATCH" => Method::Patch,
+            "TRACE" => Method::Trace,
+            "CONNECT" => Method::Connect,
             _ => return None,
         })
     }
@@ -63,6 +69,8 @@ impl Method {
             Method::Head => "HEAD",
             Method::Options => "OPTIONS",
             Method::Patch => "PATCH",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
         }
     }
 }
