@@ -345,7 +345,8 @@ fn bad_ids_get_errors_the_connection_stays_and_a_market_stops_when_no_token_of_i
     );
 
     // The set names both tokens; taking one out keeps the market (the other still delivers
-    // all of it), taking out the other stops it. Ids not in the set are ignored.
+    // all of it), taking out the other stops it. An id not in the set (unknown, or taken
+    // out before) gets an error naming it; the connection stays.
     ws.send(Message::text(
         json!({ "operation": "subscribe", "assets_ids": [NO] }).to_string(),
     ))
@@ -356,6 +357,11 @@ fn bad_ids_get_errors_the_connection_stays_and_a_market_stops_when_no_token_of_i
         json!({ "operation": "unsubscribe", "assets_ids": [YES, "77"] }).to_string(),
     ))
     .unwrap();
+    let error: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert_eq!(
+        error,
+        json!({"error": "unsubscribe: asset id 77 is not subscribed"})
+    );
     let r = alice
         .place(yes(), Side::Buy, 4_100, 2, OrderType::Gtc)
         .unwrap();
@@ -366,6 +372,11 @@ fn bad_ids_get_errors_the_connection_stays_and_a_market_stops_when_no_token_of_i
         json!({ "operation": "unsubscribe", "assets_ids": [NO, YES] }).to_string(),
     ))
     .unwrap();
+    let error: Value = serde_json::from_str(&next_text(&mut ws)).unwrap();
+    assert_eq!(
+        error,
+        json!({"error": format!("unsubscribe: asset id {YES} is not subscribed")})
+    );
     ws.send(Message::text("PING")).unwrap();
     assert_eq!(next_text(&mut ws), "PONG");
     let r = alice

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
@@ -11,7 +10,7 @@ use ladder_engine::{BookView, Bytes32};
 use serde_json::Value;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tungstenite::{Error as WsError, Message, WebSocket};
+use tungstenite::{Error as WsError, Message, Utf8Bytes, WebSocket};
 
 use super::feed::FeedItem;
 use super::{
@@ -89,7 +88,7 @@ pub struct WsConn {
     /// The tokens the client named (an empty snapshot request sends their books).
     named: BTreeSet<Bytes32>,
     snapshots_pending: u32,
-    buffered: Vec<(Bytes32, u64, Arc<str>)>,
+    buffered: Vec<(Bytes32, u64, Utf8Bytes)>,
     phase: Phase,
     /// Closed for falling behind, not yet counted by the event loop.
     slow_close_uncounted: bool,
@@ -220,10 +219,16 @@ impl WsConn {
 
     /// Takes `tokens` out of the subscribed set. A market stays followed while the set still
     /// names either of its tokens (CONTRACT 16: either token delivers the whole market). An
-    /// id that is not in the set is ignored (a repeated unsubscribe is not an error).
+    /// id that is not in the set (an unknown one among them) gets an `{"error"}` naming it;
+    /// the connection stays (CONTRACT 16).
     fn unsubscribe(&mut self, tokens: &[Bytes32]) {
         for token in tokens {
             if !self.named.remove(token) {
+                let text = error_frame(&format!(
+                    "unsubscribe: asset id {} is not subscribed",
+                    crate::convert::wire_token(token)
+                ));
+                self.send(&text);
                 continue;
             }
             let Some(market) = self.tokens.get(token).copied() else {
@@ -331,11 +336,11 @@ impl WsConn {
         }
     }
 
-    fn deliver_market(&mut self, market: Bytes32, seq: u64, frame: &str) {
+    fn deliver_market(&mut self, market: Bytes32, seq: u64, frame: &Utf8Bytes) {
         match self.markets.get_mut(&market) {
             Some(floor) if seq > *floor => {
                 *floor = seq;
-                self.send(frame);
+                self.send_shared(frame.clone());
             }
             _ => {}
         }
@@ -343,10 +348,15 @@ impl WsConn {
 
     /// Queues a text frame; a connection whose queue passes its bound is closed (1013).
     pub fn send(&mut self, text: &str) {
+        self.send_shared(Utf8Bytes::from(text));
+    }
+
+    /// Queues a text frame whose bytes other connections may share.
+    fn send_shared(&mut self, text: Utf8Bytes) {
         if !self.is_open() {
             return;
         }
-        match self.ws.write(Message::text(text.to_string())) {
+        match self.ws.write(Message::Text(text)) {
             Ok(()) => {}
             Err(WsError::WriteBufferFull(_)) => {
                 self.fail_slow("slow consumer: outbound queue over 1 MiB")

@@ -17,6 +17,7 @@ use ladder_engine::{
 use ladder_sequencer::PublishedBatch;
 use mio::Waker;
 use serde::Serialize;
+use tungstenite::Utf8Bytes;
 
 use crate::app::present::{open_order, trade};
 use crate::convert::{wire_address, wire_b256, wire_token};
@@ -40,8 +41,9 @@ pub enum FeedItem {
         market: Bytes32,
         /// Its event sequence number.
         seq: u64,
-        /// The frame.
-        frame: Arc<str>,
+        /// The frame: shared bytes, which every subscriber's socket queues without a copy of
+        /// its own (CONTRACT 16: one encoded frame per event is shared by all subscribers).
+        frame: Utf8Bytes,
     },
 }
 
@@ -335,8 +337,8 @@ fn market_text(ids: &MarketIds) -> MarketText {
 }
 
 /// The frame text of `value` (its types serialize infallibly).
-fn json_text<T: Serialize>(value: &T) -> Arc<str> {
-    Arc::from(serde_json::to_string(value).unwrap_or_default())
+fn json_text<T: Serialize>(value: &T) -> Utf8Bytes {
+    Utf8Bytes::from(serde_json::to_string(value).unwrap_or_default())
 }
 
 /// A user frame without its `seq`: `head` (`{"event_type":...,`), the fields of `body`, the
@@ -469,7 +471,9 @@ mod tests {
         encoder.encode(1_700_000_000_123_456_789, events, wanted, &mut out);
         out.iter()
             .map(|item| match item {
-                FeedItem::Market { frame, .. } => serde_json::from_str(frame).expect("json"),
+                FeedItem::Market { frame, .. } => {
+                    serde_json::from_str(frame.as_str()).expect("json")
+                }
                 FeedItem::User { prefix, .. } => {
                     serde_json::from_str(&format!("{prefix}7}}")).expect("json")
                 }
