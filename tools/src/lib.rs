@@ -26,5 +26,7 @@ pub use client::cancels::{cancel_market_orders_request, cancel_order_request, ca
 pub use client::error::ClientError;
 pub use client::http::{HttpClient, HttpResponse};
 pub use client::orders::{post_order_body, post_orders_body, sign_order, OrderBuilder};
-pub use client::session::{unix_now_s, OrderSpec, Trader};
+pub use client::session::{
+    check_clock_skew, server_time_s, unix_now_s, OrderSpec, Trader, CLOCK_SKEW_MAX_S,
+};
 pub use client::wallet::Wallet;

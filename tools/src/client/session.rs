@@ -21,6 +21,44 @@ pub fn unix_now_s() -> u64 {
         .unwrap_or(0)
 }
 
+/// How far from the server's time a signed timestamp may be (SPEC 8, CONTRACT 5).
+pub const CLOCK_SKEW_MAX_S: u64 = 30;
+
+/// Refuses a local clock more than [`CLOCK_SKEW_MAX_S`] from the server's: SPEC 8 has
+/// clients reject locally beyond that, rather than send requests the server will refuse.
+pub fn check_clock_skew(local_s: u64, server_s: u64) -> Result<(), String> {
+    let skew_s = local_s.abs_diff(server_s);
+    if skew_s > CLOCK_SKEW_MAX_S {
+        let direction = if local_s > server_s {
+            "ahead of"
+        } else {
+            "behind"
+        };
+        return Err(format!(
+            "the local clock is {skew_s} s {direction} the server's (GET /time); signed \
+             timestamps must be within {CLOCK_SKEW_MAX_S} s of it: set the clock right"
+        ));
+    }
+    Ok(())
+}
+
+/// `GET /time` of the service at `http`, in Unix seconds.
+pub fn server_time_s(http: &mut HttpClient) -> Result<u64, String> {
+    let response = http.request("GET", "/time", &[], None)?;
+    if response.status != 200 {
+        return Err(format!(
+            "GET /time answered {}: {}",
+            response.status,
+            response.body.trim()
+        ));
+    }
+    response
+        .body
+        .trim()
+        .parse()
+        .map_err(|_| format!("GET /time answered {:?}, not Unix seconds", response.body))
+}
+
 fn owned(headers: Vec<(&'static str, String)>) -> Vec<(String, String)> {
     headers
         .into_iter()
@@ -89,6 +127,13 @@ impl Trader {
             auth: AuthDomain::default(),
             credentials: None,
         })
+    }
+
+    /// Checks that the local clock, which signs L1 and L2 timestamps, is within
+    /// [`CLOCK_SKEW_MAX_S`] of the server's.
+    pub fn check_clock(&mut self) -> Result<(), String> {
+        let server_s = server_time_s(&mut self.http)?;
+        check_clock_skew(unix_now_s(), server_s)
     }
 
     /// The L1 headers for `nonce`.
@@ -200,5 +245,21 @@ impl Trader {
         );
         let body = request.to_json();
         self.send("DELETE", "/order", Some(&body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clock_more_than_30_s_off_the_servers_is_refused_locally() {
+        assert_eq!(check_clock_skew(1_000, 1_000), Ok(()));
+        assert_eq!(check_clock_skew(1_030, 1_000), Ok(()));
+        assert_eq!(check_clock_skew(970, 1_000), Ok(()));
+        let ahead = check_clock_skew(1_031, 1_000).unwrap_err();
+        assert!(ahead.contains("31 s ahead of"), "{ahead}");
+        let behind = check_clock_skew(900, 1_000).unwrap_err();
+        assert!(behind.contains("100 s behind"), "{behind}");
     }
 }

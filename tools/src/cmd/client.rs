@@ -143,6 +143,7 @@ fn trader(args: &ClientArgs) -> Result<(Trader, PathBuf), String> {
         ))
     });
     let mut trader = Trader::new(&args.url, wallet, account)?;
+    trader.check_clock()?;
     if let Ok(text) = std::fs::read_to_string(&path) {
         trader.credentials = serde_json::from_str::<ApiCredentials>(&text).ok();
     }

@@ -196,20 +196,12 @@ pub fn gateway_threads(url: &str) -> Option<usize> {
     (rings > 0).then_some(rings)
 }
 
-/// Fails unless `GET /time` answers 200.
+/// Fails unless `GET /time` answers, with a time the local clock (which signs every
+/// request) is within 30 s of.
 pub fn check_reachable(url: &str) -> Result<(), String> {
     let mut http = HttpClient::new(url)?;
-    let response = http
-        .request("GET", "/time", &[], None)
-        .map_err(|e| format!("{url}: {e}"))?;
-    if response.status != 200 {
-        return Err(format!(
-            "{url}/time answered {}: {}",
-            response.status,
-            response.body.trim()
-        ));
-    }
-    Ok(())
+    let server_s = ladder_client::server_time_s(&mut http).map_err(|e| format!("{url}: {e}"))?;
+    ladder_client::check_clock_skew(ladder_client::unix_now_s(), server_s)
 }
 
 /// Most orders in one `POST /orders` (SPEC: a batch holds at most 15).
