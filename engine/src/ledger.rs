@@ -39,11 +39,13 @@ impl Balance {
         Ok(())
     }
 
-    /// Moves `amount` from reserved back to free.
+    /// Moves `amount` from reserved back to free, repaying debt first as every credit does:
+    /// while a holder owes, nothing of the asset is free (no order, withdrawal, claim or
+    /// redemption can use what is owed).
     pub fn release(&mut self, amount: Units) {
         assert!(self.reserved >= amount, "releasing more than reserved");
         self.reserved -= amount;
-        self.free += amount;
+        self.credit(amount);
     }
 
     /// Spends `amount` out of reserved.

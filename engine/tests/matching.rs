@@ -624,6 +624,38 @@ fn a_failed_settlement_reverses_exactly_its_own_movement() {
 }
 
 #[test]
+fn tokens_owed_after_a_failed_settlement_are_repaid_when_an_order_releases_them() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 10);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    // Trader 2 offers every Yes share, the ten just bought included.
+    h.gtc(2, YES, Side::Sell, 9_000, 510);
+    assert_eq!(h.tokens(2, YES).free, 0);
+    let tx = taker.transaction_hash.unwrap();
+    for status in [TradeStatus::Retrying, TradeStatus::Failed] {
+        h.ok(Command::SettlementUpdate {
+            transaction_hash: tx,
+            status,
+        });
+    }
+    assert_eq!(h.tokens(2, YES).debt, 10 * SHARE, "the ten were on offer");
+    // Resolution cancels the offer: what it held repays the debt before it is free.
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Yes,
+    });
+    assert_eq!(h.tokens(2, YES), free(500 * SHARE));
+    let claims = h.engine.claimable(&account(2));
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].balance_units, 500 * SHARE, "not the 510 it held");
+    h.ok(Command::RecordRedemption {
+        address: account(2),
+        condition_id: CONDITION,
+    });
+    assert_eq!(h.collateral(2), free(1_000 * USDC + 500 * USDC));
+}
+
+#[test]
 fn settlement_moves_matched_to_mined_to_confirmed() {
     let mut h = Harness::new();
     h.gtc(1, YES, Side::Sell, 5_000, 1);

@@ -85,12 +85,13 @@ impl Bal {
         self.reserved += amount;
     }
 
+    /// Back from reserved; like any incoming value it repays debt first.
     fn release(&mut self, amount: u64) {
         self.reserved = self
             .reserved
             .checked_sub(amount)
             .expect("model: release > reserved");
-        self.free += amount;
+        self.credit(amount);
     }
 
     fn spend_reserved(&mut self, amount: u64) {
