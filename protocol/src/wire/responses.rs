@@ -259,7 +259,7 @@ pub struct Trade {
     pub fee_rate_bps: u32,
     /// UUIDv5 of the caller.
     pub owner: Uuid,
-    /// The caller's address.
+    /// The taker order's maker (funding) address; each maker order's is in `maker_orders`.
     pub maker_address: Address,
     /// Whether the caller was maker or taker.
     pub trader_side: TraderSide,
