@@ -77,6 +77,11 @@ fn a_body_over_64_kib_is_400_for_an_order_and_413_elsewhere() {
     let r = raw_request(&service, "POST", "/order", &headers, &body);
     assert_raw_error(&r, 400);
     assert!(r.body.contains("64 KiB"), "{}", r.body);
+    // The batch is placing orders too (CONTRACT 6).
+    let headers = l2_for_bytes(&alice, "POST", "/orders", &body);
+    let r = raw_request(&service, "POST", "/orders", &headers, &body);
+    assert_raw_error(&r, 400);
+    assert!(r.body.contains("64 KiB"), "{}", r.body);
     let body = format!("[{}]", vec!["{\"token_id\":\"1\"}"; 5_000].join(","));
     assert!(body.len() > 64 * 1024);
     let r = raw_request(&service, "POST", "/books", &[], body.as_bytes());

@@ -134,7 +134,7 @@ pub enum HttpError {
     HeadersTooLarge,
     /// Body over `BODY_BYTES_MAX` (413).
     BodyTooLarge,
-    /// A `POST /order` body over `BODY_BYTES_MAX`: a body error of order placement, 400
+    /// A `POST /order` or `POST /orders` body over `BODY_BYTES_MAX`: a body error of order placement, 400
     /// (CONTRACT 6, which is specific to that endpoint, over the general 413 of section 15).
     OrderBodyTooLarge,
     /// A method Ladder does not know (405 is for known methods on the wrong path; this is 501).
@@ -247,11 +247,14 @@ fn parse_parsed(
     let body_len = content_length.unwrap_or(0);
     if body_len > body_limit(method, &target) {
         let path = target.split('?').next().unwrap_or(&target);
-        return Err(if method == Method::Post && path == "/order" {
-            HttpError::OrderBodyTooLarge
-        } else {
-            HttpError::BodyTooLarge
-        });
+        // Placing orders (CONTRACT 6, which covers the batch too): a body error is a 400.
+        return Err(
+            if method == Method::Post && (path == "/order" || path == "/orders") {
+                HttpError::OrderBodyTooLarge
+            } else {
+                HttpError::BodyTooLarge
+            },
+        );
     }
     if buf.len() < head_len + body_len {
         return Ok(None);
