@@ -139,19 +139,12 @@ impl fmt::Display for Reject {
             Reject::UnknownMarket => f.write_str("unknown market: no market has this condition id"),
             Reject::MarketExists => f.write_str("market already exists"),
             Reject::MarketNotActive { state } => write!(f, "market not active: it is {state}"),
-            Reject::PriceOffTick { price_ticks, tick_ticks } => write!(
-                f,
-                "invalid price {}: must be a multiple of the tick size {}",
-                price(price_ticks),
-                price(tick_ticks)
-            ),
-            Reject::PriceOutOfRange { price_ticks, tick_ticks } => write!(
-                f,
-                "invalid price {}: must be between {} and {}",
-                price(price_ticks),
-                price(tick_ticks),
-                price(PRICE_SCALE - tick_ticks)
-            ),
+            Reject::PriceOffTick { price_ticks, tick_ticks } => {
+                f.write_str(&off_tick_message(&price(price_ticks), tick_ticks))
+            }
+            Reject::PriceOutOfRange { price_ticks, tick_ticks } => {
+                f.write_str(&price_out_of_range_message(&price(price_ticks), tick_ticks))
+            }
             Reject::SizeNotWhole { size_units } => write!(
                 f,
                 "invalid size {size_units} base units: must be a non-zero whole number of shares ({UNITS_PER_SHARE} base units each)"
@@ -204,6 +197,25 @@ impl fmt::Display for Reject {
 }
 
 impl std::error::Error for Reject {}
+
+/// Why `price` (as the order gives it) is refused on a market whose tick is `tick_ticks`:
+/// it is not a multiple of the tick (CONTRACT 6 names the offending value and the allowed one).
+pub fn off_tick_message(price: &str, tick_ticks: PriceTicks) -> String {
+    format!(
+        "invalid price {price}: must be a multiple of the tick size {}",
+        format_price(tick_ticks)
+    )
+}
+
+/// Why `price` is refused on a market whose tick is `tick_ticks`: it is outside
+/// `[tick, 1 - tick]` (CONTRACT 1).
+pub fn price_out_of_range_message(price: &str, tick_ticks: PriceTicks) -> String {
+    format!(
+        "invalid price {price}: must be between {} and {}",
+        format_price(tick_ticks),
+        format_price(PRICE_SCALE - tick_ticks)
+    )
+}
 
 /// A price in ticks as a trimmed decimal (`5500` → `0.55`).
 pub fn format_price(price_ticks: PriceTicks) -> String {

@@ -357,6 +357,48 @@ pub fn price_and_size_from_units(
     Ok((price_ticks as u32, share_units))
 }
 
+/// The price `collateral_units / share_units` as an exact trimmed decimal (`3333330 /
+/// 10000000` → `0.333333`), or as that quotient when it has no exact decimal within 18 places.
+pub fn price_text_of_amounts(collateral_units: u64, share_units: u64) -> String {
+    const PLACES_MAX: usize = 18;
+    if share_units == 0 {
+        return format!("{collateral_units}/{share_units}");
+    }
+    let (numerator, denominator) = (u128::from(collateral_units), u128::from(share_units));
+    let whole = numerator / denominator;
+    let mut remainder = numerator % denominator;
+    let mut digits = String::new();
+    while remainder != 0 && digits.len() < PLACES_MAX {
+        remainder *= 10;
+        digits.push(char::from(b'0' + (remainder / denominator) as u8));
+        remainder %= denominator;
+    }
+    match (remainder, digits.is_empty()) {
+        (0, true) => whole.to_string(),
+        (0, false) => format!("{whole}.{digits}"),
+        _ => format!("{collateral_units}/{share_units}"),
+    }
+}
+
+impl AmountError {
+    /// The price the amounts give, when this error is about the price (off the 0.0001 grid,
+    /// or not within (0, 1)): `(price as text, whether it is out of range)`. Only the market
+    /// tells which tick it should be a multiple of.
+    pub fn offending_price(&self) -> Option<(String, bool)> {
+        match *self {
+            AmountError::OffTick {
+                collateral_units,
+                share_units,
+            } => Some((price_text_of_amounts(collateral_units, share_units), false)),
+            AmountError::PriceOutOfRange {
+                collateral_units,
+                share_units,
+            } => Some((price_text_of_amounts(collateral_units, share_units), true)),
+            _ => None,
+        }
+    }
+}
+
 /// The signed amounts `(maker_amount_units, taker_amount_units)` of an order for `shares` whole
 /// shares at `price_ticks`: the exact inverse of [`price_and_size_from_amounts`].
 pub fn amounts_from_price_and_size(
@@ -388,6 +430,23 @@ pub fn amounts_from_price_and_size(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_price_of_amounts_is_an_exact_decimal_or_the_quotient() {
+        assert_eq!(price_text_of_amounts(3_333_330, 10_000_000), "0.333333");
+        assert_eq!(price_text_of_amounts(5_000_000, 10_000_000), "0.5");
+        assert_eq!(price_text_of_amounts(30_000_000, 10_000_000), "3");
+        assert_eq!(price_text_of_amounts(0, 10_000_000), "0");
+        assert_eq!(price_text_of_amounts(1_000_000, 3_000_000), "1000000/3000000");
+        assert_eq!(price_text_of_amounts(1, 1 << 40), "1/1099511627776");
+        assert_eq!(price_text_of_amounts(7, 0), "7/0");
+        let off = AmountError::OffTick {
+            collateral_units: 5_555_555,
+            share_units: 10_000_000,
+        };
+        assert_eq!(off.offending_price(), Some(("0.5555555".into(), false)));
+        assert_eq!(AmountError::ZeroShares.offending_price(), None);
+    }
+
     use super::*;
 
     #[test]

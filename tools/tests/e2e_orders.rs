@@ -411,15 +411,47 @@ fn off_tick_prices_and_fractional_shares_are_rejected() {
         msg.contains("0.5005") && msg.contains("0.001"),
         "names the price and the tick: {msg}"
     );
-    // Amounts that imply a price off every grid, and a price of 1.
-    for (maker, taker) in [(5_555_555u64, 10_000_000u64), (10_000_000, 10_000_000)] {
-        let mut order = unsigned(&alice, yes(), Side::Buy, 5_000, 10);
+    // Amounts that imply a price off every grid, a price of 1 and one of 3: one message per
+    // cause, naming the price and the market's tick or range (CONTRACT 6), whatever the grid.
+    for (maker, taker, token, want) in [
+        (
+            5_555_555u64,
+            10_000_000u64,
+            yes(),
+            "invalid price 0.5555555: must be a multiple of the tick size 0.001",
+        ),
+        (
+            1_000_000,
+            3_000_000,
+            yes(),
+            "invalid price 1000000/3000000: must be a multiple of the tick size 0.001",
+        ),
+        (
+            10_000_000,
+            10_000_000,
+            yes(),
+            "invalid price 1: must be between 0.001 and 0.999",
+        ),
+        (
+            30_000_000,
+            10_000_000,
+            yes(),
+            "invalid price 3: must be between 0.001 and 0.999",
+        ),
+        (
+            10_000_000,
+            10_000_000,
+            U256::from_u64(77),
+            "unknown token: no market has this tokenId (tokenId 77)",
+        ),
+    ] {
+        let mut order = unsigned(&alice, token, Side::Buy, 5_000, 10);
         order.maker_amount = U256::from_u64(maker);
         order.taker_amount = U256::from_u64(taker);
         let body = body_of(&sign_raw(&alice, order), OrderType::Gtc);
         let (status, p) = post(&mut alice, &body);
         assert_eq!(status, 200, "{p}");
-        rejection(&p);
+        assert_eq!(rejection(&p), want);
     }
     // 10.5 shares at 0.55, BUY and SELL.
     for side in [Side::Buy, Side::Sell] {

@@ -2,8 +2,9 @@
 //! caller's balances. Signatures are recovered here, on the gateway thread.
 
 use ladder_engine::{
-    format_shares, Asset, CancelReport, Command, Engine, EngineLimits, NewOrder, NotCanceled,
-    OrderFilter, Reject, Reply, SignedFields, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+    format_shares, off_tick_message, price_out_of_range_message, Asset, CancelReport, Command,
+    Engine, EngineLimits, NewOrder, NotCanceled, OrderFilter, Reject, Reply, SignedFields,
+    NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
 };
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
@@ -55,6 +56,52 @@ enum Refusal {
     BadRequest(String),
     /// A 200 placement result with `success: false`.
     Rejected(String, Option<B256>),
+    /// A 200 rejection of a price off the market's tick or out of its range, whose message
+    /// names the market's tick (CONTRACT 6): only the engine knows it.
+    Price(PriceRefusal),
+}
+
+/// An order's price refused before the engine saw it (off the 0.0001 grid, or not in (0, 1)).
+struct PriceRefusal {
+    /// The order's token.
+    token: ladder_engine::TokenId,
+    /// The price the amounts give.
+    price: String,
+    /// Out of range rather than off the tick.
+    out_of_range: bool,
+    /// The message when the market cannot be asked (in a batch): the amounts' own rule.
+    without_market: String,
+    /// The order hash.
+    hash: B256,
+}
+
+impl PriceRefusal {
+    /// The message on a market whose tick is `tick_ticks`; an unknown token's when none.
+    fn message(&self, tick_ticks: Option<u32>) -> String {
+        match tick_ticks {
+            None => format!(
+                "{} (tokenId {})",
+                Reject::UnknownToken,
+                wire_token(&self.token)
+            ),
+            Some(tick) if self.out_of_range => price_out_of_range_message(&self.price, tick),
+            Some(tick) => off_tick_message(&self.price, tick),
+        }
+    }
+
+    /// The rejection, answered once the engine has said the token's tick.
+    fn answer(self) -> Outcome {
+        let token = self.token;
+        query(
+            move |engine: &Engine| engine.token(&token).map(|(m, _)| m.tick_size_ticks),
+            move |tick| {
+                ok_json(&OrderPlacementResult::rejected(
+                    self.message(tick),
+                    Some(self.hash),
+                ))
+            },
+        )
+    }
 }
 
 /// Turns a parsed request into an engine order: checks the signature type, the maker, the
@@ -87,9 +134,19 @@ fn prepare(
             Some(hash),
         ));
     }
-    let (price_ticks, size_units) = order
-        .price_and_size()
-        .map_err(|e| Refusal::Rejected(e.to_string(), Some(hash)))?;
+    let (price_ticks, size_units) =
+        order
+            .price_and_size()
+            .map_err(|e| match e.offending_price() {
+                Some((price, out_of_range)) => Refusal::Price(PriceRefusal {
+                    token: engine_token(&order.token_id),
+                    price,
+                    out_of_range,
+                    without_market: e.to_string(),
+                    hash,
+                }),
+                None => Refusal::Rejected(e.to_string(), Some(hash)),
+            })?;
     let verified = signed
         .verify(domain)
         .map_err(|_| reject(Reject::InvalidSignature))?;
@@ -221,6 +278,7 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Err(Refusal::Rejected(text, hash)) => {
             Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
         }
+        Err(Refusal::Price(refusal)) => refusal.answer(),
         Ok(order) => match order_check(app, &order) {
             None => place_one(order, None),
             Some(check) => app
@@ -272,6 +330,10 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
             Err(Refusal::Rejected(text, hash)) => {
                 slots.push(Err(OrderPlacementResult::rejected(text, hash)))
             }
+            Err(Refusal::Price(refusal)) => slots.push(Err(OrderPlacementResult::rejected(
+                refusal.without_market,
+                Some(refusal.hash),
+            ))),
         }
     }
     if checks.is_empty() {
