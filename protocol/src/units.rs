@@ -436,7 +436,10 @@ mod tests {
         assert_eq!(price_text_of_amounts(5_000_000, 10_000_000), "0.5");
         assert_eq!(price_text_of_amounts(30_000_000, 10_000_000), "3");
         assert_eq!(price_text_of_amounts(0, 10_000_000), "0");
-        assert_eq!(price_text_of_amounts(1_000_000, 3_000_000), "1000000/3000000");
+        assert_eq!(
+            price_text_of_amounts(1_000_000, 3_000_000),
+            "1000000/3000000"
+        );
         assert_eq!(price_text_of_amounts(1, 1 << 40), "1/1099511627776");
         assert_eq!(price_text_of_amounts(7, 0), "7/0");
         let off = AmountError::OffTick {
