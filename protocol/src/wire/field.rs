@@ -393,6 +393,9 @@ fn with_json<R: ReadBody>(body: &[u8], reader: R) -> Result<R::Output, FieldErro
             reader.read(&value)
         }
         Shape::Unusual => {
+            // A `salt` integer past 64 bits is read as the decimal string it also may be.
+            let quoted = super::big_salt::quote_wide_salts(body);
+            let body = quoted.as_deref().unwrap_or(body);
             let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| invalid(&e))?;
             reader.read(&value)
         }
@@ -657,6 +660,10 @@ pub(crate) mod differential {
 
     /// The reading before simd-json: serde_json's DOM, then the same field readers.
     fn with_serde<R: ReadBody>(body: &[u8], reader: R) -> Result<R::Output, FieldError> {
+        // Wide `salt` integers quoted, as `with_json` does: a reading of its own, not a
+        // difference between the two parsers.
+        let quoted = crate::wire::big_salt::quote_wide_salts(body);
+        let body = quoted.as_deref().unwrap_or(body);
         let value: serde_json::Value = serde_json::from_slice(body)
             .map_err(|error| FieldError::new("body", format!("not valid JSON ({error})")))?;
         reader.read(&value)

@@ -377,6 +377,14 @@ mod tests {
         order["salt"] = json!(1_234_567);
         let request = PostOrderRequest::parse(&body_with(order)).unwrap();
         assert_eq!(request.order.order.salt, U256::from_u64(1_234_567));
+        // A JSON integer past 64 bits keeps every digit (CONTRACT 1: salt is a uint256).
+        let wide = "123456789012345678901234567890123456789012345678901234567890";
+        let body = serde_json::to_string(&json!({ "order": order_json(), "orderType": "GTC" }))
+            .unwrap()
+            .replace(r#""salt":"1234567""#, &format!(r#""salt":{wide}"#));
+        assert!(body.contains(wide), "{body}");
+        let request = PostOrderRequest::parse(body.as_bytes()).unwrap();
+        assert_eq!(request.order.order.salt.to_string(), wide);
         assert_eq!(error_with("salt", json!(-1)).path, "order.salt");
         assert_eq!(error_with("salt", json!(1.5)).path, "order.salt");
     }
