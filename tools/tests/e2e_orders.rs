@@ -476,6 +476,32 @@ fn off_tick_prices_and_fractional_shares_are_rejected() {
 }
 
 #[test]
+fn an_expiration_past_64_bits_gets_the_message_of_its_cause() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let huge = "18446744073709551616";
+    for (order_type, want) in [
+        (
+            OrderType::Gtc,
+            format!(
+                "only GTD orders may have a non-zero expiration (orderType GTC, expiration {huge})"
+            ),
+        ),
+        (
+            OrderType::Gtd,
+            format!("expiration {huge} is too large (at most 18446744073709551615)"),
+        ),
+    ] {
+        let mut order = unsigned(&alice, yes(), Side::Buy, 5_000, 1);
+        order.expiration = U256::from_dec_str(huge).unwrap();
+        let body = body_of(&sign_raw(&alice, order), order_type);
+        let (status, p) = post(&mut alice, &body);
+        assert_eq!(status, 200, "{p}");
+        assert_eq!(rejection(&p), want);
+    }
+}
+
+#[test]
 fn unknown_tokens_are_rejected() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);

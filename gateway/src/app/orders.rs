@@ -150,10 +150,25 @@ fn prepare(
     let verified = signed
         .verify(domain)
         .map_err(|_| reject(Reject::InvalidSignature))?;
-    let expiration_s = order
-        .expiration
-        .to_u64()
-        .ok_or_else(|| Refusal::Rejected("expiration: too large".into(), Some(hash)))?;
+    let expiration_s = order.expiration.to_u64().ok_or_else(|| {
+        // Past 64 bits: a non-GTD order is refused for having an expiration at all (the one
+        // message of that cause, CONTRACT 6); a GTD one for a date the service cannot hold.
+        let text = if request.order_type == ladder_protocol::wire::OrderType::Gtd {
+            format!(
+                "expiration {} is too large (at most {})",
+                order.expiration,
+                u64::MAX
+            )
+        } else {
+            format!(
+                "{} (orderType {}, expiration {})",
+                Reject::ExpirationNotGtd,
+                engine_order_type(request.order_type).as_str(),
+                order.expiration
+            )
+        };
+        Refusal::Rejected(text, Some(hash))
+    })?;
     let to_units = |v: U256| v.to_u64().unwrap_or(u64::MAX);
     Ok(NewOrder {
         order_hash: engine_b256(verified.hash()),
