@@ -40,7 +40,9 @@ pub use record::{Record, RecordRef};
 pub use recovery::{RecoveryReport, TornTail};
 pub use repair::{repair, truncate_after, RepairReport, RepairedDamage};
 pub use segment::{journal_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
-pub use snapshot::{latest_valid_snapshot, prune_snapshots, write_snapshot, Snapshot};
+pub use snapshot::{
+    latest_valid_snapshot, prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,
+};
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;
 pub use verify::{verify, VerifyReport};
 pub use writer::{FlushTicket, Journal};

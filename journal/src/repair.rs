@@ -7,6 +7,7 @@ use crate::error::{Fault, JournalError, Result};
 use crate::lock::WriterLock;
 use crate::scan::{scan, DamageKind, RecordLocation};
 use crate::segment::journal_dir;
+use crate::snapshot::set_aside_snapshots_after;
 use crate::truncate::{cut_at, Disposal};
 
 /// What `repair` did.
@@ -16,6 +17,8 @@ pub struct RepairReport {
     pub repaired: Option<RepairedDamage>,
     /// Last sequence the journal holds after the repair.
     pub last_seq: Option<u64>,
+    /// Snapshots past that sequence, renamed to `.bad` (kept, never read).
+    pub snapshots_set_aside: Vec<PathBuf>,
 }
 
 /// Damage that `repair` cut away.
@@ -52,6 +55,7 @@ pub fn repair(data_dir: impl AsRef<Path>) -> Result<RepairReport> {
         return Ok(RepairReport {
             repaired: None,
             last_seq: scan.last_seq(),
+            snapshots_set_aside: set_aside_snapshots_after(data_dir, scan.last_seq())?,
         });
     };
     let cut = cut_at(
@@ -80,6 +84,7 @@ pub fn repair(data_dir: impl AsRef<Path>) -> Result<RepairReport> {
     Ok(RepairReport {
         repaired: Some(repaired),
         last_seq: scan.last_seq(),
+        snapshots_set_aside: set_aside_snapshots_after(data_dir, scan.last_seq())?,
     })
 }
 
@@ -114,6 +119,7 @@ pub fn truncate_after(data_dir: impl AsRef<Path>, seq: u64) -> Result<()> {
             location.offset,
             Disposal::Delete,
         )?;
+        set_aside_snapshots_after(data_dir, Some(seq))?;
         return Ok(());
     }
     // Nothing after `seq` is valid; what remains is damage after the last good record.
@@ -123,5 +129,6 @@ pub fn truncate_after(data_dir: impl AsRef<Path>, seq: u64) -> Result<()> {
     if let Some(damage) = &scan.damage {
         cut_at(&scan, damage.segment_index, damage.offset, Disposal::Delete)?;
     }
+    set_aside_snapshots_after(data_dir, Some(seq))?;
     Ok(())
 }

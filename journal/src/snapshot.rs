@@ -147,6 +147,32 @@ pub fn prune_snapshots(data_dir: impl AsRef<Path>, keep_newest: usize) -> Result
     Ok(removed)
 }
 
+/// Renames every snapshot past `last_seq` (every one when the journal holds no record) to
+/// `<name>.bad`, where no reader looks: a snapshot of records the journal no longer holds
+/// would put recovery past the journal's end. Returns the new paths.
+pub fn set_aside_snapshots_after(
+    data_dir: impl AsRef<Path>,
+    last_seq: Option<u64>,
+) -> Result<Vec<PathBuf>> {
+    let dir = snapshot_dir(data_dir.as_ref());
+    let mut set_aside = Vec::new();
+    for (seq, path) in list_snapshots(&dir)? {
+        if last_seq.is_some_and(|last| seq <= last) {
+            continue;
+        }
+        let mut name = path.clone().into_os_string();
+        name.push(".bad");
+        let bad = PathBuf::from(name);
+        fs::rename(&path, &bad).map_err(JournalError::io("set aside snapshot", &path))?;
+        tracing::warn!(path = %bad.display(), seq, "snapshot past the journal's end set aside");
+        set_aside.push(bad);
+    }
+    if !set_aside.is_empty() {
+        sync_dir(&dir)?;
+    }
+    Ok(set_aside)
+}
+
 fn warn_broken(path: &Path, defect: &SnapshotDefect) {
     tracing::warn!(path = %path.display(), %defect, "skipping broken snapshot");
 }

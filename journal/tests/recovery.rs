@@ -8,7 +8,10 @@ use std::path::Path;
 
 use common::*;
 use ladder_journal::layout::{self, FrameFields, SegmentHeader};
-use ladder_journal::{repair, truncate_after, verify, Fault, Journal, JournalError, JournalReader};
+use ladder_journal::{
+    latest_valid_snapshot, repair, truncate_after, verify, write_snapshot, Fault, Journal,
+    JournalError, JournalReader,
+};
 
 const RECORDS: usize = 120;
 
@@ -368,6 +371,36 @@ fn truncate_after_keeps_exactly_the_records_up_to_the_sequence() {
     assert_eq!(report.torn_tail, None);
     assert_eq!(journal.last_seq(), 40);
     append_records(&mut journal, 41, &[5]);
+}
+
+#[test]
+fn repair_and_truncation_set_aside_snapshots_past_the_journals_new_end() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with_bad_third_record(dir.path());
+    for seq in [1, 2, 60, RECORDS as u64] {
+        write_snapshot(dir.path(), seq, &seq.to_le_bytes()).unwrap();
+    }
+    let report = repair(dir.path()).unwrap();
+    assert_eq!(report.last_seq, Some(2));
+    // Recovery must not start from a state the journal no longer holds.
+    assert_eq!(report.snapshots_set_aside.len(), 2);
+    for bad in &report.snapshots_set_aside {
+        assert!(
+            bad.to_string_lossy().ends_with(".snap.bad"),
+            "{}",
+            bad.display()
+        );
+        assert!(bad.exists());
+    }
+    assert_eq!(latest_valid_snapshot(dir.path()).unwrap().unwrap().seq, 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(RECORDS));
+    for seq in [10, 40, 41, 100] {
+        write_snapshot(dir.path(), seq, &seq.to_le_bytes()).unwrap();
+    }
+    truncate_after(dir.path(), 40).unwrap();
+    assert_eq!(latest_valid_snapshot(dir.path()).unwrap().unwrap().seq, 40);
 }
 
 #[test]

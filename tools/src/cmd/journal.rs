@@ -265,13 +265,22 @@ fn state_hash(data_dir: &Path, at: Option<u64>) -> Result<(), String> {
     Ok(())
 }
 
+/// Paths as the text JSON reports show.
+fn paths(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
 fn repair(data_dir: &Path) -> Result<(), String> {
     require_journal(data_dir)?;
     let report = ladder_journal::repair(data_dir).map_err(|e| format!("repair failed: {e}"))?;
     match report.repaired {
         None => println!(
             "{}",
-            serde_json::json!({ "repaired": false, "last_seq": report.last_seq })
+            serde_json::json!({
+                "repaired": false,
+                "last_seq": report.last_seq,
+                "snapshots_set_aside": paths(&report.snapshots_set_aside),
+            })
         ),
         Some(damage) => println!(
             "{}",
@@ -282,8 +291,9 @@ fn repair(data_dir: &Path) -> Result<(), String> {
                 "reason": damage.reason.to_string(),
                 "valid_records_dropped": damage.valid_records_dropped,
                 "bytes_dropped": damage.bytes_dropped,
-                "backups": damage.backups.iter().map(|b| b.display().to_string()).collect::<Vec<_>>(),
+                "backups": paths(&damage.backups),
                 "last_seq": report.last_seq,
+                "snapshots_set_aside": paths(&report.snapshots_set_aside),
             })
         ),
     }
