@@ -160,7 +160,7 @@ impl App {
     }
 
     fn admin(&self, request: &Request, peer: SocketAddr, rest: &str) -> Outcome {
-        if !self.config.admin_public && !peer.ip().is_loopback() {
+        if !self.config.admin_public && !is_loopback(peer.ip()) {
             return Outcome::error(
                 Status::Forbidden,
                 "the admin surface is served to loopback only",
@@ -186,7 +186,7 @@ impl App {
     }
 
     fn metrics_route(&self, request: &Request, peer: SocketAddr) -> Outcome {
-        if !self.config.admin_public && !peer.ip().is_loopback() {
+        if !self.config.admin_public && !is_loopback(peer.ip()) {
             return Outcome::error(Status::Forbidden, "metrics are served to loopback only");
         }
         if request.method != Method::Get && request.method != Method::Head {
@@ -323,6 +323,17 @@ fn observed(metrics: &Arc<Metrics>, path: &str, started: Instant, outcome: Outco
     }
 }
 
+/// Whether `ip` is this machine: a loopback address, or one written as an IPv4-mapped IPv6
+/// address (how a local IPv4 client appears on a dual-stack `[::]` listener).
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 fn too_many(wait_s: u64) -> Outcome {
     Outcome::Respond(
         Response::error(Status::TooManyRequests, "rate limit exceeded").retry_after(wait_s),
@@ -404,7 +415,17 @@ fn bearer_token(header: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::bearer_token;
+    use super::{bearer_token, is_loopback};
+
+    #[test]
+    fn loopback_includes_ipv4_mapped_loopback() {
+        for local in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(local.parse().unwrap()), "{local}");
+        }
+        for remote in ["10.0.0.1", "::ffff:10.0.0.1", "2001:db8::1", "::"] {
+            assert!(!is_loopback(remote.parse().unwrap()), "{remote}");
+        }
+    }
 
     #[test]
     fn the_bearer_scheme_is_matched_in_any_case_and_other_schemes_are_not() {
