@@ -391,9 +391,6 @@ impl Engine {
     }
 
     fn create_api_key(&mut self, spec: &ApiKeySpec) -> Result<(), Reject> {
-        if self.api_keys.contains_key(&spec.key_id) {
-            return Err(Reject::ApiKeyExists);
-        }
         if !self.may_sign_for(&spec.address, &spec.signer) {
             return Err(Reject::SignerNotController);
         }
@@ -411,6 +408,12 @@ impl Engine {
         if nonce_used {
             return Err(Reject::ApiKeyNonceUsed);
         }
+        // Key ids derive from the address and the nonce (CONTRACT 5), so a nonce in use is
+        // told as such first; an id taken otherwise is refused all the same.
+        if self.api_keys.contains_key(&spec.key_id) {
+            return Err(Reject::ApiKeyExists);
+        }
+        let keys = &mut self.ledger.account_mut(account).api_keys;
         keys.push(spec.key_id);
         self.api_keys.insert(
             spec.key_id,

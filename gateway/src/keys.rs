@@ -65,13 +65,30 @@ impl MasterKey {
         MasterKey(bytes)
     }
 
-    fn derive(&self, label: &str, key_id: &Uuid, address: &Address) -> [u8; 32] {
+    /// HMAC-SHA256 under the master key of `label` followed by `parts`.
+    fn mac(&self, label: &str, parts: &[&[u8]]) -> [u8; 32] {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
         mac.update(label.as_bytes());
-        mac.update(key_id.as_bytes());
-        mac.update(address.as_bytes());
+        for part in parts {
+            mac.update(part);
+        }
         mac.finalize().into_bytes().into()
+    }
+
+    fn derive(&self, label: &str, key_id: &Uuid, address: &Address) -> [u8; 32] {
+        self.mac(label, &[key_id.as_bytes(), address.as_bytes()])
+    }
+
+    /// The id of the key `address` creates with L1 nonce `nonce` (CONTRACT 5: keys derive
+    /// from the master key, the address and the nonce, so the same three give the same key,
+    /// deleted and created again included). A UUIDv4 in form: its 122 free bits come from
+    /// the HMAC.
+    pub fn key_id(&self, address: &Address, nonce: &[u8; 32]) -> Uuid {
+        let digest = self.mac("ladder:api-key-id:v1", &[address.as_bytes(), nonce]);
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
     }
 
     /// The credentials of key `key_id` belonging to `address`.
@@ -190,6 +207,29 @@ impl KeyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_ids_derive_from_master_address_and_nonce_as_uuid_v4() {
+        let master = MasterKey::from_bytes([7; 32]);
+        let alice = Address([0xa1; 20]);
+        let bob = Address([0xb0; 20]);
+        let nonce = |n: u8| {
+            let mut bytes = [0u8; 32];
+            bytes[31] = n;
+            bytes
+        };
+        let id = master.key_id(&alice, &nonce(0));
+        assert_eq!(id, master.key_id(&alice, &nonce(0)), "deterministic");
+        assert_eq!(id.get_version_num(), 4);
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        for other in [
+            master.key_id(&alice, &nonce(1)),
+            master.key_id(&bob, &nonce(0)),
+            MasterKey::from_bytes([8; 32]).key_id(&alice, &nonce(0)),
+        ] {
+            assert_ne!(id, other);
+        }
+    }
 
     #[test]
     fn credentials_are_deterministic_per_key_and_differ_between_keys() {

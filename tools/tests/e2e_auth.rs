@@ -301,6 +301,18 @@ fn derive_returns_the_same_credentials_for_the_same_nonce_and_404_otherwise() {
     // Another wallet's nonce 7 is not alice's.
     let mut bob = demo(&service, 1);
     error_text(&bob.derive_api_key(7).unwrap(), 404);
+
+    // Keys derive from the master key, the address and the nonce (CONTRACT 5): deleted and
+    // created again with the same nonce, it is the same key.
+    alice.credentials = serde_json::from_value(created.json()).ok();
+    let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    error_text(&alice.derive_api_key(7).unwrap(), 404);
+    let recreated = alice.create_api_key(7).unwrap();
+    assert_eq!(recreated.status, 200, "{}", recreated.body);
+    assert_eq!(recreated.json(), created.json());
+    let r = alice.send("GET", "/orders", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
 }
 
 #[test]

@@ -106,8 +106,8 @@ fn mismatch(chain_error: Option<&str>) -> Response {
 }
 
 fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) -> Outcome {
-    let key_id = Uuid::new_v4();
     let address = claim.address;
+    let key_id = keys.master().key_id(&address, &claim.nonce.to_be_bytes());
     let chain_error = claim.chain_error.clone();
     command(
         Command::CreateApiKey(ApiKeySpec {
