@@ -149,8 +149,10 @@ fn markets_and_sampling_markets_page_in_creation_order() {
             None,
         );
         error_text(&r, 400);
-        let (_, clamped) = get(&service, &format!("{path}?limit=5000"));
-        assert_eq!(clamped["limit"], json!(500));
+        for huge in ["5000", "99999999999999999999999"] {
+            let (_, clamped) = get(&service, &format!("{path}?limit={huge}"));
+            assert_eq!(clamped["limit"], json!(500), "{huge}");
+        }
     }
 
     let (status, one) = get(&service, &format!("/markets/{}", created[1].condition_id));
@@ -477,6 +479,13 @@ fn prices_history_has_polymarkets_shape() {
     );
     assert_eq!(status, 200, "{v}");
     assert!(v["history"].is_array(), "{v}");
+    // A fidelity of any size is one bucket at most, not an overflow.
+    let (status, v) = get(
+        &service,
+        &format!("/prices-history?market={YES}&startTs=0&fidelity=307445734561825861"),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["history"].as_array().map(Vec::len), Some(1), "{v}");
     error_text(&public(&service, "GET", "/prices-history", None), 400);
 }
 

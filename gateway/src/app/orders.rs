@@ -9,7 +9,7 @@ use ladder_engine::{
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
 };
-use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::order::{parse_post_orders, PostOrderRequest};
 use ladder_protocol::wire::responses::{
     BalanceAllowance, CancelResult, OrderPlacementResult, Page,
@@ -429,7 +429,7 @@ fn open_orders(_app: &App, principal: &L2Principal, request: &Request) -> Outcom
             .get("address")
             .map(|a| Address::parse(a).map_err(|e| format!("address: {e}")))
             .transpose()?;
-        let limit = clamp_limit(q.parsed::<u64>("limit", "expected a non-negative integer")?);
+        let limit = q.page_limit()?;
         let offset =
             match decode_cursor(q.get("next_cursor").unwrap_or("")).map_err(|e| e.to_string())? {
                 Cursor::Offset(o) => o,

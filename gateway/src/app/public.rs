@@ -3,7 +3,7 @@
 use ladder_engine::{
     format_price, BookView, Engine, MarketView, Outcome as YesNo, Side, UNITS_PER_SHARE,
 };
-use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
 use ladder_protocol::{Address, B256, U256};
 use ladder_sequencer::BookBoard;
@@ -95,8 +95,8 @@ fn token_read(
 }
 
 fn markets_page(q: &QueryString) -> Outcome {
-    let limit = match q.parsed::<u64>("limit", "expected a non-negative integer") {
-        Ok(limit) => clamp_limit(limit),
+    let limit = match q.page_limit() {
+        Ok(limit) => limit,
         Err(e) => return bad_request(e),
     };
     let offset = match decode_cursor(q.get("next_cursor").unwrap_or("")) {
@@ -338,7 +338,8 @@ fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
             .parsed::<u64>("fidelity", "expected minutes")?
             .unwrap_or(1)
             .max(1);
-        Ok((start, end, fidelity_min * 60))
+        // However many minutes: one bucket at most spans all time (no overflow).
+        Ok((start, end, fidelity_min.saturating_mul(60)))
     })();
     let (start, end, bucket_s) = match parsed {
         Ok(p) => p,

@@ -36,11 +36,49 @@ impl QueryString {
                 .map_err(|_| format!("{name}: {rule}")),
         }
     }
+
+    /// The page size `limit` asks for (CONTRACT 9: default 100, a larger limit than 500 is
+    /// clamped, however large: digits past 64 bits too). A 400 text naming `limit` when it is
+    /// not a non-negative integer.
+    pub fn page_limit(&self) -> Result<usize, String> {
+        let requested = match self.get("limit").map(|t| t.strip_prefix('+').unwrap_or(t)) {
+            None => None,
+            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(digits.parse::<u64>().unwrap_or(u64::MAX))
+            }
+            Some(_) => return Err("limit: expected a non-negative integer".into()),
+        };
+        Ok(ladder_protocol::wire::cursor::clamp_limit(requested))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_limit_is_clamped_however_large_and_must_be_digits() {
+        let limit = |query: &str| QueryString::parse(query).page_limit();
+        assert_eq!(limit(""), Ok(100));
+        assert_eq!(limit("limit=0"), Ok(100));
+        assert_eq!(limit("limit=7"), Ok(7));
+        assert_eq!(limit("limit=%2B5"), Ok(5), "as u64 reads it");
+        assert_eq!(limit("limit=501"), Ok(500));
+        assert_eq!(limit("limit=99999999999999999999999"), Ok(500));
+        for bad in [
+            "limit=-1",
+            "limit=1.5",
+            "limit=x",
+            "limit=%2B",
+            "limit=%2B-1",
+        ] {
+            assert_eq!(
+                limit(bad),
+                Err("limit: expected a non-negative integer".into()),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn values_are_percent_decoded_and_empty_counts_as_absent() {

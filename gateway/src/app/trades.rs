@@ -1,7 +1,7 @@
 //! Trades of the caller (SPEC 4.8–4.9, CONTRACT 9): one by id, or a page, newest first.
 
 use ladder_engine::{Engine, TradeFilter};
-use ladder_protocol::wire::cursor::{clamp_limit, decode_cursor, next_cursor, Cursor};
+use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::Page;
 use ladder_protocol::{Address, B256, U256};
 
@@ -83,7 +83,7 @@ fn trades_page(caller: Address, q: &QueryString) -> Outcome {
             before_s: q.parsed("before", "expected Unix seconds")?,
             after_s: q.parsed("after", "expected Unix seconds")?,
         };
-        let limit = clamp_limit(q.parsed::<u64>("limit", "expected a non-negative integer")?);
+        let limit = q.page_limit()?;
         let offset =
             match decode_cursor(q.get("next_cursor").unwrap_or("")).map_err(|e| e.to_string())? {
                 Cursor::Offset(o) => o,
