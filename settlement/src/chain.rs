@@ -308,14 +308,19 @@ impl ChainSettler {
         }
     }
 
-    /// The node could not be reached: RETRYING, back off; FAILED past the attempt limit.
+    /// The node could not be reached: RETRYING, back off; FAILED past the attempt limit, but
+    /// only while the batch cannot be on chain. Once it was sent (its receipt awaited) or
+    /// recorded (MINED), failing would reverse on the ledger what the contract may hold: it
+    /// waits for the node instead, however long.
     fn unreachable(&mut self, tx: Hash32, error: &RpcError, now: Instant) {
         let Some(tracked) = self.batches.get_mut(&tx) else {
             return;
         };
         tracked.attempts += 1;
         let attempts = tracked.attempts;
-        if attempts >= self.settings.attempts_max {
+        let may_be_on_chain =
+            !matches!(tracked.phase, Phase::Send) || tracked.status == TradeStatus::Mined;
+        if attempts >= self.settings.attempts_max && !may_be_on_chain {
             return self.fail(tx, &format!("{attempts} attempts: {error}"));
         }
         let backoff = self
@@ -524,6 +529,36 @@ mod tests {
         }));
         let mut s = settler(&chain, Matched);
         assert_eq!(run(&mut s, 3), [Retrying, Failed], "three attempts");
+    }
+
+    #[test]
+    fn a_batch_that_may_be_on_chain_waits_for_the_node_instead_of_failing() {
+        // Mined, then the node goes away for longer than the attempt limit.
+        let chain = Arc::new(Mutex::new(Chain::default()));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Mined]);
+        chain.lock().unwrap().down = true;
+        assert_eq!(
+            run(&mut s, 10),
+            [],
+            "no FAILED, no reversal of a mined batch"
+        );
+        {
+            let mut c = chain.lock().unwrap();
+            c.down = false;
+            c.head += 1;
+        }
+        assert_eq!(run(&mut s, 2), [Confirmed]);
+        // Sent, its receipt not yet read, then the node goes away.
+        let chain = Arc::new(Mutex::new(Chain::default()));
+        let mut s = settler(&chain, Matched);
+        s.advance(Instant::now());
+        assert_eq!(chain.lock().unwrap().sent, 1);
+        chain.lock().unwrap().down = true;
+        assert_eq!(run(&mut s, 10), [Retrying], "waits, RETRYING once");
+        chain.lock().unwrap().down = false;
+        assert_eq!(run(&mut s, 3), [Mined]);
+        assert_eq!(chain.lock().unwrap().sent, 1, "not sent twice");
     }
 
     #[test]
