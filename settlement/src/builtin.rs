@@ -56,7 +56,9 @@ impl Backend for BuiltIn {
         let failing = fails(transaction_hash, self.fail_percent);
         let status = match (status, failing) {
             (TradeStatus::Matched, false) => TradeStatus::Mined,
-            (TradeStatus::Mined, false) => TradeStatus::Confirmed,
+            // A mined batch is confirmed whatever the percentage says now: it can be MINED
+            // and failing only when the service restarted with another percentage.
+            (TradeStatus::Mined, _) => TradeStatus::Confirmed,
             (TradeStatus::Matched, true) => TradeStatus::Retrying,
             (TradeStatus::Retrying, _) => TradeStatus::Failed,
             _ => return None,
@@ -104,6 +106,11 @@ mod tests {
             Some(TradeStatus::Failed)
         );
         assert_eq!(b.next_step(&tx, TradeStatus::Failed, 0), None);
+        // Mined under a percentage that spared it, then restarted under one that fails it.
+        assert_eq!(
+            b.next_step(&tx, TradeStatus::Mined, 0).map(|s| s.status),
+            Some(TradeStatus::Confirmed)
+        );
         let hashes: Vec<Bytes32> = (0..1000u64)
             .map(|n| ladder_engine::batch_hash(n, &Bytes32([7; 32])))
             .collect();
