@@ -606,16 +606,24 @@ fn requests(trader: &ladder_client::Trader, n: u64) -> Vec<PostOrderRequest> {
 fn a_batch_answers_in_order_and_rejects_per_element() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);
-    let mut batch = requests(&alice, 3);
+    let mut batch = requests(&alice, 4);
     // The middle one is off-tick: a 200 rejection in its slot.
     batch[1].order = signed(&alice, builder(&alice, yes(), Side::Buy, 1_005, 1));
+    // One is off every grid: the same message as a single order's (the market's tick).
+    let mut order = unsigned(&alice, yes(), Side::Buy, 5_000, 10);
+    order.maker_amount = U256::from_u64(5_555_555);
+    batch[3].order = sign_raw(&alice, order);
     let r = alice
         .send("POST", "/orders", Some(&post_orders_body(&batch)))
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     let results = r.json();
     let results = results.as_array().expect("an array of results");
-    assert_eq!(results.len(), 3);
+    assert_eq!(results.len(), 4);
+    assert_eq!(
+        rejection(&results[3]),
+        "invalid price 0.5555555: must be a multiple of the tick size 0.001"
+    );
     for (i, result) in results.iter().enumerate() {
         assert_eq!(
             result["orderID"],

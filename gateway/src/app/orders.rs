@@ -57,7 +57,7 @@ enum Refusal {
     /// A 200 placement result with `success: false`.
     Rejected(String, Option<B256>),
     /// A 200 rejection of a price off the market's tick or out of its range, whose message
-    /// names the market's tick (CONTRACT 6): only the engine knows it.
+    /// names the market's tick (CONTRACT 6), read from the books' read side.
     Price(PriceRefusal),
 }
 
@@ -69,16 +69,19 @@ struct PriceRefusal {
     price: String,
     /// Out of range rather than off the tick.
     out_of_range: bool,
-    /// The message when the market cannot be asked (in a batch): the amounts' own rule.
-    without_market: String,
     /// The order hash.
     hash: B256,
 }
 
 impl PriceRefusal {
-    /// The message on a market whose tick is `tick_ticks`; an unknown token's when none.
-    fn message(&self, tick_ticks: Option<u32>) -> String {
-        match tick_ticks {
+    /// The rejection, in the engine's words for the same cause: the tick of the token's
+    /// market comes from the read side of the books (an unknown token's message when it
+    /// knows no such market).
+    fn rejection(&self, board: &ladder_sequencer::BookBoard) -> OrderPlacementResult {
+        let tick = board
+            .books(&self.token)
+            .map(|(books, _)| books.yes.market.tick_size_ticks);
+        let text = match tick {
             None => format!(
                 "{} (tokenId {})",
                 Reject::UnknownToken,
@@ -86,21 +89,8 @@ impl PriceRefusal {
             ),
             Some(tick) if self.out_of_range => price_out_of_range_message(&self.price, tick),
             Some(tick) => off_tick_message(&self.price, tick),
-        }
-    }
-
-    /// The rejection, answered once the engine has said the token's tick.
-    fn answer(self) -> Outcome {
-        let token = self.token;
-        query(
-            move |engine: &Engine| engine.token(&token).map(|(m, _)| m.tick_size_ticks),
-            move |tick| {
-                ok_json(&OrderPlacementResult::rejected(
-                    self.message(tick),
-                    Some(self.hash),
-                ))
-            },
-        )
+        };
+        OrderPlacementResult::rejected(text, Some(self.hash))
     }
 }
 
@@ -142,7 +132,6 @@ fn prepare(
                     token: engine_token(&order.token_id),
                     price,
                     out_of_range,
-                    without_market: e.to_string(),
                     hash,
                 }),
                 None => Refusal::Rejected(e.to_string(), Some(hash)),
@@ -293,7 +282,9 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Err(Refusal::Rejected(text, hash)) => {
             Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
         }
-        Err(Refusal::Price(refusal)) => refusal.answer(),
+        Err(Refusal::Price(refusal)) => {
+            Outcome::Respond(ok_json(&refusal.rejection(&app.state.board)))
+        }
         Ok(order) => match order_check(app, &order) {
             None => place_one(order, None),
             Some(check) => app
@@ -345,10 +336,7 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
             Err(Refusal::Rejected(text, hash)) => {
                 slots.push(Err(OrderPlacementResult::rejected(text, hash)))
             }
-            Err(Refusal::Price(refusal)) => slots.push(Err(OrderPlacementResult::rejected(
-                refusal.without_market,
-                Some(refusal.hash),
-            ))),
+            Err(Refusal::Price(refusal)) => slots.push(Err(refusal.rejection(&app.state.board))),
         }
     }
     if checks.is_empty() {
