@@ -11,9 +11,8 @@
 
 use std::io::Write;
 
-use ladder_benches::engine_replay::prepared_engine;
+use ladder_benches::engine_replay::{prepared_engine, replay};
 use ladder_benches::engine_stream::{generate, StreamSpec};
-use ladder_engine::{Command, Engine};
 
 fn main() {
     let commands = std::env::args()
@@ -47,15 +46,4 @@ fn main() {
         stream.measured.len(),
         stream.measured.len() as f64 / elapsed.as_secs_f64() / 1e6
     );
-}
-
-/// The replay, a function of its own so that `valgrind --tool=callgrind
-/// --collect-atstart=no --toggle-collect=*replay*` counts it alone.
-#[inline(never)]
-fn replay(engine: &mut Engine, first_seq: u64, commands: &[Command]) {
-    for (i, command) in commands.iter().enumerate() {
-        let seq = first_seq + i as u64;
-        engine.prefetch_ahead(i, |j| commands.get(j));
-        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
-    }
 }

@@ -79,11 +79,7 @@ pub fn prepared_engine(stream: &Stream) -> (Engine, u64) {
 pub fn closed_loop(stream: &Stream) -> ReplayResult {
     let (mut engine, first_seq) = prepared_engine(stream);
     let started = Instant::now();
-    for (i, command) in stream.measured.iter().enumerate() {
-        let seq = first_seq + i as u64;
-        prefetch_next(&engine, &stream.measured, i);
-        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
-    }
+    replay(&mut engine, first_seq, &stream.measured);
     let elapsed = started.elapsed();
     let (mut engine, first_seq) = prepared_engine(stream);
     let mut histogram = new_histogram();
@@ -99,6 +95,18 @@ pub fn closed_loop(stream: &Stream) -> ReplayResult {
         elapsed.as_secs_f64(),
         &histogram,
     )
+}
+
+/// Applies `commands` numbered from `first_seq`, hinted ahead as the sequencer hints them,
+/// untimed. A function of its own (never inlined) so that profilers can single it out
+/// (`valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*replay*'`).
+#[inline(never)]
+pub fn replay(engine: &mut Engine, first_seq: u64, commands: &[Command]) {
+    for (i, command) in commands.iter().enumerate() {
+        let seq = first_seq + i as u64;
+        prefetch_next(engine, commands, i);
+        std::hint::black_box(engine.apply(seq, seq * 1_000, command));
+    }
 }
 
 /// Replays at `rate` commands per second: command `i` is planned at `i / rate` after the

@@ -49,8 +49,7 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         if !self.enabled() {
             return Ok(());
         }
-        let shard = &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS];
-        let mut map = shard.lock();
+        let mut map = self.shard(key).lock();
         if map.len() >= BUCKETS_PER_SHARD_MAX && !map.contains_key(key) {
             let (capacity, refill) = (self.capacity, self.refill_per_s);
             map.retain(|_, b| refilled(b, now, capacity, refill) < capacity);
@@ -72,14 +71,18 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
 }
 
 impl<K: Hash + Eq + Clone> RateLimiter<K> {
+    /// The shard holding `key`'s bucket.
+    fn shard(&self, key: &K) -> &Mutex<HashMap<K, Bucket>> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
+    }
+
     /// Returns the token a request took from `key`'s bucket, when another limit refused
     /// that request after all (never above the bucket's capacity).
     pub fn give_back(&self, key: &K) {
         if !self.enabled() {
             return;
         }
-        let shard = &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS];
-        if let Some(bucket) = shard.lock().get_mut(key) {
+        if let Some(bucket) = self.shard(key).lock().get_mut(key) {
             bucket.tokens = (bucket.tokens + 1.0).min(self.capacity);
         }
     }

@@ -684,11 +684,9 @@ impl Worker {
             _ if !self.service.ws_ready() => {
                 Err(Response::error(Status::Unavailable, "service not ready").retry_after(1))
             }
-            _ if let Err(wait_s) = self.service.admit_upgrade(peer) => Err(Response::error(
-                Status::TooManyRequests,
-                "rate limit exceeded",
-            )
-            .retry_after(wait_s)),
+            _ if let Err(wait_s) = self.service.admit_upgrade(peer) => {
+                Err(Response::rate_limited(wait_s))
+            }
             Err(why) => Err(Response::error(Status::BadRequest, why)),
             Ok(_)
                 if self.conns[index]

@@ -335,9 +335,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 }
 
 fn too_many(wait_s: u64) -> Outcome {
-    Outcome::Respond(
-        Response::error(Status::TooManyRequests, "rate limit exceeded").retry_after(wait_s),
-    )
+    Outcome::Respond(Response::rate_limited(wait_s))
 }
 
 fn not_found_or_405(path: &str) -> Outcome {

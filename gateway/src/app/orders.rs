@@ -149,11 +149,9 @@ fn prepare(
                 u64::MAX
             )
         } else {
-            format!(
-                "{} (orderType {}, expiration {})",
-                Reject::ExpirationNotGtd,
+            expiration_not_gtd_text(
                 engine_order_type(request.order_type).as_str(),
-                order.expiration
+                order.expiration,
             )
         };
         Refusal::Rejected(text, Some(hash))
@@ -211,6 +209,14 @@ fn placement_result(
     }
 }
 
+/// The `errorMsg` of a non-GTD order with an expiration, naming both (CONTRACT 6).
+fn expiration_not_gtd_text(order_type: &str, expiration: impl std::fmt::Display) -> String {
+    format!(
+        "{} (orderType {order_type}, expiration {expiration})",
+        Reject::ExpirationNotGtd
+    )
+}
+
 /// The `errorMsg` of an engine refusal of `order`: the engine's stable text, with the
 /// offending value appended where the engine's reason does not carry it (CONTRACT 6).
 fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
@@ -218,11 +224,9 @@ fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
         Reject::UnknownToken => {
             format!("{reject} (tokenId {})", wire_token(&order.token_id))
         }
-        Reject::ExpirationNotGtd => format!(
-            "{reject} (orderType {}, expiration {})",
-            order.order_type.as_str(),
-            order.expiration_s
-        ),
+        Reject::ExpirationNotGtd => {
+            expiration_not_gtd_text(order.order_type.as_str(), order.expiration_s)
+        }
         Reject::SignerNotController => format!(
             "{reject} (signer {}, maker {})",
             Address(order.signer.0),
@@ -583,16 +587,13 @@ fn merge(
 /// registry refused for its signature says why instead; any other reason (`not found`,
 /// `already filled`...) is the engine's own and stays.
 fn explain_signature_refusal(reason: Option<&mut String>, why: String) {
-    if let Some(reason) = reason.filter(|r| r.as_str() == INVALID_SIGNATURE) {
+    if let Some(reason) = reason.filter(|r| r.as_str() == NotCanceled::InvalidSignature.as_str()) {
         *reason = why;
     }
 }
 
-/// CONTRACT 8's reason for a cancel whose signer does not control the account.
-const INVALID_SIGNATURE: &str = "invalid signature";
-
 fn invalid_signature(id: u64) -> (u64, String) {
-    (id, INVALID_SIGNATURE.into())
+    (id, NotCanceled::InvalidSignature.as_str().into())
 }
 
 fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome {

@@ -191,7 +191,6 @@ fn parse_parsed(
             }
             return Ok(None);
         }
-        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
         Err(httparse::Error::Version) => {
             return Err(HttpError::Malformed(
                 "malformed request line: expected METHOD /path HTTP/1.1",

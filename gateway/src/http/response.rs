@@ -113,6 +113,11 @@ impl Response {
         Response::json(status, body)
     }
 
+    /// 429: a rate limit refused the request; a token is there again in `wait_s` seconds.
+    pub fn rate_limited(wait_s: u64) -> Response {
+        Response::error(Status::TooManyRequests, "rate limit exceeded").retry_after(wait_s)
+    }
+
     /// Plain text (Prometheus metrics).
     pub fn text(body: String) -> Response {
         Response {
