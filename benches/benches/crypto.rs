@@ -9,7 +9,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ladder_protocol::wire::PostOrderRequest;
 use ladder_protocol::{order_digest, ExchangeDomain, L2Secret, SignedOrder};
 
-/// The first order vector of `shared/vectors/signing.json` as a POST /order body.
+/// The first order vector of `protocol/tests/data/signing.json` as a POST /order body.
 const POST_ORDER_BODY: &str = concat!(
     r#"{"order":{"salt":"1234567","maker":"0x5a11c0C0a000000000000000000000000000A001","#,
     r#""signer":"0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","#,

@@ -1,4 +1,4 @@
-//! The ERC-1271 smart-account verifier (CONTRACT 3): a signer controls a smart account when
+//! The ERC-1271 smart-account verifier (API.md §5): a signer controls a smart account when
 //! the account's `isValidSignature(digest, signature)` returns `0x1626ba7e` for a signature
 //! by that signer. The caller has already checked that the signature recovers to the signer,
 //! so the answer is cached per (account, signer), with a bounded size and a lifetime.

@@ -1,4 +1,4 @@
-//! What positions are worth after a market ends (SPEC 2.9, CONTRACT 11).
+//! What positions are worth after a market ends (API.md §2.9, API.md §13).
 
 use crate::command::Resolution;
 use crate::types::{Outcome, Units};

@@ -10,7 +10,7 @@ use crate::types::{
 /// One state change, as stamped and journaled by the sequencer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Command {
-    /// Create a market (CONTRACT 12).
+    /// Create a market (API.md §15).
     CreateMarket(MarketSpec),
     /// Stop accepting orders on a market; resting orders stay, cancels still work.
     PauseMarket {
@@ -175,7 +175,7 @@ impl Command {
     }
 }
 
-/// A market's definition (CONTRACT 12).
+/// A market's definition (API.md §15).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct MarketSpec {
     /// The condition id.
@@ -309,7 +309,7 @@ pub struct SignedFields {
     pub signature: Vec<u8>,
 }
 
-/// A trade's settlement status (SPEC 2.6).
+/// A trade's settlement status (API.md §2.6).
 #[derive(
     Clone,
     Copy,

@@ -396,7 +396,7 @@ impl Engine {
         }
         let account = self.ledger.find_or_open(spec.address);
         let keys = &mut self.ledger.account_mut(account).api_keys;
-        // SPEC 4.1: an address at its limit hears about the limit, whatever nonce it sent.
+        // API.md §7: an address at its limit hears about the limit, whatever nonce it sent.
         if keys.len() >= spec.max_keys_per_address as usize {
             return Err(Reject::ApiKeyLimit);
         }
@@ -408,7 +408,7 @@ impl Engine {
         if nonce_used {
             return Err(Reject::ApiKeyNonceUsed);
         }
-        // Key ids derive from the address and the nonce (CONTRACT 5), so a nonce in use is
+        // Key ids derive from the address and the nonce (API.md §7), so a nonce in use is
         // told as such first; an id taken otherwise is refused all the same.
         if self.api_keys.contains_key(&spec.key_id) {
             return Err(Reject::ApiKeyExists);

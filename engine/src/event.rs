@@ -10,7 +10,7 @@ use crate::types::{
     Side, TimestampNs, TokenId, Units,
 };
 
-/// An order's status as reported outside (SPEC 3, CONTRACT 18).
+/// An order's status as reported outside (API.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OrderStatus {
     /// Resting on the book.
@@ -35,7 +35,7 @@ impl OrderStatus {
     }
 }
 
-/// A self-contained copy of an order's public fields (SPEC 2.1).
+/// A self-contained copy of an order's public fields (API.md §2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderView {
     /// Numeric id.
@@ -68,7 +68,7 @@ pub struct OrderView {
     pub order_type: OrderType,
 }
 
-/// What happened to an order (CONTRACT 14's `type`).
+/// What happened to an order (API.md §16's `type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OrderEventKind {
     /// Accepted (live or delayed).
@@ -107,7 +107,7 @@ pub struct FillParty {
     pub price_ticks: PriceTicks,
 }
 
-/// A trade: one fill between a taker order and one maker order (SPEC 2.6).
+/// A trade: one fill between a taker order and one maker order (API.md §2.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TradeView {
     /// Position in the trade log.

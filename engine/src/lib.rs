@@ -5,7 +5,7 @@
 //! number and time, and the same commands always give the same state and events, byte for
 //! byte (checked by [`Engine::state_hash`]).
 //!
-//! One book per market on the Yes-price axis (CONTRACT 7): BUY Yes and SELL No are bids,
+//! One book per market on the Yes-price axis (API.md §9): BUY Yes and SELL No are bids,
 //! SELL Yes and BUY No are asks. A taker matches at each maker's price, in price-time
 //! priority, by COMPLEMENTARY, MINT or MERGE according to the pair of orders.
 //!

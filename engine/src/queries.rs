@@ -12,7 +12,7 @@ use crate::types::{
     TokenId, Units, NANOS_PER_SECOND,
 };
 
-/// Filters of the open-orders list (SPEC 4.3).
+/// Filters of the open-orders list (API.md §11).
 #[derive(Clone, Debug, Default)]
 pub struct OrderFilter {
     /// Only this market.
@@ -23,7 +23,7 @@ pub struct OrderFilter {
     pub id: Option<OrderId>,
 }
 
-/// Filters of the trades list (CONTRACT 9).
+/// Filters of the trades list (API.md §11).
 #[derive(Clone, Debug, Default)]
 pub struct TradeFilter {
     /// Only this trade.
@@ -92,7 +92,7 @@ pub struct BookView {
     pub asks: Vec<(PriceTicks, Units)>,
 }
 
-/// A claimable position (SPEC 2.9).
+/// A claimable position (API.md §2.9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClaimableView {
     /// The market.

@@ -1,18 +1,18 @@
 //! Why a command was refused: one variant per cause, each with one stable message
-//! (CONTRACT 6) that names the offending value and the allowed one.
+//! (API.md §8) that names the offending value and the allowed one.
 
 use std::fmt;
 
 use crate::types::{PriceTicks, Units, PRICE_SCALE, UNITS_PER_SHARE};
 
-/// The text of a FOK that could not fill entirely (SPEC 7, CONTRACT 6).
+/// The text of a FOK that could not fill entirely (API.md §18, API.md §8).
 pub const FOK_NOT_FILLED: &str =
     "order couldn't be fully filled, FOK orders are fully filled or killed";
-/// The text of a reservation that cannot be met (CONTRACT 7).
+/// The text of a reservation that cannot be met (API.md §9).
 pub const NOT_ENOUGH_BALANCE: &str = "not enough balance / allowance";
-/// The text of a post-only FAK or FOK order (SPEC 4.4).
+/// The text of a post-only FAK or FOK order (API.md §8).
 pub const POST_ONLY_NEEDS_RESTING_TYPE: &str = "postOnly orders must use orderType GTC or GTD";
-/// The text of a post-only order that would match (SPEC 4.4).
+/// The text of a post-only order that would match (API.md §8).
 pub const POST_ONLY_WOULD_CROSS: &str = "post-only order would cross resting liquidity";
 
 /// A refusal, as the placement result's `errorMsg` or an admin error.
@@ -199,7 +199,7 @@ impl fmt::Display for Reject {
 impl std::error::Error for Reject {}
 
 /// Why `price` (as the order gives it) is refused on a market whose tick is `tick_ticks`:
-/// it is not a multiple of the tick (CONTRACT 6 names the offending value and the allowed one).
+/// it is not a multiple of the tick (API.md §8 names the offending value and the allowed one).
 pub fn off_tick_message(price: &str, tick_ticks: PriceTicks) -> String {
     format!(
         "invalid price {price}: must be a multiple of the tick size {}",
@@ -208,7 +208,7 @@ pub fn off_tick_message(price: &str, tick_ticks: PriceTicks) -> String {
 }
 
 /// Why `price` is refused on a market whose tick is `tick_ticks`: it is outside
-/// `[tick, 1 - tick]` (CONTRACT 1).
+/// `[tick, 1 - tick]` (API.md §1).
 pub fn price_out_of_range_message(price: &str, tick_ticks: PriceTicks) -> String {
     format!(
         "invalid price {price}: must be between {} and {}",

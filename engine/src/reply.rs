@@ -19,7 +19,7 @@ pub enum Reply {
     Rejected(Reject),
 }
 
-/// The result of an accepted order (SPEC 2.4).
+/// The result of an accepted order (API.md §2.4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     /// The numeric id.
@@ -38,7 +38,7 @@ pub struct Placement {
     pub transaction_hash: Option<Hash32>,
 }
 
-/// Why an order was not cancelled (SPEC 2.5, CONTRACT 8).
+/// Why an order was not cancelled (API.md §2.5, API.md §10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotCanceled {
     /// No order has this id.
@@ -72,7 +72,7 @@ pub type CancelIds = SmallVec<[OrderId; 1]>;
 /// Order ids not cancelled, with the reason: one is kept inline.
 pub type NotCanceledIds = SmallVec<[(OrderId, NotCanceled); 1]>;
 
-/// The result of a cancel (SPEC 2.5).
+/// The result of a cancel (API.md §2.5).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CancelReport {
     /// Orders cancelled, by id.

@@ -178,7 +178,7 @@ impl Outcome {
     }
 }
 
-/// The side of the market's one book on the Yes-price axis (CONTRACT 7).
+/// The side of the market's one book on the Yes-price axis (API.md §9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum AxisSide {
     /// BUY Yes and SELL No.
@@ -221,7 +221,7 @@ pub fn notional_units(price_ticks: PriceTicks, size_units: Units) -> Units {
     Units::from(price_ticks) * (size_units / Units::from(PRICE_SCALE))
 }
 
-/// Order lifetime policy (SPEC 3).
+/// Order lifetime policy (API.md §3).
 #[derive(
     Clone,
     Copy,
@@ -262,7 +262,7 @@ impl OrderType {
     }
 }
 
-/// How two orders matched (CONTRACT 7).
+/// How two orders matched (API.md §9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MatchType {
     /// Same token, opposite sides: tokens swap for collateral.

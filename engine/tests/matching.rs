@@ -207,7 +207,7 @@ fn post_only_crossing_only_its_own_orders_cancels_them_and_rests() {
     let mut quote = h.order(2, YES, Side::Buy, 5_000, 3);
     quote.post_only = true;
     let placed = h.place(quote);
-    // No match (CONTRACT 7: never with the same maker), so no refusal and no taker delay:
+    // No match (API.md §9: never with the same maker), so no refusal and no taker delay:
     // the own ask is cancelled and the bid rests.
     assert_eq!(placed.status, OrderStatus::Live);
     assert!(placed.trade_ids.is_empty());
@@ -741,7 +741,7 @@ fn api_keys_are_limited_per_address() {
     assert_eq!(
         reused_nonce_at_the_limit,
         Reply::Rejected(Reject::ApiKeyLimit),
-        "SPEC 4.1: at the limit the answer is the limit, even for a nonce already used"
+        "API.md §7: at the limit the answer is the limit, even for a nonce already used"
     );
     h.ok(Command::DeleteApiKey {
         address: account(1),

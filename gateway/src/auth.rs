@@ -1,4 +1,4 @@
-//! L1 (wallet signature over ClobAuth) and L2 (HMAC) authentication (SPEC 5, CONTRACT 3–4).
+//! L1 (wallet signature over ClobAuth) and L2 (HMAC) authentication (API.md §6, API.md §5–4).
 //! Both run on gateway threads; neither touches the sequencer except for the smart-account
 //! check of L1, which the caller does as a query.
 
@@ -11,11 +11,11 @@ use crate::keys::KeyTable;
 /// Allowed distance between a client's timestamp and server time.
 pub const TIMESTAMP_SKEW_MAX_S: u64 = 30;
 
-/// SPEC 7's text for missing L1 headers.
+/// API.md §18's text for missing L1 headers.
 pub const L1_REQUIRED: &str = "L1 ClobAuth headers required";
-/// SPEC 7's text for missing L2 credentials.
+/// API.md §18's text for missing L2 credentials.
 pub const L2_REQUIRED: &str = "HMAC L2 credentials required";
-/// SPEC 7's text for an L1 signature by someone else.
+/// API.md §18's text for an L1 signature by someone else.
 pub const L1_MISMATCH: &str = "L1 auth address does not match request address";
 
 /// Why authentication failed: a 401 with this text.
@@ -183,7 +183,7 @@ fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError>
     Ok(())
 }
 
-/// Checks the `auth` object of a `/ws/user` subscription (CONTRACT 14): `apiKey` and
+/// Checks the `auth` object of a `/ws/user` subscription (API.md §16): `apiKey` and
 /// `passphrase`, and either `timestamp` + `signature` (the L2 HMAC of
 /// `timestamp + "GET" + "/ws/user"`) or the `secret` itself.
 pub fn authenticate_ws_user(

@@ -1,4 +1,4 @@
-//! API credentials (CONTRACT 4, 5): a key id is a random UUIDv4 journaled with its address
+//! API credentials (API.md §6, 5): a key id is a random UUIDv4 journaled with its address
 //! and L1 nonce; the secret and passphrase are derived from a server master key that never
 //! enters the journal, so nothing in the journal lets a reader recompute them.
 //!
@@ -24,7 +24,7 @@ pub const MASTER_KEY_FILE: &str = "master.key";
 #[derive(Clone)]
 pub struct MasterKey([u8; 32]);
 
-/// Credentials as returned once to the client (SPEC 2.10).
+/// Credentials as returned once to the client (API.md §2.10).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credentials {
     /// The key id.
@@ -80,7 +80,7 @@ impl MasterKey {
         self.mac(label, &[key_id.as_bytes(), address.as_bytes()])
     }
 
-    /// The id of the key `address` creates with L1 nonce `nonce` (CONTRACT 5: keys derive
+    /// The id of the key `address` creates with L1 nonce `nonce` (API.md §7: keys derive
     /// from the master key, the address and the nonce, so the same three give the same key,
     /// deleted and created again included). A UUIDv4 in form: its 122 free bits come from
     /// the HMAC.

@@ -1,4 +1,4 @@
-//! Token buckets per API key and per client IP (CONTRACT 17–18): N tokens, refilled at N/10
+//! Token buckets per API key and per client IP (API.md §19–18): N tokens, refilled at N/10
 //! per second; a request that finds no token is refused with `Retry-After` and spends
 //! nothing. Buckets live in sharded maps shared by the gateway threads, bounded in size.
 
@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 const SHARDS: usize = 16;
 /// Most buckets kept per shard; past it, full (idle) buckets are dropped.
 pub const BUCKETS_PER_SHARD_MAX: usize = 16_384;
-/// The window the limit is stated over (CONTRACT 17: requests per 10 s).
+/// The window the limit is stated over (API.md §19: requests per 10 s).
 pub const WINDOW_S: f64 = 10.0;
 
 #[derive(Clone, Copy, Debug)]

@@ -1,4 +1,4 @@
-//! Smart-account control checked on the chain (CONTRACT 3, `--rpc-url`): the account's
+//! Smart-account control checked on the chain (API.md §5, `--rpc-url`): the account's
 //! ERC-1271 `isValidSignature` judges a signature its owner made. The check waits on the
 //! network, so handlers run it as deferred work ([`crate::handler::Outcome::Defer`]), never
 //! on an event loop or the sequencer. A "no" from the chain leaves the decision to the

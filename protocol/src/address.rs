@@ -59,7 +59,7 @@ impl Address {
     }
 
     /// Parses `0x` + 40 hex digits in any case without checking an EIP-55 checksum. For
-    /// trusted text only (configuration, known-answer files): CONTRACT 2 itself writes the default
+    /// trusted text only (configuration, known-answer files): API.md §4 itself writes the default
     /// exchange address `0x...C10b`, which is not its checksum form (`0x...C10B`).
     pub fn parse_ignoring_checksum(text: &str) -> Result<Address, AddressError> {
         Ok(Address(decode_0x_hex::<20>(text)?))

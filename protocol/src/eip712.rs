@@ -1,4 +1,4 @@
-//! EIP-712 typed-data hashing for the four signed structs of CONTRACT 2: `Order`, `CancelOrder`,
+//! EIP-712 typed-data hashing for the four signed structs of API.md §4: `Order`, `CancelOrder`,
 //! `CancelMarketOrders` (exchange domain) and `ClobAuth` (auth domain).
 //!
 //! digest = keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(message)). Domain separators are
@@ -12,9 +12,9 @@ use crate::keccak::{keccak256, keccak256_concat};
 use crate::order::Order;
 use crate::u256::U256;
 
-/// The chain id of the service (SPEC 1).
+/// The chain id of the service (API.md §1).
 pub const CHAIN_ID: u64 = 3223;
-/// The default exchange contract, the exchange domain's `verifyingContract` (CONTRACT 2).
+/// The default exchange contract, the exchange domain's `verifyingContract` (API.md §4).
 pub const DEFAULT_EXCHANGE_ADDRESS: Address = Address([
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc1, 0x0b,
 ]);
@@ -32,7 +32,7 @@ pub const EXCHANGE_DOMAIN_TYPE: &str =
     "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)";
 /// EIP-712 type of the auth domain (without a verifying contract).
 pub const AUTH_DOMAIN_TYPE: &str = "EIP712Domain(string name,string version,uint256 chainId)";
-/// EIP-712 type of a signed order. It has no fee rate (SPEC 9).
+/// EIP-712 type of a signed order. It has no fee rate (API.md §20).
 pub const ORDER_TYPE: &str = "Order(uint256 salt,address maker,address signer,address beneficiary,uint256 tokenId,uint256 makerAmount,uint256 takerAmount,uint256 expiration,uint256 nonce,bytes16 identifier,bytes32 metadata,uint8 side,uint8 signatureType)";
 /// EIP-712 type of a single-order cancel.
 pub const CANCEL_ORDER_TYPE: &str = "CancelOrder(uint256 orderId,bytes32 marketId)";
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn default_exchange_address_is_c10b() {
-        // CONTRACT 2 writes it `...C10b`, which is not its EIP-55 form (`...C10B`).
+        // API.md §4 writes it `...C10b`, which is not its EIP-55 form (`...C10B`).
         assert_eq!(
             DEFAULT_EXCHANGE_ADDRESS,
             Address::parse_ignoring_checksum("0x000000000000000000000000000000000000C10b").unwrap()

@@ -1,4 +1,4 @@
-//! L2 request authentication (SPEC 5.2, CONTRACT 4): HMAC-SHA256 over
+//! L2 request authentication (API.md §6, API.md §6): HMAC-SHA256 over
 //! `timestamp + METHOD + path-with-query + body`, keyed with the base64-decoded API secret, and
 //! constant-time comparisons.
 

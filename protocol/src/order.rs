@@ -65,7 +65,7 @@ impl fmt::Display for Side {
     }
 }
 
-/// Who signs an order or cancel (SPEC 2.3, CONTRACT 3).
+/// Who signs an order or cancel (API.md §2.3, API.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SignatureType {
     /// `0`: the maker's own key signs directly. Accepted for cancels; orders are refused later.
@@ -111,7 +111,7 @@ impl<'de> Deserialize<'de> for SignatureType {
     }
 }
 
-/// The EIP-712 `Order` message (CONTRACT 2), every field typed.
+/// The EIP-712 `Order` message (API.md §4), every field typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Order {
     /// Random value that makes otherwise equal orders distinct.
@@ -171,7 +171,7 @@ impl SignedOrder {
     }
 
     /// Checks that the signature recovers to `order.signer`. Whether the signer controls the
-    /// maker is a separate question (CONTRACT 3).
+    /// maker is a separate question (API.md §5).
     pub fn verify(self, domain: &ExchangeDomain) -> Result<VerifiedOrder, SignatureError> {
         let digest = self.digest(domain);
         self.signature.verify(&digest, &self.order.signer)?;

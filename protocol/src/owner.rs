@@ -1,4 +1,4 @@
-//! Owner ids (CONTRACT 5): the UUIDv5 of a maker's lowercase `0x` address under the RFC 4122
+//! Owner ids (API.md §7): the UUIDv5 of a maker's lowercase `0x` address under the RFC 4122
 //! URL namespace.
 
 use uuid::Uuid;

@@ -1,8 +1,8 @@
-//! 65-byte secp256k1 signatures `r ‖ s ‖ v` (CONTRACT 2): parsing, address recovery with
+//! 65-byte secp256k1 signatures `r ‖ s ‖ v` (API.md §4): parsing, address recovery with
 //! low-s and `v` rules, and signing for clients and tests.
 //!
 //! Parsing checks only the form (`0x` + 130 hex digits), so that a well-formed signature that
-//! does not verify is told apart from a malformed field (CONTRACT 18). Recovery applies the
+//! does not verify is told apart from a malformed field (API.md §8). Recovery applies the
 //! rules: `v` in {27, 28} (0 and 1 accepted) and `s` in the lower half of the curve order.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Units of money and price, and the exact conversions between signed amounts and
-//! (price, size) (CONTRACT 1).
+//! (price, size) (API.md §1).
 //!
 //! Prices are held as integer *price ticks* of 0.0001 (`0.55` is `5500`); amounts as integer
 //! base units of 6 decimals (`1 share = 1_000_000 units`). Nothing here uses floating point and
@@ -150,7 +150,7 @@ pub fn format_price_ticks(price_ticks: u32) -> String {
 
 /// A market's minimum price tick: one of 0.1, 0.01, 0.001, 0.0001.
 ///
-/// In JSON it is written as a number (SPEC 2.7 `minimum_tick_size`); it is read from a number or
+/// In JSON it is written as a number (API.md §2.7 `minimum_tick_size`); it is read from a number or
 /// a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TickSize {
@@ -301,7 +301,7 @@ pub enum AmountError {
     },
 }
 
-/// The price and size of a signed order, from its amounts (CONTRACT 1).
+/// The price and size of a signed order, from its amounts (API.md §1).
 ///
 /// BUY: maker = collateral paid, taker = shares received; SELL: maker = shares, taker =
 /// collateral. Returns `(price_ticks, size_units)`, where `size_units` is the share amount in

@@ -1,5 +1,6 @@
 //! Every signing and hashing function reproduces the independent known-answer vectors of
-//! `shared/vectors/signing.json` (computed with Python eth_account).
+//! `protocol/tests/data/signing.json` (computed with Python eth_account; the file is kept
+//! byte for byte as the independent implementation wrote it).
 
 use ladder_protocol::eip712::{
     cancel_market_orders_struct_hash, cancel_market_orders_type_hash, cancel_order_struct_hash,
@@ -15,10 +16,7 @@ use ladder_protocol::{
 };
 use serde_json::Value;
 
-const VECTORS_PATH: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/vectors/signing.json"
-);
+const VECTORS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/signing.json");
 
 fn vectors() -> Value {
     let text = std::fs::read_to_string(VECTORS_PATH).unwrap_or_else(|error| {

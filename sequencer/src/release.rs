@@ -26,7 +26,7 @@ use crate::submission::{Completion, CompletionSink};
 /// `replica unavailable`.
 pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why a write was refused for want of standbys (CONTRACT 18(17)).
+/// Why a write was refused for want of standbys (API.md §19).
 pub const REPLICA_UNAVAILABLE: &str = "replica unavailable";
 
 /// Batches applied but not yet released before the sequencer waits for the committer.

@@ -1,4 +1,4 @@
-//! The built-in backend (CONTRACT 10): confirms batches against Ladder's own ledger after a
+//! The built-in backend (API.md §12): confirms batches against Ladder's own ledger after a
 //! delay: MINED `delay` after the match and CONFIRMED `delay` after that; a configured share
 //! of batches, chosen from the transaction hash so a replay agrees, goes to RETRYING after
 //! the delay and FAILED one delay later.

@@ -1,4 +1,4 @@
-//! `ladder`: the one entry point (CONTRACT 17). Exit codes: 0 success, 1 failure with a
+//! `ladder`: the one entry point (API.md §19). Exit codes: 0 success, 1 failure with a
 //! one-line reason on stderr, 2 bad usage.
 
 mod cmd;

@@ -1,4 +1,4 @@
-//! The operator surface's exit codes and output shapes (CONTRACT 17): bad usage exits 2 with
+//! The operator surface's exit codes and output shapes (API.md §19): bad usage exits 2 with
 //! a reason on stderr before anything runs; `bench engine` prints its keys at the top level.
 
 use std::process::{Command, Output};

@@ -1,4 +1,4 @@
-//! Black-box checks of the admin surface (CONTRACT 12, 17, 18): the token, markets and their
+//! Black-box checks of the admin surface (API.md §15, 17, 18): the token, markets and their
 //! states, account links, deposits and withdrawals, taker delay.
 
 mod helpers;

@@ -1,5 +1,5 @@
-//! Black-box checks of L1 (ClobAuth), API keys and L2 (HMAC) against SPEC 5, 7 and
-//! CONTRACT 3–5.
+//! Black-box checks of L1 (ClobAuth), API keys and L2 (HMAC) against API.md §6, 7 and
+//! API.md §5–5.
 
 mod helpers;
 mod support;
@@ -225,7 +225,7 @@ fn hyphenated_and_lowercase_header_forms_are_accepted() {
     assert_eq!(derived.status, 200, "{}", derived.body);
     assert_eq!(derived.json(), created.json());
 
-    // L2 with hyphenated names too (CONTRACT 4).
+    // L2 with hyphenated names too (API.md §6).
     alice.credentials = serde_json::from_str(&created.body).unwrap();
     let headers = renamed(&alice.l2("GET", "/orders", "").unwrap(), hyphenated);
     assert!(headers.iter().any(|(n, _)| n == "Svc-Api-Key"));
@@ -302,7 +302,7 @@ fn derive_returns_the_same_credentials_for_the_same_nonce_and_404_otherwise() {
     let mut bob = demo(&service, 1);
     error_text(&bob.derive_api_key(7).unwrap(), 404);
 
-    // Keys derive from the master key, the address and the nonce (CONTRACT 5): deleted and
+    // Keys derive from the master key, the address and the nonce (API.md §7): deleted and
     // created again with the same nonce, it is the same key.
     alice.credentials = serde_json::from_value(created.json()).ok();
     let r = alice.send("DELETE", "/auth/api-key", None).unwrap();

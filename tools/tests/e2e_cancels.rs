@@ -1,4 +1,4 @@
-//! Black-box checks of the cancel operations (SPEC 2.5, 4.5–4.7; CONTRACT 3, 8).
+//! Black-box checks of the cancel operations (API.md §2.5, 4.5–4.7; API.md §5, 8).
 
 mod helpers;
 mod support;

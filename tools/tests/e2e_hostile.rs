@@ -1,4 +1,4 @@
-//! Black-box checks of hostile and malformed input and of HTTP behaviour (CONTRACT 6, 15, 17,
+//! Black-box checks of hostile and malformed input and of HTTP behaviour (API.md §8, 15, 17,
 //! 18): malformed requests, oversized bodies and headers, bad bytes and JSON, wrong types,
 //! unknown paths and methods, pipelining, and rate limits.
 
@@ -66,7 +66,7 @@ fn a_request_line_that_is_not_http_is_400() {
     }
 }
 
-/// CONTRACT 6 makes an order body over 64 KiB a body error (400); CONTRACT 15 answers 413
+/// API.md §8 makes an order body over 64 KiB a body error (400); API.md §18 answers 413
 /// for every other route.
 #[test]
 fn a_body_over_64_kib_is_400_for_an_order_and_413_elsewhere() {
@@ -77,7 +77,7 @@ fn a_body_over_64_kib_is_400_for_an_order_and_413_elsewhere() {
     let r = raw_request(&service, "POST", "/order", &headers, &body);
     assert_raw_error(&r, 400);
     assert!(r.body.contains("64 KiB"), "{}", r.body);
-    // The batch is placing orders too (CONTRACT 6).
+    // The batch is placing orders too (API.md §8).
     let headers = l2_for_bytes(&alice, "POST", "/orders", &body);
     let r = raw_request(&service, "POST", "/orders", &headers, &body);
     assert_raw_error(&r, 400);

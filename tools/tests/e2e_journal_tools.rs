@@ -1,4 +1,4 @@
-//! `ladder journal` on a real service's journal (CONTRACT 17): `dump` lines with `seq`,
+//! `ladder journal` on a real service's journal (API.md §19): `dump` lines with `seq`,
 //! `timestamp` (Unix ms) and `type`, its inclusive `--from`/`--to` and `--type` filter;
 //! `stats` agreeing with it; `state-hash --at` the last sequence equal to `state-hash`.
 
@@ -124,7 +124,7 @@ fn admin_state_hash(service: &Service) -> Value {
 }
 
 /// A snapshot that cannot be written is a 500 that says so without the internals (the
-/// file system's error goes to the service's log; CONTRACT 15).
+/// file system's error goes to the service's log; API.md §18).
 #[test]
 fn a_snapshot_that_cannot_be_written_is_a_500_that_leaks_nothing() {
     let service = Service::start(&[]);

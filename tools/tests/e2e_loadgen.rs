@@ -1,4 +1,4 @@
-//! `ladder loadgen` end to end (CONTRACT 17): against a fresh service it sets up its own
+//! `ladder loadgen` end to end (API.md §19): against a fresh service it sets up its own
 //! market and accounts, drives it, and prints one JSON line last whose first fields are
 //! `{offered_rate, achieved_rate, ok, errors, p50_us, p90_us, p99_us, p999_us, max_us}`;
 //! with `--out` it writes `result.json` and `latency.svg`.

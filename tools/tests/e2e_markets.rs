@@ -1,4 +1,4 @@
-//! Black-box checks of the public reads (SPEC 2.7–2.9, 4.10–4.14; CONTRACT 9, 11, 13, 18):
+//! Black-box checks of the public reads (API.md §2.7–2.9, 4.10–4.14; API.md §11, 11, 13, 18):
 //! markets, books and their hash, prices, last trades, price history, claimable, time, and
 //! the caller's balances.
 

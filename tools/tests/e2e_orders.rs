@@ -1,5 +1,5 @@
-//! Black-box checks of order placement (SPEC 2.4, 3, 4.4; CONTRACT 1, 6, 7, 18) and of the
-//! open-orders page (SPEC 2.1, 2.2, 4.3; CONTRACT 9).
+//! Black-box checks of order placement (API.md §2.4, 3, 4.4; API.md §1, 6, 7, 18) and of the
+//! open-orders page (API.md §2.1, 2.2, 4.3; API.md §11).
 
 mod helpers;
 mod support;
@@ -309,7 +309,7 @@ fn orders_of_any_signature_type_but_3_are_rejected_as_not_smart_account() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);
     // 0: a plain EOA; 1 and 2: Polymarket's proxy and Safe wallets; 7: no type at all. Each is
-    // a well-formed integer: a 200 rejection (CONTRACT 6), not a 400.
+    // a well-formed integer: a 200 rejection (API.md §8), not a 400.
     for given in [0u8, 1, 2, 7] {
         let order = signed(
             &alice,
@@ -412,7 +412,7 @@ fn off_tick_prices_and_fractional_shares_are_rejected() {
         "names the price and the tick: {msg}"
     );
     // Amounts that imply a price off every grid, a price of 1 and one of 3: one message per
-    // cause, naming the price and the market's tick or range (CONTRACT 6), whatever the grid.
+    // cause, naming the price and the market's tick or range (API.md §8), whatever the grid.
     for (maker, taker, token, want) in [
         (
             5_555_555u64,
@@ -780,7 +780,7 @@ fn open_orders_page_with_chained_cursors() {
     let r = alice.send("GET", "/orders?limit=10000", None).unwrap();
     assert_eq!(r.json()["limit"], json!(500), "a larger limit is clamped");
 
-    // SPEC 2.2: the final page is the one smaller than the limit. A full page is mid-stream
+    // API.md §2.2: the final page is the one smaller than the limit. A full page is mid-stream
     // even when it holds the last orders; the empty page after it ends the stream.
     let r = alice.send("GET", "/orders?limit=5", None).unwrap();
     let v = r.json();
@@ -855,7 +855,7 @@ fn body_value(order: &ladder_protocol::SignedOrder, order_type: OrderType) -> Va
 fn legacy_keys_and_alternative_forms_are_accepted() {
     let service = Service::start(&[]);
     let mut alice = service.trader(0);
-    // Legacy keys are ignored (SPEC 2.3).
+    // Legacy keys are ignored (API.md §2.3).
     let order = signed(&alice, builder(&alice, yes(), Side::Buy, 2_000, 1));
     let mut v = body_value(&order, OrderType::Gtc);
     v["order"]["taker"] = json!("0x0000000000000000000000000000000000000000");
@@ -863,7 +863,7 @@ fn legacy_keys_and_alternative_forms_are_accepted() {
     let (status, p) = post(&mut alice, &v.to_string());
     assert_eq!((status, p["success"].clone()), (200, json!(true)), "{p}");
     assert_eq!(p["orderID"], json!(hash_of(&order)));
-    // side as a string, salt as a JSON integer, maker and signer in lowercase (CONTRACT 1).
+    // side as a string, salt as a JSON integer, maker and signer in lowercase (API.md §1).
     let order = signed(&alice, builder(&alice, yes(), Side::Buy, 2_100, 1));
     let mut v = body_value(&order, OrderType::Gtc);
     v["order"]["side"] = json!("BUY");
@@ -876,7 +876,7 @@ fn legacy_keys_and_alternative_forms_are_accepted() {
     let (status, p) = post(&mut alice, &v.to_string());
     assert_eq!((status, p["success"].clone()), (200, json!(true)), "{p}");
     assert_eq!(p["orderID"], json!(hash_of(&order)));
-    // v as 0/1 instead of 27/28 (CONTRACT 2).
+    // v as 0/1 instead of 27/28 (API.md §4).
     let order = signed(&alice, builder(&alice, yes(), Side::Buy, 2_200, 1));
     let mut v = body_value(&order, OrderType::Gtc);
     let sig = v["order"]["signature"].as_str().unwrap().to_string();

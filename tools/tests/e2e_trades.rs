@@ -1,4 +1,4 @@
-//! Black-box checks of trades (SPEC 2.6, 4.8, 4.9; CONTRACT 9, 10, 18): the exact shape from
+//! Black-box checks of trades (API.md §2.6, 4.8, 4.9; API.md §11, 10, 18): the exact shape from
 //! both sides, the list (newest first, filters, pages), settlement statuses, a failed batch's
 //! reversal, and the taker fee.
 

@@ -1,4 +1,4 @@
-//! A reference model of the engine's order handling, written from the rules (CONTRACT 7,
+//! A reference model of the engine's order handling, written from the rules (API.md §9,
 //! 18 and the engine's documented API), not from the engine's code: plain vectors, linear
 //! scans and sorting, no speed, so that each rule reads as written.
 //!

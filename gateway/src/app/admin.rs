@@ -1,4 +1,4 @@
-//! The admin surface (CONTRACT 12, 17): markets, account links, deposits, withdrawals,
+//! The admin surface (API.md §15, 17): markets, account links, deposits, withdrawals,
 //! redemptions, the state hash. Every change is a journaled command.
 
 use ladder_engine::{

@@ -50,7 +50,7 @@ pub fn admin_allowed(rest: &str) -> Option<&'static str> {
 }
 
 /// The condition id and action of `/markets/{condition_id}/{action}` (after `/admin`), for
-/// the actions of CONTRACT 12; `None` for any other path. The id is checked later (400).
+/// the actions of API.md §15; `None` for any other path. The id is checked later (400).
 pub fn market_action_path(rest: &str) -> Option<(&str, &str)> {
     let (id, action) = rest.strip_prefix("/markets/")?.split_once('/')?;
     let known = matches!(action, "pause" | "resume" | "resolve" | "tick-size");

@@ -1,4 +1,4 @@
-//! API credentials (SPEC 4.1–4.2, CONTRACT 5): create, derive, list, delete.
+//! API credentials (API.md §7–4.2, API.md §7): create, derive, list, delete.
 
 use std::sync::Arc;
 
@@ -230,7 +230,7 @@ fn delete(app: &App, request: &Request) -> Outcome {
                     let signer = claim.registry_signer();
                     delete_key(keys, claim.address, signer, key_id, claim.chain_error)
                 }),
-                // SPEC 7: headers that are malformed or do not name the resource are a 401.
+                // API.md §18: headers that are malformed or do not name the resource are a 401.
                 Some(Err(_)) => {
                     Outcome::error(Status::Unauthorized, "SVC_API_KEY: expected a UUID")
                 }

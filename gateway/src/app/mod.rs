@@ -1,5 +1,5 @@
 //! The application behind the HTTP layer: routing, authentication, and turning engine
-//! replies and views into the wire shapes of SPEC and CONTRACT.
+//! replies and views into the wire shapes of docs/API.md.
 
 mod admin;
 mod allow;
@@ -94,7 +94,7 @@ pub struct SnapshotTaken {
 /// loop: it waits for the sequencer and the disk).
 pub type SnapshotHook = Arc<dyn Fn() -> Result<SnapshotTaken, String> + Send + Sync>;
 
-/// The text of a write refused by a standby (CONTRACT 17).
+/// The text of a write refused by a standby (API.md §19).
 pub const STANDBY_REFUSAL: &str = "standby: not primary";
 
 impl App {
@@ -205,7 +205,7 @@ impl App {
         Ok(principal)
     }
 
-    /// `POST /admin/promote`: a standby becomes a primary (CONTRACT 17).
+    /// `POST /admin/promote`: a standby becomes a primary (API.md §19).
     fn promote(&self) -> Outcome {
         if !self.state.standby.load(Ordering::Acquire) {
             return Outcome::error(
@@ -290,7 +290,7 @@ impl crate::server::Service for App {
         }
         let outcome = self.route(request, peer);
         if matches!(&outcome, Outcome::Respond(r) if r.status == Status::TooManyRequests) {
-            // Refused by its key's limit: a refused request spends nothing (CONTRACT 18),
+            // Refused by its key's limit: a refused request spends nothing (API.md §18),
             // so the IP's token goes back.
             self.ip_limiter.give_back(&peer.ip());
         }

@@ -40,7 +40,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         (Method::Get, "/balance-allowance") => balance_allowance,
         _ => return None,
     };
-    // A standby refuses every write (CONTRACT 17), whoever sends it: before authentication.
+    // A standby refuses every write (API.md §19), whoever sends it: before authentication.
     let writes = method != Method::Get;
     Some(
         (if writes { app.writable() } else { Ok(()) })
@@ -57,7 +57,7 @@ enum Refusal {
     /// A 200 placement result with `success: false`.
     Rejected(String, Option<B256>),
     /// A 200 rejection of a price off the market's tick or out of its range, whose message
-    /// names the market's tick (CONTRACT 6), read from the books' read side.
+    /// names the market's tick (API.md §8), read from the books' read side.
     Price(PriceRefusal),
 }
 
@@ -141,7 +141,7 @@ fn prepare(
         .map_err(|_| reject(Reject::InvalidSignature))?;
     let expiration_s = order.expiration.to_u64().ok_or_else(|| {
         // Past 64 bits: a non-GTD order is refused for having an expiration at all (the one
-        // message of that cause, CONTRACT 6); a GTD one for a date the service cannot hold.
+        // message of that cause, API.md §8); a GTD one for a date the service cannot hold.
         let text = if request.order_type == ladder_protocol::wire::OrderType::Gtd {
             format!(
                 "expiration {} is too large (at most {})",
@@ -209,7 +209,7 @@ fn placement_result(
     }
 }
 
-/// The `errorMsg` of a non-GTD order with an expiration, naming both (CONTRACT 6).
+/// The `errorMsg` of a non-GTD order with an expiration, naming both (API.md §8).
 fn expiration_not_gtd_text(order_type: &str, expiration: impl std::fmt::Display) -> String {
     format!(
         "{} (orderType {order_type}, expiration {expiration})",
@@ -218,7 +218,7 @@ fn expiration_not_gtd_text(order_type: &str, expiration: impl std::fmt::Display)
 }
 
 /// The `errorMsg` of an engine refusal of `order`: the engine's stable text, with the
-/// offending value appended where the engine's reason does not carry it (CONTRACT 6).
+/// offending value appended where the engine's reason does not carry it (API.md §8).
 fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
     match reject {
         Reject::UnknownToken => {
@@ -739,7 +739,7 @@ fn submit_cancel_market(cmd: Command, chain_error: Option<String>) -> Outcome {
     })
 }
 
-/// The answer to a market cancel (CONTRACT 8: a cancel result): an unknown market has
+/// The answer to a market cancel (API.md §10: a cancel result): an unknown market has
 /// nothing to cancel; a token that is not the market's is a 400 naming `tokenId`; orders
 /// refused for the signature carry the chain's reason when the chain could not judge it.
 fn market_cancel_result(reply: Reply, chain_error: Option<&str>) -> Response {

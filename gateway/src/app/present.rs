@@ -1,4 +1,4 @@
-//! Engine replies and views in the wire shapes of SPEC part 2.
+//! Engine replies and views in the wire shapes of API.md §2.
 
 use ladder_engine::{
     CancelReport, ClaimReason, ClaimableView, MarketState, MarketView, OrderStatus as EngineStatus,
@@ -54,7 +54,7 @@ fn trade_status(status: EngineTradeStatus) -> TradeStatus {
     }
 }
 
-/// An open order (SPEC 2.1).
+/// An open order (API.md §2.1).
 pub fn open_order(view: &OrderView) -> OpenOrder {
     let maker = wire_address(&view.maker);
     OpenOrder {
@@ -76,7 +76,7 @@ pub fn open_order(view: &OrderView) -> OpenOrder {
     }
 }
 
-/// A trade as `caller` sees it (SPEC 2.6, CONTRACT 9).
+/// A trade as `caller` sees it (API.md §2.6, API.md §11).
 pub fn trade(view: &TradeView, caller: &Address) -> Trade {
     let taker_address = wire_address(&view.taker.address);
     let maker_address = wire_address(&view.maker.address);
@@ -137,7 +137,7 @@ pub fn midpoint_ticks(bid: u32, ask: u32) -> u32 {
     (bid + ask).div_ceil(2)
 }
 
-/// A market (SPEC 2.7); `prices` are the Yes and No token prices.
+/// A market (API.md §2.7); `prices` are the Yes and No token prices.
 pub fn market(view: &MarketView, prices: [u32; 2]) -> Market {
     Market {
         condition_id: wire_b256(&view.condition_id),
@@ -157,7 +157,7 @@ pub fn market(view: &MarketView, prices: [u32; 2]) -> Market {
     }
 }
 
-/// An accepted order's placement result (SPEC 2.4): BUY making is collateral units and
+/// An accepted order's placement result (API.md §2.4): BUY making is collateral units and
 /// taking is shares; SELL the other way round.
 pub fn placement(p: &Placement, side: EngineSide) -> OrderPlacementResult {
     let (making_amount, taking_amount) = match side {
@@ -176,7 +176,7 @@ pub fn placement(p: &Placement, side: EngineSide) -> OrderPlacementResult {
     }
 }
 
-/// A cancel report (SPEC 2.5).
+/// A cancel report (API.md §2.5).
 pub fn cancel_result(report: &CancelReport) -> CancelResult {
     let mut result = CancelResult::default();
     for id in &report.canceled {
@@ -190,7 +190,7 @@ pub fn cancel_result(report: &CancelReport) -> CancelResult {
     result
 }
 
-/// A claimable entry (SPEC 2.9).
+/// A claimable entry (API.md §2.9).
 pub fn claimable(view: &ClaimableView) -> ClaimableEntry {
     ClaimableEntry {
         market_id: wire_b256(&view.condition_id),

@@ -146,8 +146,8 @@ fn market_one(condition_id: &str) -> Outcome {
     )
 }
 
-/// A book in CONTRACT 13's shape (its keys in its order, bids and asks best last), then
-/// `seq`, the market's event sequence it is current as of (CONTRACT 13), with Polymarket's
+/// A book in API.md §14's shape (its keys in its order, bids and asks best last), then
+/// `seq`, the market's event sequence it is current as of (API.md §14), with Polymarket's
 /// hash over the whole object with `hash` set to "".
 pub fn book_json(view: &BookView, seq: u64) -> Value {
     let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });

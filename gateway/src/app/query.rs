@@ -37,7 +37,7 @@ impl QueryString {
         }
     }
 
-    /// The page size `limit` asks for (CONTRACT 9: default 100, a larger limit than 500 is
+    /// The page size `limit` asks for (API.md §11: default 100, a larger limit than 500 is
     /// clamped, however large: digits past 64 bits too). A 400 text naming `limit` when it is
     /// not a non-negative integer.
     pub fn page_limit(&self) -> Result<usize, String> {

@@ -1,4 +1,4 @@
-//! Trades of the caller (SPEC 4.8–4.9, CONTRACT 9): one by id, or a page, newest first.
+//! Trades of the caller (API.md §11–4.9, API.md §11): one by id, or a page, newest first.
 
 use ladder_engine::{Engine, TradeFilter};
 use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};

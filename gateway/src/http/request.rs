@@ -1,10 +1,10 @@
 //! Parsing one HTTP/1.1 request from the front of a buffer.
 
-/// Largest header section (CONTRACT 18: past it, 431).
+/// Largest header section (API.md §18: past it, 431).
 pub const HEADER_BYTES_MAX: usize = 16 * 1024;
-/// Largest body (CONTRACT 15: past it, 413).
+/// Largest body (API.md §18: past it, 413).
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
-/// Largest body of `DELETE /orders`, whose array may hold 1,000 signed cancels (CONTRACT 8)
+/// Largest body of `DELETE /orders`, whose array may hold 1,000 signed cancels (API.md §10)
 /// of ~300 bytes each: the one route allowed past [`BODY_BYTES_MAX`].
 pub const BATCH_CANCEL_BODY_BYTES_MAX: usize = 512 * 1024;
 
@@ -102,7 +102,7 @@ impl Request {
     }
 
     /// The first header named `name` (lowercase), ignoring `_`/`-` differences, so that
-    /// `SVC_API_KEY` and `Svc-Api-Key` are one header (CONTRACT 4).
+    /// `SVC_API_KEY` and `Svc-Api-Key` are one header (API.md §6).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -135,7 +135,7 @@ pub enum HttpError {
     /// Body over `BODY_BYTES_MAX` (413).
     BodyTooLarge,
     /// A `POST /order` or `POST /orders` body over `BODY_BYTES_MAX`: a body error of order placement, 400
-    /// (CONTRACT 6, which is specific to that endpoint, over the general 413 of section 15).
+    /// (API.md §8, which is specific to that endpoint, over the general 413 of section 15).
     OrderBodyTooLarge,
     /// A method Ladder does not know (405 is for known methods on the wrong path; this is 501).
     UnknownMethod,
@@ -149,7 +149,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     match parse_with(buf, &mut headers) {
         Err(TooManyHeaders) => {
-            // Many short header lines can still be within the 16 KiB section (CONTRACT 18
+            // Many short header lines can still be within the 16 KiB section (API.md §18
             // answers 431 only past it): parse again with room for as many as it can hold.
             let mut room = vec![httparse::EMPTY_HEADER; HEADER_BYTES_MAX / HEADER_LINE_BYTES_MIN];
             parse_with(buf, &mut room).unwrap_or(Err(HttpError::HeadersTooLarge))
@@ -246,7 +246,7 @@ fn parse_parsed(
     let body_len = content_length.unwrap_or(0);
     if body_len > body_limit(method, &target) {
         let path = target.split('?').next().unwrap_or(&target);
-        // Placing orders (CONTRACT 6, which covers the batch too): a body error is a 400.
+        // Placing orders (API.md §8, which covers the batch too): a body error is a 400.
         return Err(
             if method == Method::Post && (path == "/order" || path == "/orders") {
                 HttpError::OrderBodyTooLarge

@@ -1,4 +1,4 @@
-//! Writing HTTP/1.1 responses. Every body is JSON (CONTRACT 15) except `/metrics`.
+//! Writing HTTP/1.1 responses. Every body is JSON (API.md §18) except `/metrics`.
 
 use std::io::Write;
 

@@ -218,9 +218,9 @@ impl WsConn {
     }
 
     /// Takes `tokens` out of the subscribed set. A market stays followed while the set still
-    /// names either of its tokens (CONTRACT 16: either token delivers the whole market). An
+    /// names either of its tokens (API.md §17: either token delivers the whole market). An
     /// id that is not in the set (an unknown one among them) gets an `{"error"}` naming it;
-    /// the connection stays (CONTRACT 16).
+    /// the connection stays (API.md §17).
     fn unsubscribe(&mut self, tokens: &[Bytes32]) {
         for token in tokens {
             if !self.named.remove(token) {

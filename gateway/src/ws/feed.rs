@@ -42,7 +42,7 @@ pub enum FeedItem {
         /// Its event sequence number.
         seq: u64,
         /// The frame: shared bytes, which every subscriber's socket queues without a copy of
-        /// its own (CONTRACT 16: one encoded frame per event is shared by all subscribers).
+        /// its own (API.md §17: one encoded frame per event is shared by all subscribers).
         frame: Utf8Bytes,
     },
 }

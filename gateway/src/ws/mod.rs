@@ -1,5 +1,5 @@
-//! WebSocket channels on the same event loops as HTTP: `/ws/user` (CONTRACT 14) and
-//! `/ws/market` (CONTRACT 16). The handshake is answered by the HTTP layer; frames are read
+//! WebSocket channels on the same event loops as HTTP: `/ws/user` (API.md §16) and
+//! `/ws/market` (API.md §17). The handshake is answered by the HTTP layer; frames are read
 //! and written with tungstenite over the non-blocking socket.
 
 pub mod conn;
@@ -24,7 +24,7 @@ pub enum WsKind {
     Market,
 }
 
-/// Largest outbound queue of one connection (CONTRACT 18: 1 MiB).
+/// Largest outbound queue of one connection (API.md §17: 1 MiB).
 pub const OUTBOUND_BYTES_MAX: usize = 1024 * 1024;
 /// Largest inbound message.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 64 * 1024;
@@ -133,7 +133,7 @@ pub fn parse_market_message(text: &str) -> Result<MarketMessage, String> {
     Ok(message)
 }
 
-/// The `book` event of one token (CONTRACT 16), with Polymarket's hash.
+/// The `book` event of one token (API.md §17), with Polymarket's hash.
 pub fn book_frame(view: &BookView, timestamp_ms: u64) -> Arc<str> {
     let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });
     let m = &view.market;

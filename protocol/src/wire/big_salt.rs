@@ -1,6 +1,6 @@
 //! `salt` written as a JSON integer wider than 64 bits.
 //!
-//! CONTRACT 1 accepts a JSON integer for `salt`, a uint256. serde_json (without its
+//! API.md §1 accepts a JSON integer for `salt`, a uint256. serde_json (without its
 //! `arbitrary_precision` feature, which would change every number of the workspace) reads an
 //! integer past 64 bits as a float and keeps no digits beyond it, and simd-json refuses it.
 //! So before such a body is parsed, every integer that is the value of a `"salt"` key and is

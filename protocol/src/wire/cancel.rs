@@ -1,5 +1,5 @@
-//! The signed cancel bodies: DELETE /order (SPEC 4.5), DELETE /orders (an array of those, CONTRACT
-//! 8) and DELETE /cancel-market-orders (SPEC 4.6).
+//! The signed cancel bodies: DELETE /order (API.md §10), DELETE /orders (an array of those,
+//! API.md §10) and DELETE /cancel-market-orders (API.md §10).
 
 use serde::Serialize;
 
@@ -11,7 +11,7 @@ use crate::signature::Signature;
 use crate::u256::U256;
 use crate::wire::field::{parse_array, parse_body, FieldError, Fields, FromJson, JsonNode};
 
-/// The most cancels one DELETE /orders body may carry (CONTRACT 8).
+/// The most cancels one DELETE /orders body may carry (API.md §10).
 pub const CANCEL_ORDERS_BATCH_MAX: usize = 1000;
 
 /// DELETE /order: cancel one order, signed as `CancelOrder(orderId, marketId)`.

@@ -1,4 +1,4 @@
-//! Page cursors and limits (SPEC 2.2, CONTRACT 9): a cursor is the base64 of a decimal offset
+//! Page cursors and limits (API.md §2.2, API.md §11): a cursor is the base64 of a decimal offset
 //! (`MA==` is offset 0), `LTE=` ends the stream, and the empty string asks for the first page.
 
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
@@ -61,7 +61,7 @@ pub fn decode_cursor(text: &str) -> Result<Cursor, CursorError> {
 }
 
 /// The `next_cursor` of a page that returned `count` items from `offset` with page size
-/// `limit`: `LTE=` on the final page, which is the one smaller than `limit` (SPEC 2.2: a
+/// `limit`: `LTE=` on the final page, which is the one smaller than `limit` (API.md §2.2: a
 /// full page is mid-stream, even when the list ends with it; the next page is then empty).
 pub fn next_cursor(offset: u64, count: usize, limit: usize) -> String {
     if count < limit {

@@ -1,5 +1,5 @@
 //! `FieldError` and the field-by-field readers of request bodies: every error names the field
-//! that is missing or has the wrong type or form (CONTRACT 6, 18).
+//! that is missing or has the wrong type or form (API.md §8, 18).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -540,7 +540,7 @@ impl<'a, V: JsonNode> Fields<'a, V> {
     }
 
     /// An order's signature type: any `uint8` (whether it is accepted is the placement's
-    /// decision, a rejection rather than a bad field: CONTRACT 6).
+    /// decision, a rejection rather than a bad field: API.md §8).
     pub(crate) fn signature_type(&self, name: &str) -> Result<SignatureType, FieldError> {
         let value = self.required(name)?;
         value

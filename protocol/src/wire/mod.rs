@@ -1,5 +1,5 @@
 //! JSON payloads of the HTTP interface: request bodies parsed field by field into typed values
-//! (errors name the field), and response bodies with the exact key casing of SPEC part 2.
+//! (errors name the field), and response bodies with the exact key casing of API.md §2.
 
 mod big_salt;
 pub mod cancel;

@@ -1,4 +1,4 @@
-//! The POST /order and POST /orders bodies (SPEC 2.3, 4.4; CONTRACT 1, 6, 18): parsing JSON
+//! The POST /order and POST /orders bodies (API.md §2.3, 4.4; API.md §1, 6, 18): parsing JSON
 //! into a typed `SignedOrder`, and writing the JSON a client sends.
 
 use std::fmt;
@@ -13,10 +13,10 @@ use crate::signature::Signature;
 use crate::u256::U256;
 use crate::wire::field::{parse_array, parse_body, FieldError, Fields, FromJson, JsonNode};
 
-/// The most orders one POST /orders body may carry (CONTRACT 6).
+/// The most orders one POST /orders body may carry (API.md §8).
 pub const POST_ORDERS_BATCH_MAX: usize = 15;
 
-/// Order time-in-force (SPEC 3).
+/// Order time-in-force (API.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OrderType {
     /// Good till cancelled: rests.
@@ -128,7 +128,7 @@ struct SignedOrderJson<'a> {
     signature: &'a Signature,
 }
 
-/// Writes the signed order in the JSON form the service accepts (SPEC 2.3).
+/// Writes the signed order in the JSON form the service accepts (API.md §2.3).
 impl Serialize for SignedOrder {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let order = &self.order;
@@ -161,7 +161,7 @@ pub struct PostOrderRequest {
     /// Time in force.
     #[serde(rename = "orderType")]
     pub order_type: OrderType,
-    /// Rest only, never take (SPEC 4.4).
+    /// Rest only, never take (API.md §8).
     #[serde(rename = "postOnly")]
     pub post_only: bool,
 }
@@ -180,8 +180,8 @@ impl PostOrderRequest {
     }
 
     /// Reads one element of a POST /orders body found at `path` (`orders[3]`): the signed
-    /// order's fields are named under the element itself (`orders[3].makerAmount`, CONTRACT
-    /// 18(6)), the envelope's beside them (`orders[3].orderType`).
+    /// order's fields are named under the element itself (`orders[3].makerAmount`,
+    /// API.md §8), the envelope's beside them (`orders[3].orderType`).
     pub fn from_batch_element<V: JsonNode>(
         value: &V,
         path: &str,
@@ -377,7 +377,7 @@ mod tests {
         order["salt"] = json!(1_234_567);
         let request = PostOrderRequest::parse(&body_with(order)).unwrap();
         assert_eq!(request.order.order.salt, U256::from_u64(1_234_567));
-        // A JSON integer past 64 bits keeps every digit (CONTRACT 1: salt is a uint256).
+        // A JSON integer past 64 bits keeps every digit (API.md §1: salt is a uint256).
         let wide = "123456789012345678901234567890123456789012345678901234567890";
         let body = serde_json::to_string(&json!({ "order": order_json(), "orderType": "GTC" }))
             .unwrap()

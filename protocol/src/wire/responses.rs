@@ -1,4 +1,4 @@
-//! Response bodies (SPEC part 2 and the CONTRACT shapes), with the exact key casing: cancel,
+//! Response bodies (API.md §2 and the shapes of the sections after it), with the exact key casing: cancel,
 //! order-placement and credential payloads in camelCase; open-order, trade, market and
 //! claimable payloads in snake_case. Prices are held in ticks and written as trimmed decimals;
 //! sizes are held as integers and written as decimal strings.
@@ -25,7 +25,7 @@ pub enum Outcome {
     No,
 }
 
-/// Status of an order in open orders, placement results and order events (SPEC 3, CONTRACT 18).
+/// Status of an order in open orders, placement results and order events (API.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OrderStatus {
@@ -39,7 +39,7 @@ pub enum OrderStatus {
     Canceled,
 }
 
-/// Settlement status of a trade (SPEC 2.6).
+/// Settlement status of a trade (API.md §2.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum TradeStatus {
@@ -65,7 +65,7 @@ pub enum TraderSide {
     Taker,
 }
 
-/// Why a position is claimable (SPEC 2.9).
+/// Why a position is claimable (API.md §2.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefundReason {
@@ -75,7 +75,7 @@ pub enum RefundReason {
     VoidedRefund,
 }
 
-/// The page envelope of lists (SPEC 2.2).
+/// The page envelope of lists (API.md §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page<T> {
     /// Items of the page.
@@ -100,7 +100,7 @@ impl<T> Page<T> {
     }
 }
 
-/// An element of the open-orders page (SPEC 2.1); also the body of `order` events.
+/// An element of the open-orders page (API.md §2.1); also the body of `order` events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenOrder {
     /// Numeric order id, written as a decimal string.
@@ -142,7 +142,7 @@ pub struct OpenOrder {
     pub order_type: OrderType,
 }
 
-/// The order-placement result (SPEC 2.4), camelCase.
+/// The order-placement result (API.md §2.4), camelCase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderPlacementResult {
     /// Whether the order was accepted.
@@ -170,7 +170,7 @@ pub struct OrderPlacementResult {
 }
 
 impl OrderPlacementResult {
-    /// A rejection (CONTRACT 6): `success: false`, the message, amounts `"0"`, empty arrays and
+    /// A rejection (API.md §8): `success: false`, the message, amounts `"0"`, empty arrays and
     /// status `delayed`.
     pub fn rejected(error_msg: impl Into<String>, order_id: Option<B256>) -> OrderPlacementResult {
         OrderPlacementResult {
@@ -186,7 +186,7 @@ impl OrderPlacementResult {
     }
 }
 
-/// The result of every cancel operation (SPEC 2.5), camelCase.
+/// The result of every cancel operation (API.md §2.5), camelCase.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelResult {
     /// Ids of the cancelled orders, as decimal strings.
@@ -196,10 +196,10 @@ pub struct CancelResult {
     pub not_canceled: BTreeMap<String, String>,
 }
 
-/// One maker-side fill of a trade (SPEC 2.6).
+/// One maker-side fill of a trade (API.md §2.6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MakerOrder {
-    /// The maker order's decimal id (CONTRACT 18).
+    /// The maker order's decimal id (API.md §2.6).
     #[serde(with = "dec")]
     pub order_id: u64,
     /// The maker.
@@ -212,7 +212,7 @@ pub struct MakerOrder {
     /// The maker order's price.
     #[serde(rename = "price", with = "price")]
     pub price_ticks: u32,
-    /// Always `"0"` (SPEC 2.6).
+    /// Always `"0"` (API.md §2.6).
     #[serde(with = "dec")]
     pub fee_rate_bps: u32,
     /// The maker order's token.
@@ -221,7 +221,7 @@ pub struct MakerOrder {
     pub outcome: Outcome,
 }
 
-/// A trade (SPEC 2.6), from the caller's point of view.
+/// A trade (API.md §2.6), from the caller's point of view.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trade {
     /// Trade id.
@@ -254,7 +254,7 @@ pub struct Trade {
     pub taker_order_id: B256,
     /// Token traded.
     pub asset_id: U256,
-    /// Always `"0"` (SPEC 2.6).
+    /// Always `"0"` (API.md §2.6).
     #[serde(with = "dec")]
     pub fee_rate_bps: u32,
     /// UUIDv5 of the caller.
@@ -267,7 +267,7 @@ pub struct Trade {
     pub maker_orders: Vec<MakerOrder>,
 }
 
-/// A token of a market (SPEC 2.7).
+/// A token of a market (API.md §2.7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarketToken {
     /// Token id.
@@ -279,7 +279,7 @@ pub struct MarketToken {
     pub price_ticks: u32,
 }
 
-/// A market (SPEC 2.7).
+/// A market (API.md §2.7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Market {
     /// Condition id.
@@ -301,7 +301,7 @@ pub struct TokenIdQuery {
     pub token_id: U256,
 }
 
-/// An element of the GET /last-trades-prices response (SPEC 2.8).
+/// An element of the GET /last-trades-prices response (API.md §2.8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastTradePrice {
     /// Token id.
@@ -313,7 +313,7 @@ pub struct LastTradePrice {
     pub side: Side,
 }
 
-/// A claimable position (SPEC 2.9).
+/// A claimable position (API.md §2.9).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimableEntry {
     /// Condition id.
@@ -329,7 +329,7 @@ pub struct ClaimableEntry {
     pub refund_reason: RefundReason,
 }
 
-/// The GET /claimable response (SPEC 2.9).
+/// The GET /claimable response (API.md §2.9).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimableResponse {
     /// The address asked about.
@@ -338,7 +338,7 @@ pub struct ClaimableResponse {
     pub claimable: Vec<ClaimableEntry>,
 }
 
-/// API credentials (SPEC 2.10), camelCase.
+/// API credentials (API.md §2.10), camelCase.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiCredentials {
     /// The key id (UUIDv4).
@@ -359,7 +359,7 @@ impl std::fmt::Debug for ApiCredentials {
     }
 }
 
-/// GET /auth/api-keys (CONTRACT 5).
+/// GET /auth/api-keys (API.md §7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiKeysList {
     /// The address's key ids.
@@ -367,14 +367,14 @@ pub struct ApiKeysList {
     pub api_keys: Vec<Uuid>,
 }
 
-/// DELETE /auth/api-key (CONTRACT 5).
+/// DELETE /auth/api-key (API.md §7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeletedApiKey {
     /// The deleted key id.
     pub deleted: Uuid,
 }
 
-/// GET /balance-allowance (CONTRACT 11): base units as decimal strings.
+/// GET /balance-allowance (API.md §13): base units as decimal strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalanceAllowance {
     /// Balance in base units.
@@ -385,7 +385,7 @@ pub struct BalanceAllowance {
     pub allowance_units: u64,
 }
 
-/// GET /admin/state-hash (CONTRACT 17).
+/// GET /admin/state-hash (API.md §19).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateHashResponse {
     /// Last applied sequence number.
@@ -394,7 +394,7 @@ pub struct StateHashResponse {
     pub state_hash: B256,
 }
 
-/// Every error body: `{"error": "..."}` (SPEC 2.11).
+/// Every error body: `{"error": "..."}` (API.md §2.11).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// The message.

@@ -53,8 +53,8 @@ impl ReplicationHub {
 
     /// The sequencer wrote every record up to `seq` into the journal (its flush may still be
     /// under way): standbys may be sent them. Shipping before the local flush overlaps the
-    /// standby's flush with the primary's; nothing is answered before both (CONTRACT: every
-    /// state change journaled before it is acknowledged).
+    /// standby's flush with the primary's; nothing is answered before both (every state
+    /// change is journaled before it is acknowledged).
     pub fn written(&self, seq: u64) {
         let mut state = self.lock();
         if seq > state.written {

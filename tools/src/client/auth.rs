@@ -1,5 +1,5 @@
 //! Authentication headers: L1 (a `ClobAuth` signature by the wallet) and L2 (an HMAC of the
-//! request with the API secret), and the `/ws/user` subscribe message (CONTRACT 14).
+//! request with the API secret), and the `/ws/user` subscribe message (API.md §16).
 
 use ladder_protocol::wire::ApiCredentials;
 use ladder_protocol::{clob_auth_digest, Address, AuthDomain, L2Secret, U256};
@@ -153,7 +153,7 @@ mod tests {
         .unwrap()
     }
 
-    /// The EOA ClobAuth vector of `shared/vectors/signing.json`.
+    /// The EOA ClobAuth vector of `protocol/tests/data/signing.json`.
     #[test]
     fn l1_headers_match_the_known_answer() {
         let wallet = Wallet::from_hex(EOA0_KEY).unwrap();
@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(signature.recover_address(&digest), Ok(wallet.address()));
     }
 
-    /// The `GET /orders` HMAC vector of `shared/vectors/signing.json`.
+    /// The `GET /orders` HMAC vector of `protocol/tests/data/signing.json`.
     #[test]
     fn l2_headers_match_the_known_answer() {
         let path = "/orders?market=0x3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b&limit=2";

@@ -70,7 +70,7 @@ mod tests {
     const EOA0_KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
     const MARKET: &str = "0x3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b3b";
 
-    /// The CancelOrder vector of `shared/vectors/signing.json`.
+    /// The CancelOrder vector of `protocol/tests/data/signing.json`.
     #[test]
     fn cancel_order_matches_the_known_answer() {
         let wallet = Wallet::from_hex(EOA0_KEY).unwrap();

@@ -166,7 +166,7 @@ mod tests {
     const YES_TOKEN: &str =
         "52114319501245915516055106046884209969926127482827954674443846427813813222426";
 
-    /// The first order of `shared/vectors/signing.json`: BUY 10 Yes at 0.55.
+    /// The first order of `protocol/tests/data/signing.json`: BUY 10 Yes at 0.55.
     #[test]
     fn builds_the_known_answer_order_exactly() {
         let wallet = Wallet::from_hex(EOA0_KEY).unwrap();

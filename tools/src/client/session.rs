@@ -21,10 +21,10 @@ pub fn unix_now_s() -> u64 {
         .unwrap_or(0)
 }
 
-/// How far from the server's time a signed timestamp may be (SPEC 8, CONTRACT 5).
+/// How far from the server's time a signed timestamp may be (API.md §18, API.md §7).
 pub const CLOCK_SKEW_MAX_S: u64 = 30;
 
-/// Refuses a local clock more than [`CLOCK_SKEW_MAX_S`] from the server's: SPEC 8 has
+/// Refuses a local clock more than [`CLOCK_SKEW_MAX_S`] from the server's: API.md §18 has
 /// clients reject locally beyond that, rather than send requests the server will refuse.
 pub fn check_clock_skew(local_s: u64, server_s: u64) -> Result<(), String> {
     let skew_s = local_s.abs_diff(server_s);

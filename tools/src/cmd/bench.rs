@@ -20,7 +20,7 @@ pub fn engine(args: &EngineBenchArgs) -> Result<(), String> {
             // The same schedule with the engine's median as a busy wait: the machine's floor.
             let work_ns = closed_loop(&stream).p50_ns;
             let baseline = open_loop_baseline(stream.measured.len(), rate, work_ns);
-            // CONTRACT 17's keys at the top level; the floor beside them.
+            // API.md §19's keys at the top level; the floor beside them.
             let mut line = serde_json::json!(engine);
             if let Some(fields) = line.as_object_mut() {
                 fields.insert("baseline".into(), serde_json::json!(baseline));

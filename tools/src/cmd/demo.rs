@@ -1,5 +1,5 @@
 //! `serve --demo`: one market and two funded smart accounts, with the public development
-//! keys of `shared/vectors/signing.json`, so the README walk-through works at once.
+//! keys of `protocol/tests/data/signing.json`, so the README walk-through works at once.
 
 use std::net::SocketAddr;
 

@@ -1,4 +1,4 @@
-//! Parsers for flag values, so that a malformed value is bad usage (exit code 2, CONTRACT 17)
+//! Parsers for flag values, so that a malformed value is bad usage (exit code 2, API.md §19)
 //! caught while the command line is read, not a failure found later.
 
 /// A `HOST:PORT` address: a non-empty host (name, IPv4, or `[IPv6]`) and a port number.

@@ -1,4 +1,4 @@
-//! `ladder journal ...`: verify, dump, stats, tail, state-hash, repair (CONTRACT 17).
+//! `ladder journal ...`: verify, dump, stats, tail, state-hash, repair (API.md §19).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -123,7 +123,7 @@ pub fn rest(trader: &mut Trader, token: U256, side: Side, price_ticks: u32, shar
     p["orderID"].as_str().expect("orderID").to_string()
 }
 
-/// Asserts a rejection's shape (CONTRACT 6) and returns its `errorMsg`.
+/// Asserts a rejection's shape (API.md §8) and returns its `errorMsg`.
 pub fn rejection(p: &Value) -> String {
     assert_eq!(p["success"], json!(false), "{p}");
     assert_eq!(p["makingAmount"], json!("0"), "{p}");

@@ -18,7 +18,7 @@ pub const YES: &str =
 /// Its No token.
 pub const NO: &str =
     "71321045679252212594626385532706912750332728571942532289631379312455583992563";
-/// Demo keys and accounts (public development keys from shared/vectors/signing.json).
+/// Demo keys and accounts (public development keys from protocol/tests/data/signing.json).
 pub const KEYS: [(&str, &str); 2] = [
     (
         "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",

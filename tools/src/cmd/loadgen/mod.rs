@@ -1,4 +1,4 @@
-//! `ladder loadgen` (CONTRACT 17): drives a running service with signed orders and measures it.
+//! `ladder loadgen` (API.md §19): drives a running service with signed orders and measures it.
 //!
 //! A run, in order:
 //! 1. the ceiling probe ([`ceiling`]): signature recoveries per second on the gateway's thread

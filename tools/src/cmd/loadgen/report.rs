@@ -1,4 +1,4 @@
-//! The result: one JSON line on stdout (the CONTRACT 17 fields first, extras after), and with
+//! The result: one JSON line on stdout (the API.md §19 fields first, extras after), and with
 //! `--out DIR` the full result (`result.json`) and a percentile plot (`latency.svg`).
 
 use std::collections::BTreeMap;
@@ -48,7 +48,7 @@ pub struct RunInfo {
     pub market: String,
 }
 
-/// The stdout line: CONTRACT 17's fields in order, then extras.
+/// The stdout line: API.md §19's fields in order, then extras.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     /// Offered requests per second; `null` in closed loop.

@@ -204,7 +204,7 @@ pub fn check_reachable(url: &str) -> Result<(), String> {
     ladder_client::check_clock_skew(ladder_client::unix_now_s(), server_s)
 }
 
-/// Most orders in one `POST /orders` (SPEC: a batch holds at most 15).
+/// Most orders in one `POST /orders` (API.md §8: a batch holds at most 15).
 pub const BATCH_ORDERS_MAX: usize = 15;
 
 /// Places the pre-built book (untimed, before the clock starts) with `POST /orders` batches
