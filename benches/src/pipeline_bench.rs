@@ -285,7 +285,7 @@ fn wall_ns() -> u64 {
 /// at `rate` per second (open loop: each has a planned send time), and the standby records,
 /// for each command it holds, how long after the primary stamped it.
 pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> StandbyLagResult {
-    use ladder_sequencer::replication::{client, server, ReplicationHub};
+    use ladder_sequencer::replication::{client, server, LinkSecret, ReplicationHub};
     use ladder_sequencer::{rings, start_with, ChannelSink, CompletionSink};
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -323,8 +323,18 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
     let stop = Arc::new(AtomicBool::new(false));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let address = listener.local_addr().expect("address").to_string();
-    let replication = server::serve(listener, primary_dir, hub.clone(), [7; 32], stop.clone())
-        .expect("replication server");
+    let secret = LinkSecret::from_bytes(b"the standby bench's replication secret").expect("secret");
+    let replication = server::serve(
+        listener,
+        server::Primary {
+            data_dir: primary_dir,
+            hub: hub.clone(),
+            master_key: [7; 32],
+            secret: secret.clone(),
+            stop: stop.clone(),
+        },
+    )
+    .expect("replication server");
 
     // The standby: a follower sequencer fed by the replication client.
     let standby_config = SequencerConfig::default();
@@ -348,6 +358,8 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
     let follow_stop = Arc::new(AtomicBool::new(false));
     let follower = client::follow(client::Follower {
         primary: address,
+        secret,
+        node_id: "bench-standby".to_string(),
         last_seq: 0,
         last_mark: None,
         submitter: standby_rings.pop().expect("a ring"),

@@ -7,4 +7,5 @@
 
 pub mod http_request;
 pub mod post_order;
+pub mod replication_handshake;
 pub mod ws_subscribe;

@@ -17,7 +17,10 @@ fn ladder(args: &[&str]) -> Output {
 fn bad_usage_exits_2_naming_the_flag() {
     let dir = std::env::temp_dir().join(format!("ladder-cli-usage-{}", std::process::id()));
     let data_dir = dir.to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 31] = [
+    let short = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(short.path(), "too short\n").expect("write");
+    let short_secret = short.path().to_string_lossy().to_string();
+    let cases: [(&[&str], &str); 35] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -101,6 +104,23 @@ fn bad_usage_exits_2_naming_the_flag() {
         ),
         (&["journal", "dump", "--type", "nosuchtype"], "--type"),
         (&["journal", "dump", "--from", "10", "--to", "5"], "--from"),
+        // The replication link leaves loopback only with a secret.
+        (
+            &["serve", "--replication-listen", "0.0.0.0:9090"],
+            "--replication-secret-file",
+        ),
+        (
+            &["standby", "--primary", "192.0.2.7:9090"],
+            "--replication-secret-file",
+        ),
+        (
+            &["serve", "--replication-secret-file", "/no/such/secret"],
+            "/no/such/secret",
+        ),
+        (
+            &["serve", "--replication-secret-file", &short_secret],
+            "at least 16 bytes",
+        ),
     ];
     for (args, named) in cases {
         let mut with_dir = args.to_vec();

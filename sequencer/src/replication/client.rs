@@ -2,7 +2,7 @@
 //! replicated work (same sequence numbers and times), and acknowledging what is durable.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +12,8 @@ use crossbeam_channel::Receiver;
 use ladder_engine::{Command, Reply};
 use ladder_journal::RecordRef;
 
-use super::{handshake_line, RecordMark, ACCEPTED, RECORD_PAYLOAD_MAX, REFUSED};
+use super::secure::{self, LinkSecret, SecureReader, SecureWriter};
+use super::{Hello, RecordMark, ACCEPTED, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
 use crate::submission::{Completion, Submission, SubmitError, Submitter, Ticket, Work};
 
@@ -26,6 +27,10 @@ pub type OnMasterKey = Box<dyn FnMut([u8; 32]) + Send>;
 pub struct Follower {
     /// The primary's replication address.
     pub primary: String,
+    /// The key both ends of the link share.
+    pub secret: LinkSecret,
+    /// This standby's node id (the primary keeps one session per id).
+    pub node_id: String,
     /// The last sequence the standby holds.
     pub last_seq: u64,
     /// The mark of that record (`None` when it holds none): the primary refuses a standby
@@ -78,27 +83,37 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
     })
 }
 
+/// How long a connection to the primary may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn session(f: &mut Follower) -> Result<(), SessionEnd> {
-    let mut stream = TcpStream::connect(&f.primary).map_err(|e| format!("connect: {e}"))?;
+    let address = f
+        .primary
+        .to_socket_addrs()
+        .map_err(|e| format!("resolve: {e}"))?
+        .next()
+        .ok_or_else(|| "resolve: no address".to_string())?;
+    let stream = TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)
+        .map_err(|e| format!("connect: {e}"))?;
     stream.set_nodelay(true).ok();
-    stream
-        .write_all(handshake_line(f.last_seq + 1, f.last_mark.as_ref()).as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut reader =
-        BufReader::with_capacity(1 << 20, stream.try_clone().map_err(|e| e.to_string())?);
-    let mut answer = String::new();
-    reader
-        .by_ref()
-        .take(4096)
-        .read_line(&mut answer)
-        .map_err(|e| format!("handshake answer: {e}"))?;
-    let answer = answer.trim_end();
+    let hello = Hello {
+        from_seq: f.last_seq + 1,
+        last: f.last_mark,
+        node_id: f.node_id.clone(),
+    };
+    let (answer, (reader, mut writer)) =
+        secure::connect(&stream, &f.secret, hello.line().as_bytes())?;
+    let answer = String::from_utf8_lossy(&answer);
     if let Some(why) = answer.strip_prefix(REFUSED) {
         return Err(SessionEnd::Refused(why.to_string()));
     }
     if answer != ACCEPTED {
         return Err(format!("unexpected handshake answer {answer:?}").into());
     }
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    stream
+        .set_read_timeout(Some(secure::HANDSHAKE_TIMEOUT))
+        .ok();
     let mut key = [0u8; 32];
     reader
         .read_exact(&mut key)
@@ -122,16 +137,18 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
                 submit(f, mark.seq, mark.timestamp_ns, command.clone())?;
                 pending.push((mark, command));
                 if reader.buffer().is_empty() {
-                    settle(f, &mut pending, &mut stream)?;
+                    settle(f, &mut pending, &mut writer)?;
                 }
             }
-            None => settle(f, &mut pending, &mut stream)?,
+            None => settle(f, &mut pending, &mut writer)?,
         }
     }
 }
 
 /// The next record and its mark, or `None` when none arrives within the read timeout.
-fn read_record(reader: &mut BufReader<TcpStream>) -> Result<Option<(RecordMark, Command)>, String> {
+fn read_record(
+    reader: &mut BufReader<SecureReader>,
+) -> Result<Option<(RecordMark, Command)>, String> {
     // Nothing buffered and nothing arriving within the read timeout: no record yet.
     match reader.fill_buf() {
         Ok([]) => return Err("the primary closed the stream".into()),
@@ -170,7 +187,7 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// Reads exactly `buf.len()` bytes of a record that has started to arrive, waiting through
 /// read timeouts (a partial read is never dropped).
-fn read_full(reader: &mut BufReader<TcpStream>, buf: &mut [u8]) -> Result<(), String> {
+fn read_full(reader: &mut BufReader<SecureReader>, buf: &mut [u8]) -> Result<(), String> {
     let mut filled = 0;
     while filled < buf.len() {
         match reader.read(&mut buf[filled..]) {
@@ -212,7 +229,7 @@ fn submit(f: &mut Follower, seq: u64, timestamp_ns: u64, command: Command) -> Re
 fn settle(
     f: &mut Follower,
     pending: &mut Vec<(RecordMark, Command)>,
-    stream: &mut TcpStream,
+    link: &mut SecureWriter,
 ) -> Result<(), String> {
     if pending.is_empty() {
         return Ok(());
@@ -229,7 +246,6 @@ fn settle(
             Err(_) => return Err("the sequencer did not answer".into()),
         }
     }
-    stream
-        .write_all(format!("ACK {}\n", f.last_seq).as_bytes())
+    link.write_all(format!("ACK {}\n", f.last_seq).as_bytes())
         .map_err(|e| format!("ack: {e}"))
 }

@@ -3,6 +3,7 @@
 //! acknowledged.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ pub struct ReplicationHub {
     required: usize,
     state: Mutex<HubState>,
     changed: Condvar,
+    refused_links: AtomicU64,
 }
 
 impl ReplicationHub {
@@ -32,7 +34,19 @@ impl ReplicationHub {
                 ..HubState::default()
             }),
             changed: Condvar::new(),
+            refused_links: AtomicU64::new(0),
         }
+    }
+
+    /// A connection to the replication port was closed unanswered: it did not prove it holds
+    /// the secret, or came past the handshake limits.
+    pub fn count_refused_link(&self) {
+        self.refused_links.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections to the replication port closed unanswered so far.
+    pub fn refused_links(&self) -> u64 {
+        self.refused_links.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, HubState> {

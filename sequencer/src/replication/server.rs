@@ -1,47 +1,65 @@
-//! The primary's side: accepts standbys, refuses one whose journal diverged from its own, and
-//! streams the others the journal's records as they are written.
+//! The primary's side: accepts standbys that prove they hold the replication secret, refuses
+//! one whose journal diverged from its own, and streams the others the journal's records as
+//! they are written.
 
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ladder_journal::JournalReader;
+use parking_lot::Mutex;
 
-use super::{check_standby, parse_handshake, RecordMark, ReplicationHub, ACCEPTED, REFUSED};
+use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
+use super::{check_standby, Hello, RecordMark, ReplicationHub, ACCEPTED, REFUSED};
 
-/// Most standbys served at once.
+/// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
+/// Most handshakes under way at once (each has [`secure::HANDSHAKE_TIMEOUT`] to finish).
+pub const HANDSHAKES_MAX: usize = 32;
+/// Most handshakes under way at once from one address.
+pub const HANDSHAKES_PER_IP_MAX: usize = 4;
 
-/// Serves standbys on `listener` until `stop` is set.
-pub fn serve(
-    listener: TcpListener,
-    data_dir: PathBuf,
-    hub: Arc<ReplicationHub>,
-    master_key: [u8; 32],
-    stop: Arc<AtomicBool>,
-) -> std::io::Result<JoinHandle<()>> {
+/// What the primary's replication listener serves.
+pub struct Primary {
+    /// Where the journal is.
+    pub data_dir: PathBuf,
+    /// Written and acknowledged sequences, shared with the sequencer.
+    pub hub: Arc<ReplicationHub>,
+    /// The master key, sent to authenticated standbys inside the encrypted link.
+    pub master_key: [u8; 32],
+    /// The key both ends share.
+    pub secret: LinkSecret,
+    /// Set to stop serving.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Serves standbys on `listener` until `primary.stop` is set.
+pub fn serve(listener: TcpListener, primary: Primary) -> std::io::Result<JoinHandle<()>> {
     listener.set_nonblocking(true)?;
+    let primary = Arc::new(primary);
+    let handshakes = Arc::new(Handshakes::default());
+    let sessions = Arc::new(Sessions::default());
     std::thread::Builder::new()
         .name("replication".into())
         .spawn(move || {
-            while !stop.load(Ordering::Acquire) {
+            while !primary.stop.load(Ordering::Acquire) {
                 match listener.accept() {
                     Ok((stream, peer)) => {
-                        if hub.connected() >= STANDBYS_MAX {
+                        // Closed at once, unanswered, past the handshake limits.
+                        let Some(pending) = handshakes.begin(peer.ip()) else {
+                            primary.hub.count_refused_link();
                             continue;
-                        }
-                        let (data_dir, hub, stop) = (data_dir.clone(), hub.clone(), stop.clone());
+                        };
+                        let (primary, sessions) = (primary.clone(), sessions.clone());
                         let _ = std::thread::Builder::new()
                             .name("replication-stream".into())
                             .spawn(move || {
-                                tracing::info!(%peer, "standby connected");
-                                if let Err(e) =
-                                    stream_to(stream, &data_dir, &hub, &master_key, &stop)
-                                {
+                                if let Err(e) = stream_to(stream, &primary, &sessions, pending) {
                                     tracing::warn!(%peer, error = %e, "standby stream ended");
                                 }
                             });
@@ -58,78 +76,226 @@ pub fn serve(
         })
 }
 
+/// Handshakes under way, in all and per address.
+#[derive(Default)]
+struct Handshakes {
+    by_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One handshake under way; its slot is given back when dropped.
+struct PendingHandshake {
+    handshakes: Arc<Handshakes>,
+    ip: IpAddr,
+}
+
+impl Handshakes {
+    fn begin(self: &Arc<Self>, ip: IpAddr) -> Option<PendingHandshake> {
+        let mut by_ip = self.by_ip.lock();
+        let total: usize = by_ip.values().sum();
+        let mine = by_ip.entry(ip).or_insert(0);
+        if total >= HANDSHAKES_MAX || *mine >= HANDSHAKES_PER_IP_MAX {
+            return None;
+        }
+        *mine += 1;
+        Some(PendingHandshake {
+            handshakes: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PendingHandshake {
+    fn drop(&mut self) {
+        let mut by_ip = self.handshakes.by_ip.lock();
+        if let Some(count) = by_ip.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                by_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The authenticated sessions by node id: one each, a new one ending the old (whose peer
+/// most likely vanished without the primary seeing it go).
+#[derive(Default)]
+struct Sessions {
+    by_node: Mutex<HashMap<String, (u64, TcpStream)>>,
+    next: AtomicU64,
+}
+
+impl Sessions {
+    /// Registers a session of `node`, ending its older one; refused when [`STANDBYS_MAX`]
+    /// other nodes are connected.
+    fn admit(&self, node: &str, stream: &TcpStream) -> Result<u64, String> {
+        let mut by_node = self.by_node.lock();
+        if !by_node.contains_key(node) && by_node.len() >= STANDBYS_MAX {
+            return Err(format!("{STANDBYS_MAX} standbys are already connected"));
+        }
+        let clone = stream.try_clone().map_err(|e| e.to_string())?;
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Some((_, old)) = by_node.insert(node.to_string(), (id, clone)) {
+            tracing::info!(node, "a standby reconnected: its older session ends");
+            let _ = old.shutdown(Shutdown::Both);
+        }
+        Ok(id)
+    }
+
+    fn leave(&self, node: &str, id: u64) {
+        let mut by_node = self.by_node.lock();
+        if by_node.get(node).is_some_and(|(current, _)| *current == id) {
+            by_node.remove(node);
+        }
+    }
+}
+
 fn stream_to(
     stream: TcpStream,
-    data_dir: &std::path::Path,
-    hub: &Arc<ReplicationHub>,
-    master_key: &[u8; 32],
-    stop: &AtomicBool,
+    primary: &Primary,
+    sessions: &Sessions,
+    pending: PendingHandshake,
 ) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).ok();
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut lines = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
-    let mut handshake = String::new();
-    lines
-        .by_ref()
-        .take(128)
-        .read_line(&mut handshake)
-        .map_err(|e| e.to_string())?;
-    let (from_seq, last_held) = parse_handshake(&handshake)?;
-    stream.set_read_timeout(None).ok();
-    let mut writer = BufWriter::new(stream);
-    let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
-    if let Some(theirs) = last_held {
-        let ours = RecordMark::read_at(&mut reader, theirs.seq)?;
-        if let Err(why) = check_standby(&theirs, ours.as_ref()) {
-            let _ = writeln!(writer, "{REFUSED}{why}").and_then(|_| writer.flush());
+    let opened = secure::open(&stream, &primary.secret).inspect_err(|_| {
+        // Nothing was sent: the peer learns nothing, not even that this is Ladder.
+        primary.hub.count_refused_link();
+    })?;
+    drop(pending);
+    let hello = std::str::from_utf8(&opened.hello)
+        .map_err(|_| "a hello that is not text".to_string())
+        .and_then(Hello::parse);
+    let refusal = match &hello {
+        Err(why) => Some(why.clone()),
+        Ok(hello) => refusal_of(&primary.data_dir, hello)?,
+    };
+    if let Some(why) = refusal {
+        let _ = opened.answer(&stream, format!("{REFUSED}{why}").as_bytes());
+        return Err(format!("standby refused: {why}"));
+    }
+    let hello = hello?;
+    let session = match sessions.admit(&hello.node_id, &stream) {
+        Ok(session) => session,
+        Err(why) => {
+            let _ = opened.answer(&stream, format!("{REFUSED}{why}").as_bytes());
             return Err(format!("standby refused: {why}"));
         }
-    }
-    writeln!(writer, "{ACCEPTED}")
-        .and_then(|_| writer.write_all(master_key))
+    };
+    tracing::info!(node = %hello.node_id, from = hello.from_seq, "standby connected");
+    let result = serve_session(&stream, opened, &hello, primary);
+    sessions.leave(&hello.node_id, session);
+    result
+}
+
+/// Why a standby cannot follow: its last record is not the primary's.
+fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> {
+    let Some(theirs) = hello.last else {
+        return Ok(None);
+    };
+    let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
+    let ours = RecordMark::read_at(&mut reader, theirs.seq)?;
+    Ok(check_standby(&theirs, ours.as_ref()).err())
+}
+
+fn serve_session(
+    stream: &TcpStream,
+    opened: secure::Opened,
+    hello: &Hello,
+    primary: &Primary,
+) -> Result<(), String> {
+    let (reader, writer) = opened.answer(stream, ACCEPTED.as_bytes())?;
+    let mut writer = BufWriter::with_capacity(FRAME_PLAINTEXT_MAX, writer);
+    writer
+        .write_all(&primary.master_key)
         .and_then(|_| writer.flush())
         .map_err(|e| e.to_string())?;
-    let id = hub.register(from_seq);
+    stream.set_read_timeout(None).ok();
+    let hub = &primary.hub;
+    let id = hub.register(hello.from_seq);
+    let sent = Arc::new(AtomicU64::new(hello.from_seq.saturating_sub(1)));
     let alive = Arc::new(AtomicBool::new(true));
     let acks = {
-        let (hub, alive) = (hub.clone(), alive.clone());
+        let (hub, alive, sent) = (hub.clone(), alive.clone(), sent.clone());
+        let node = hello.node_id.clone();
         std::thread::spawn(move || {
-            for line in lines.lines() {
-                let Ok(line) = line else { break };
-                if let Some(seq) = line
-                    .strip_prefix("ACK ")
-                    .and_then(|s| s.trim().parse().ok())
-                {
-                    hub.ack(id, seq);
-                }
+            if let Err(why) = read_acks(BufReader::new(reader), &hub, id, &sent) {
+                tracing::warn!(%node, %why, "standby acknowledgements ended");
             }
             alive.store(false, Ordering::Release);
         })
     };
-    let result = send_records(&mut writer, reader, hub, from_seq, stop, &alive);
+    let journal = JournalReader::open(&primary.data_dir).map_err(|e| e.to_string());
+    let result = journal.and_then(|journal| {
+        send_records(
+            &mut writer,
+            journal,
+            hub,
+            hello.from_seq,
+            &primary.stop,
+            &alive,
+            &sent,
+        )
+    });
     hub.unregister(id);
-    let _ = writer.get_ref().shutdown(std::net::Shutdown::Both);
+    let _ = stream.shutdown(Shutdown::Both);
     let _ = acks.join();
     result
 }
 
+/// Longest acknowledgement line.
+const ACK_LINE_BYTES_MAX: u64 = 32;
+
+/// Reads `ACK <seq>` lines until the link ends. An acknowledgement of a record not sent yet
+/// (or one that goes backwards, or a line of any other form) ends the session: the standby
+/// cannot hold what it was not sent, and an answer must never leave on a forged promise.
+fn read_acks(
+    mut lines: BufReader<secure::SecureReader>,
+    hub: &ReplicationHub,
+    id: u64,
+    sent: &AtomicU64,
+) -> Result<(), String> {
+    let mut acked = 0u64;
+    loop {
+        let mut line = String::new();
+        let read = std::io::Read::take(&mut lines, ACK_LINE_BYTES_MAX)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        if read == 0 {
+            return Ok(());
+        }
+        let seq: u64 = line
+            .strip_suffix('\n')
+            .and_then(|l| l.strip_prefix("ACK "))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("not an acknowledgement: {line:?}"))?;
+        let sent_seq = sent.load(Ordering::Acquire);
+        if seq > sent_seq || seq < acked {
+            return Err(format!(
+                "acknowledged {seq}, but {sent_seq} is the last record sent and {acked} was acknowledged"
+            ));
+        }
+        acked = seq;
+        hub.ack(id, seq);
+    }
+}
+
 /// Streams written records from `from_seq` on, read with `reader`.
 fn send_records(
-    writer: &mut BufWriter<TcpStream>,
+    writer: &mut BufWriter<SecureWriter>,
     mut reader: JournalReader,
     hub: &ReplicationHub,
     from_seq: u64,
     stop: &AtomicBool,
     alive: &AtomicBool,
+    sent: &AtomicU64,
 ) -> Result<(), String> {
     if from_seq > 1 {
         reader.seek(from_seq).map_err(|e| e.to_string())?;
     }
-    let mut sent = from_seq.saturating_sub(1);
+    let mut last = from_seq.saturating_sub(1);
     while !stop.load(Ordering::Acquire) && alive.load(Ordering::Acquire) {
-        let written = hub.wait_written_after(sent, Duration::from_millis(50));
-        while sent < written {
+        let written = hub.wait_written_after(last, Duration::from_millis(50));
+        while last < written {
             let Some(record) = reader.poll().map_err(|e| e.to_string())? else {
                 break;
             };
@@ -142,8 +308,11 @@ fn send_records(
             writer
                 .write_all(record.payload)
                 .map_err(|e| e.to_string())?;
-            sent = record.seq;
+            last = record.seq;
         }
+        // Stored before the flush that lets the standby see them, so that its acknowledgement
+        // can never arrive before the primary counts them sent.
+        sent.store(last, Ordering::Release);
         writer.flush().map_err(|e| e.to_string())?;
     }
     Ok(())

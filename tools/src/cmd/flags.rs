@@ -22,6 +22,24 @@ pub fn host_port(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// Whether every address `HOST:PORT` resolves to is a loopback address (one that does not
+/// resolve is not).
+pub fn is_loopback(host_port: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match host_port.to_socket_addrs() {
+        Ok(addresses) => {
+            let addresses: Vec<_> = addresses.collect();
+            !addresses.is_empty() && addresses.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+/// The replication secret held in a file (at least 16 bytes, whitespace around it trimmed).
+pub fn secret_file(text: &str) -> Result<ladder_sequencer::replication::LinkSecret, String> {
+    ladder_sequencer::replication::LinkSecret::from_file(std::path::Path::new(text))
+}
+
 /// An `http://HOST:PORT` URL (a trailing `/` allowed), for the load generator's `--url`.
 pub fn http_url(text: &str) -> Result<String, String> {
     let authority = text

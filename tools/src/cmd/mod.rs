@@ -14,6 +14,7 @@ mod serve;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ladder_sequencer::replication::LinkSecret;
 
 /// Ladder: a low-latency order book for Yes/No markets.
 #[derive(Parser, Debug)]
@@ -80,12 +81,8 @@ pub struct ServeArgs {
     pub demo: bool,
     #[command(flatten)]
     pub chain: ChainFlags,
-    /// TLS certificate (PEM).
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsFlags,
     /// API keys per address.
     #[arg(long, default_value_t = 5)]
     pub max_keys_per_user: u32,
@@ -102,6 +99,8 @@ pub struct ServeArgs {
     /// `--replication-listen`).
     #[arg(long, default_value_t = 0)]
     pub replicas: u32,
+    #[command(flatten)]
+    pub replication_secret: ReplicationSecretFlag,
     /// Built-in settlement: ms from match to MINED, and from MINED to CONFIRMED.
     #[arg(long, default_value_t = 1000)]
     pub settlement_delay_ms: u64,
@@ -119,6 +118,27 @@ pub struct ServeArgs {
     /// Serve the admin surface and /metrics to any address, not only loopback.
     #[arg(long)]
     pub admin_public: bool,
+}
+
+/// HTTPS and WSS on the client listener.
+#[derive(Args, Debug, Clone)]
+pub struct TlsFlags {
+    /// TLS certificate (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// The replication link's shared secret.
+#[derive(Args, Debug, Clone)]
+pub struct ReplicationSecretFlag {
+    /// A file holding the replication secret (at least 16 bytes; the same file on the primary
+    /// and its standbys): the two ends authenticate each other and the link is encrypted.
+    /// Required unless the replication address is a loopback address.
+    #[arg(long = "replication-secret-file", value_parser = flags::secret_file)]
+    pub secret: Option<LinkSecret>,
 }
 
 /// Where the chain is: the exchange contract (also the EIP-712 verifyingContract) and, with
@@ -154,7 +174,11 @@ pub struct StandbyArgs {
     #[arg(long, value_parser = flags::host_port)]
     pub primary: String,
     #[command(flatten)]
+    pub replication_secret: ReplicationSecretFlag,
+    #[command(flatten)]
     pub service: ServiceFlags,
+    #[command(flatten)]
+    pub tls: TlsFlags,
     /// Built-in settlement after promotion (as `serve`).
     #[arg(long, default_value_t = 1000)]
     pub settlement_delay_ms: u64,
@@ -247,6 +271,25 @@ pub struct LoadgenArgs {
     pub pipeline: usize,
 }
 
+impl ReplicationSecretFlag {
+    /// Bad usage when the replication link would leave this machine without a secret.
+    fn unsecured_beyond_loopback(&self, address: &str, flag: &str) -> Option<String> {
+        (self.secret.is_none() && !flags::is_loopback(address)).then(|| {
+            format!(
+                "{flag} {address} is not a loopback address: give --replication-secret-file \
+                 (the same secret on the primary and its standbys)"
+            )
+        })
+    }
+
+    /// The link's secret: the configured one, or on loopback the built-in one.
+    pub fn link_secret(&self) -> LinkSecret {
+        self.secret
+            .clone()
+            .unwrap_or_else(LinkSecret::loopback_default)
+    }
+}
+
 /// Sets up structured logs on stderr.
 pub fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
@@ -264,6 +307,13 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
         }
+        Command::Serve(args) => args.replication_listen.as_deref().and_then(|address| {
+            args.replication_secret
+                .unsecured_beyond_loopback(address, "--replication-listen")
+        }),
+        Command::Standby(args) => args
+            .replication_secret
+            .unsecured_beyond_loopback(&args.primary, "--primary"),
         Command::Loadgen(args)
             if args.rate.is_some_and(|rate| {
                 rate.saturating_mul(args.duration) > loadgen::OPEN_LOOP_REQUESTS_MAX

@@ -22,7 +22,7 @@ use ladder_gateway::ws::feed::MarketIds;
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
-use ladder_sequencer::replication::{client, server, RecordMark, ReplicationHub};
+use ladder_sequencer::replication::{client, server, LinkSecret, RecordMark, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
     DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission,
@@ -32,7 +32,7 @@ use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
 
 use super::chain_link::ChainLink;
-use super::{demo, ChainFlags, ServeArgs, StandbyArgs};
+use super::{demo, ChainFlags, ServeArgs, StandbyArgs, TlsFlags};
 
 /// How often a snapshot is taken when commands have been applied since the last one.
 pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
@@ -56,9 +56,11 @@ enum Role {
         demo: bool,
         replication_listen: Option<String>,
         replicas: u32,
+        secret: LinkSecret,
     },
     Standby {
         primary: String,
+        secret: LinkSecret,
     },
 }
 
@@ -97,14 +99,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         rate_limit_ip: args.rate_limit_ip,
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
-        tls: match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => Some(ladder_gateway::stream::tls_config(cert, key)?),
-            _ => None,
-        },
+        tls: tls_config(&args.tls)?,
         role: Role::Primary {
             demo: args.demo,
             replication_listen: args.replication_listen.clone(),
             replicas: args.replicas,
+            secret: args.replication_secret.link_secret(),
         },
     })
 }
@@ -125,11 +125,20 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         rate_limit_ip: 9000,
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
-        tls: None,
+        tls: tls_config(&args.tls)?,
         role: Role::Standby {
             primary: args.primary.clone(),
+            secret: args.replication_secret.link_secret(),
         },
     })
+}
+
+/// The client listener's TLS, when a certificate is given.
+fn tls_config(flags: &TlsFlags) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+    match (&flags.tls_cert, &flags.tls_key) {
+        (Some(cert), Some(key)) => Ok(Some(ladder_gateway::stream::tls_config(cert, key)?)),
+        _ => Ok(None),
+    }
 }
 
 /// Asks the main loop to promote this standby; answered once done.
@@ -355,6 +364,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         Role::Primary {
             demo: want_demo,
             replication_listen,
+            secret,
             ..
         } => {
             settlement = Some(settle(pending_settlements)?);
@@ -367,10 +377,13 @@ fn run(options: RunOptions) -> Result<(), String> {
                 );
                 server::serve(
                     listener,
-                    data_dir.clone(),
-                    hub.clone(),
-                    keys.master_bytes(),
-                    stop.clone(),
+                    server::Primary {
+                        data_dir: data_dir.clone(),
+                        hub: hub.clone(),
+                        master_key: keys.master_bytes(),
+                        secret: secret.clone(),
+                        stop: stop.clone(),
+                    },
                 )
                 .map_err(|e| format!("replication: {e}"))?;
             }
@@ -383,10 +396,11 @@ fn run(options: RunOptions) -> Result<(), String> {
                 tracing::info!("--demo ignored: the data directory already holds state");
             }
         }
-        Role::Standby { primary } => {
+        Role::Standby { primary, secret } => {
             drain = Some(drain_until_promoted(settlement_rx.clone()));
             follower = Some(start_follower(
                 primary,
+                secret,
                 last_seq,
                 follower_ring.clone(),
                 follower_rx.clone(),
@@ -532,8 +546,10 @@ fn drain_until_promoted(
     (stop, thread)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn start_follower(
     primary: &str,
+    secret: &LinkSecret,
     last_seq: u64,
     submitter: Submitter,
     completions: Receiver<Completion>,
@@ -554,6 +570,8 @@ fn start_follower(
     };
     let follower = client::Follower {
         primary: primary.to_string(),
+        secret: secret.clone(),
+        node_id: node_id(data_dir)?,
         last_seq,
         last_mark,
         submitter,
@@ -580,6 +598,28 @@ fn start_follower(
     };
     let thread = client::follow(follower).map_err(|e| format!("standby thread: {e}"))?;
     Ok((stop, thread))
+}
+
+/// The file in a data directory that holds its node id.
+pub const NODE_ID_FILE: &str = "node.id";
+
+/// This data directory's node id, made (a random UUID) the first time: a standby names it to
+/// its primary, which keeps one replication session per node.
+fn node_id(data_dir: &Path) -> Result<String, String> {
+    let path = data_dir.join(NODE_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if ladder_sequencer::replication::valid_node_id(text.trim()) => {
+            Ok(text.trim().to_string())
+        }
+        Ok(_) => Err(format!("{}: not a node id", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = Uuid::new_v4().to_string();
+            std::fs::write(&path, format!("{id}\n"))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(id)
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 /// Stops accepting, drains what the gateway holds, stops the sequencer and snapshots.

@@ -332,7 +332,13 @@ pub fn standby_command(replication: u16, data_dir: &Path) -> Command {
 /// Starts a standby on `data_dir` (kept by the caller) and waits until it answers
 /// `GET /time`.
 pub fn start_standby_in(replication: u16, data_dir: &Path) -> Standby {
+    start_standby_with(replication, data_dir, &[])
+}
+
+/// Starts a standby on `data_dir` with `extra_args` and waits until it answers `GET /time`.
+pub fn start_standby_with(replication: u16, data_dir: &Path, extra_args: &[&str]) -> Standby {
     let mut child = standby_command(replication, data_dir)
+        .args(extra_args)
         .spawn()
         .expect("spawn standby");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();

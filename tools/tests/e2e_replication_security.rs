@@ -1,0 +1,279 @@
+//! The replication link's security over real sockets (API.md §19): a peer without the
+//! replication secret gets not one byte (no greeting, no master key, no journal), a standby
+//! with the secret follows, a forged acknowledgement never releases an answer, and one node
+//! holds one session.
+
+mod support;
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ladder_client::{HttpClient, Trader, Wallet};
+use ladder_protocol::Address;
+use ladder_sequencer::replication::secure::{self, SecureReader, SecureWriter};
+use ladder_sequencer::replication::{Hello, LinkSecret};
+use serde_json::Value;
+
+use support::*;
+
+const SECRET: &str = "e2e replication secret: 7f3a9c0d51e2b84a\n";
+
+fn secret_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn admin(url: &str, path: &str) -> Value {
+    let mut http = HttpClient::new(url).unwrap();
+    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    http.request("GET", path, &headers, None).unwrap().json()
+}
+
+/// A primary that requires the secret, with `replicas` standbys per answer.
+fn primary(dir: &Path, replicas: u32) -> (Service, u16) {
+    let replication = free_port();
+    let secret = secret_file(dir, "primary.secret", SECRET);
+    let service = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replication-secret-file",
+        secret.to_str().unwrap(),
+        "--replicas",
+        &replicas.to_string(),
+    ]);
+    (service, replication)
+}
+
+/// Everything a connection receives until the peer closes it (or 15 s pass).
+fn everything_received(mut stream: TcpStream) -> Vec<u8> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    received
+}
+
+/// The standby's state hash once it equals the primary's, within 20 s.
+fn wait_until_caught_up(primary: &Service, standby_url: &str) {
+    let want = admin(&primary.url, "/admin/state-hash");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = admin(standby_url, "/admin/state-hash");
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "standby at {got}, primary at {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A peer that holds the secret and speaks the protocol by hand.
+struct HandmadeStandby {
+    reader: BufReader<SecureReader>,
+    writer: SecureWriter,
+    master_key: [u8; 32],
+}
+
+impl HandmadeStandby {
+    fn connect(replication: u16, node_id: &str) -> HandmadeStandby {
+        let stream = TcpStream::connect(("127.0.0.1", replication)).unwrap();
+        let secret = LinkSecret::from_bytes(SECRET.as_bytes()).unwrap();
+        let hello = Hello {
+            from_seq: 1,
+            last: None,
+            node_id: node_id.to_string(),
+        };
+        let (answer, (reader, writer)) =
+            secure::connect(&stream, &secret, hello.line().as_bytes()).unwrap();
+        assert_eq!(answer, b"OK");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut reader = BufReader::new(reader);
+        let mut master_key = [0u8; 32];
+        reader.read_exact(&mut master_key).unwrap();
+        HandmadeStandby {
+            reader,
+            writer,
+            master_key,
+        }
+    }
+
+    /// The next record's sequence number.
+    fn next_record(&mut self) -> std::io::Result<u64> {
+        let mut head = [0u8; 22];
+        self.reader.read_exact(&mut head)?;
+        let len = u32::from_be_bytes(head[..4].try_into().unwrap()) as usize;
+        let mut payload = vec![0u8; len];
+        self.reader.read_exact(&mut payload)?;
+        Ok(u64::from_be_bytes(head[4..12].try_into().unwrap()))
+    }
+
+    /// Reads records up to `seq`.
+    fn read_through(&mut self, seq: u64) {
+        while self.next_record().unwrap() < seq {}
+    }
+
+    /// Whether the primary ended the session (the link reads to its end or fails).
+    fn was_cut(&mut self) -> bool {
+        loop {
+            match self.next_record() {
+                Ok(_) => continue,
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+#[test]
+fn a_peer_without_the_secret_gets_nothing_and_a_standby_with_it_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 0);
+
+    // The old plain-text handshake: no OK, no master key, no record. Not one byte.
+    let mut plain = TcpStream::connect(("127.0.0.1", replication)).unwrap();
+    plain.write_all(b"LADDER-REPL 2 FROM 1 AFTER -\n").unwrap();
+    assert_eq!(everything_received(plain), b"");
+
+    // A Noise handshake under another secret: refused, and nothing to read either.
+    let stream = TcpStream::connect(("127.0.0.1", replication)).unwrap();
+    let wrong = LinkSecret::from_bytes(b"a secret the primary does not hold").unwrap();
+    let hello = Hello {
+        from_seq: 1,
+        last: None,
+        node_id: "intruder".into(),
+    };
+    let refused = secure::connect(&stream, &wrong, hello.line().as_bytes()).err();
+    assert!(refused.is_some_and(|why| why.contains("handshake answer")));
+    assert_eq!(everything_received(stream), b"");
+
+    // Idle connections that never speak hold a handshake slot for 5 s at most: the real
+    // standby, with the secret, gets in and catches up while they sit there.
+    let idle: Vec<TcpStream> = (0..12)
+        .map(|_| TcpStream::connect(("127.0.0.1", replication)).unwrap())
+        .collect();
+    let secret = secret_file(dir.path(), "standby.secret", SECRET);
+    let standby = start_standby_with(
+        replication,
+        &dir.path().join("standby"),
+        &["--replication-secret-file", secret.to_str().unwrap()],
+    );
+    wait_until_caught_up(&primary, &standby.url);
+    let master = std::fs::read(primary.data_dir().join("master.key")).unwrap();
+    let standby_master = std::fs::read(dir.path().join("standby").join("master.key")).unwrap();
+    assert_eq!(
+        standby_master, master,
+        "the standby holds the primary's master key"
+    );
+    for stream in idle {
+        assert_eq!(everything_received(stream), b"", "an idle peer got bytes");
+    }
+
+    // A standby started with another secret never follows.
+    let other = secret_file(
+        dir.path(),
+        "other.secret",
+        "not the primary's secret, at all",
+    );
+    let lost = start_standby_with(
+        replication,
+        &dir.path().join("lost"),
+        &["--replication-secret-file", other.to_str().unwrap()],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(admin(&lost.url, "/admin/state-hash")["seq"], 0);
+    assert!(
+        !dir.path().join("lost").join("master.key").exists() || {
+            let lost_master = std::fs::read(dir.path().join("lost").join("master.key")).unwrap();
+            lost_master != master
+        }
+    );
+}
+
+#[test]
+fn a_forged_acknowledgement_never_releases_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 1);
+    let last = admin(&primary.url, "/admin/state-hash")["seq"]
+        .as_u64()
+        .unwrap();
+    let mut fake = HandmadeStandby::connect(replication, "forger");
+    let master = std::fs::read(primary.data_dir().join("master.key")).unwrap();
+    assert_eq!(fake.master_key.as_slice(), master.as_slice());
+    fake.read_through(last);
+
+    // A write waits for the standby; the forger claims far more than it was sent.
+    let url = primary.url.clone();
+    let write = std::thread::spawn(move || {
+        let (key, account) = KEYS[0];
+        let mut trader = Trader::new(
+            &url,
+            Wallet::from_hex(key).unwrap(),
+            Address::parse(account).unwrap(),
+        )
+        .unwrap();
+        let r = trader.create_api_key(0).unwrap();
+        (r.status, r.json())
+    });
+    assert_eq!(fake.next_record().unwrap(), last + 1, "the key's record");
+    fake.writer
+        .write_all(format!("ACK {}\n", last + 1_000_000).as_bytes())
+        .unwrap();
+    let (status, body) = write.join().unwrap();
+    assert_eq!(status, 503, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("replica "), "{body}");
+    assert!(fake.was_cut(), "the primary ended the forger's session");
+
+    // A real standby then releases writes as before.
+    let secret = secret_file(dir.path(), "standby.secret", SECRET);
+    let standby = start_standby_with(
+        replication,
+        &dir.path().join("standby"),
+        &["--replication-secret-file", secret.to_str().unwrap()],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (key, account) = KEYS[1];
+    let mut trader = Trader::new(
+        &primary.url,
+        Wallet::from_hex(key).unwrap(),
+        Address::parse(account).unwrap(),
+    )
+    .unwrap();
+    loop {
+        let r = trader.create_api_key(1).unwrap();
+        if r.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes stay refused: {}", r.body);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_until_caught_up(&primary, &standby.url);
+}
+
+#[test]
+fn a_node_holds_one_session_and_its_reconnection_ends_the_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 0);
+    let last = admin(&primary.url, "/admin/state-hash")["seq"]
+        .as_u64()
+        .unwrap();
+    let mut first = HandmadeStandby::connect(replication, "node-a");
+    first.read_through(last);
+    let mut other = HandmadeStandby::connect(replication, "node-b");
+    other.read_through(last);
+    let mut again = HandmadeStandby::connect(replication, "node-a");
+    again.read_through(last);
+    assert!(first.was_cut(), "node-a's older session goes on");
+    // node-b's session is untouched: it receives the next record.
+    let _alice = primary.trader(0);
+    assert_eq!(other.next_record().unwrap(), last + 1);
+    assert_eq!(again.next_record().unwrap(), last + 1);
+}
