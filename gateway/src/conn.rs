@@ -57,6 +57,10 @@ pub struct Connection {
     pub stop_reading: bool,
     /// Token generation, to tell a reused token from this connection.
     pub generation: u32,
+    /// When it was accepted.
+    pub opened: Instant,
+    /// Whether any request byte has arrived (after the TLS handshake, with TLS).
+    pub received_any: bool,
 }
 
 impl Connection {
@@ -74,6 +78,8 @@ impl Connection {
             close_after_flush: false,
             stop_reading: false,
             generation,
+            opened: Instant::now(),
+            received_any: false,
         }
     }
 
@@ -92,6 +98,7 @@ impl Connection {
                     }
                     self.read_buf.extend_from_slice(&chunk[..n]);
                     self.last_active = Instant::now();
+                    self.received_any = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

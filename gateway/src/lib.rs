@@ -14,6 +14,7 @@ pub mod handler;
 pub mod http;
 pub mod keys;
 pub mod metrics;
+pub mod peer_limit;
 pub mod rate_limit;
 pub mod server;
 pub mod smart;

@@ -220,6 +220,25 @@ impl Metrics {
                  ladder_ws_slow_consumer_closes_total {}",
                 server.ws_slow_consumer_closes.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_connections_refused_total counter\n\
+                 ladder_connections_refused_total{{reason=\"per_ip\"}} {}\n\
+                 ladder_connections_refused_total{{reason=\"full\"}} {}",
+                server.refused_per_ip.load(Ordering::Relaxed),
+                server.refused_full.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_connection_first_bytes_timeouts_total counter\n\
+                 ladder_connection_first_bytes_timeouts_total {}",
+                server.first_bytes_timeouts.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_connection_addresses gauge\nladder_connection_addresses {}",
+                server.peers.addresses()
+            );
         }
         out
     }

@@ -37,6 +37,11 @@ const FIRST_WEBSOCKET: usize = 1 << 30;
 pub struct ServerLimits {
     /// Open connections across all threads.
     pub connections_max: usize,
+    /// Open connections from one client address (`0`: no cap).
+    pub connections_per_ip_max: usize,
+    /// A new connection must complete its TLS handshake and send its first request byte
+    /// within this time.
+    pub first_bytes_timeout: Duration,
     /// A request must arrive whole within this time of its first byte.
     pub request_timeout: Duration,
     /// An idle keep-alive connection is closed after this time.
@@ -49,6 +54,8 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             connections_max: 10_000,
+            connections_per_ip_max: 256,
+            first_bytes_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             tls: None,
@@ -199,9 +206,23 @@ pub struct ServerShared {
     pub ws_market: AtomicUsize,
     /// WebSocket connections closed (1013) for falling behind, since start.
     pub ws_slow_consumer_closes: AtomicU64,
+    /// Open connections by client address.
+    pub peers: crate::peer_limit::PeerConnections,
+    /// Connections closed at once because their address had its cap open, since start.
+    pub refused_per_ip: AtomicU64,
+    /// Connections closed at once because the service had every slot open, since start.
+    pub refused_full: AtomicU64,
+    /// Connections closed for sending no request (or finishing no TLS handshake) in time.
+    pub first_bytes_timeouts: AtomicU64,
 }
 
 impl ServerShared {
+    /// A connection from `ip` closed.
+    pub fn connection_closed(&self, ip: std::net::IpAddr) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+        self.peers.close(ip);
+    }
+
     /// The count of open WebSocket connections of `kind`.
     pub fn websockets_of(&self, kind: WsKind) -> &AtomicUsize {
         match kind {
@@ -319,6 +340,16 @@ impl Worker {
                     if self.shared.connections.load(Ordering::Relaxed)
                         >= self.limits.connections_max
                     {
+                        self.shared.refused_full.fetch_add(1, Ordering::Relaxed);
+                        drop(stream);
+                        continue;
+                    }
+                    if !self
+                        .shared
+                        .peers
+                        .try_open(peer.ip(), self.limits.connections_per_ip_max)
+                    {
+                        self.shared.refused_per_ip.fetch_add(1, Ordering::Relaxed);
                         drop(stream);
                         continue;
                     }
@@ -328,25 +359,19 @@ impl Worker {
                         self.conns.len() - 1
                     });
                     let token = Token(index + FIRST_CONNECTION);
-                    if self
-                        .lp
-                        .poll
-                        .registry()
-                        .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-                        .is_err()
-                    {
+                    let registered = self.lp.poll.registry().register(
+                        &mut stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    );
+                    let stream = registered
+                        .and_then(|_| crate::stream::Stream::new(stream, self.limits.tls.as_ref()));
+                    let Ok(stream) = stream else {
                         self.free.push(index);
+                        self.shared.peers.close(peer.ip());
                         continue;
-                    }
-                    self.generation = self.generation.wrapping_add(1);
-                    let stream = match crate::stream::Stream::new(stream, self.limits.tls.as_ref())
-                    {
-                        Ok(stream) => stream,
-                        Err(_) => {
-                            self.free.push(index);
-                            continue;
-                        }
                     };
+                    self.generation = self.generation.wrapping_add(1);
                     self.conns[index] = Some(Connection::new(stream, peer, self.generation));
                     self.shared.connections.fetch_add(1, Ordering::Relaxed);
                 }
@@ -615,7 +640,7 @@ impl Worker {
         if let Some(mut conn) = self.conns[index].take() {
             let _ = self.lp.poll.registry().deregister(conn.stream.socket());
             self.free.push(index);
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            self.shared.connection_closed(conn.peer.ip());
         }
     }
 
@@ -630,7 +655,16 @@ impl Worker {
             let idle = conn.slots.is_empty()
                 && conn.read_buf.is_empty()
                 && now.duration_since(conn.last_active) > self.limits.idle_timeout;
-            if slow {
+            // Nothing of a request yet (a TLS handshake not finished counts as nothing).
+            let silent = !conn.received_any
+                && now.duration_since(conn.opened) > self.limits.first_bytes_timeout;
+            if silent {
+                self.shared
+                    .first_bytes_timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+                expired.push(index);
+                conn.close_after_flush = true;
+            } else if slow {
                 conn.read_buf.clear();
                 conn.request_started = None;
                 conn.push_ready(
@@ -720,7 +754,7 @@ impl Worker {
         channel.fetch_add(1, Ordering::SeqCst);
         if write_all_now(&mut conn.stream, &handshake).is_err() {
             channel.fetch_sub(1, Ordering::SeqCst);
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            self.shared.connection_closed(peer.ip());
             return;
         }
         let slot = self.sockets_free.pop().unwrap_or_else(|| {
@@ -729,7 +763,7 @@ impl Worker {
         });
         self.generation = self.generation.wrapping_add(1);
         let leftover = std::mem::take(&mut conn.read_buf);
-        let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation);
+        let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
         let token = Token(FIRST_WEBSOCKET + slot);
         let registered = self.lp.poll.registry().register(
             socket.stream_mut(),
@@ -741,7 +775,7 @@ impl Worker {
             self.shared
                 .websockets_of(kind)
                 .fetch_sub(1, Ordering::SeqCst);
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            self.shared.connection_closed(peer.ip());
             return;
         }
         self.sockets[slot] = Some(socket);
@@ -855,9 +889,9 @@ impl Worker {
                 self.shared
                     .websockets_of(socket.kind)
                     .fetch_sub(1, Ordering::SeqCst);
+                self.shared.connection_closed(socket.peer_ip);
             }
             self.sockets_free.push(slot);
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             self.shared.websockets.fetch_sub(1, Ordering::Relaxed);
         }
     }

@@ -500,3 +500,99 @@ fn a_request_that_never_completes_is_not_kept_open() {
     );
     serves(&service);
 }
+
+/// The value of the metric line that starts with `name` in GET /metrics.
+fn metric(service: &Service, name: &str) -> f64 {
+    let r = public(service, "GET", "/metrics", None);
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{}", r.body))
+}
+
+/// A connection to the service from the loopback address `source` (127.0.0.x).
+fn connect_from(service: &Service, source: &str) -> std::net::TcpStream {
+    let target: std::net::SocketAddr = authority(service).parse().unwrap();
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: std::net::SocketAddr = format!("{source}:0").parse().unwrap();
+    socket.bind(&from.into()).unwrap();
+    socket.connect(&target.into()).unwrap();
+    socket.into()
+}
+
+/// Whether the service closed `stream` without a byte, within 5 s.
+fn closed_unanswered(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    matches!(stream.read(&mut buf), Ok(0))
+        || matches!(stream.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+#[test]
+fn one_address_holds_at_most_its_connection_cap_and_others_are_served() {
+    let service = Service::start(&["--max-connections-per-ip", "8"]);
+    // Eight idle connections from 127.0.0.2 (HTTP and WebSocket alike count): the ninth is
+    // closed at once, unanswered.
+    let mut held: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| connect_from(&service, "127.0.0.2"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut ninth = connect_from(&service, "127.0.0.2");
+    assert!(
+        closed_unanswered(&mut ninth),
+        "the ninth connection was kept"
+    );
+    assert!(
+        metric(
+            &service,
+            "ladder_connections_refused_total{reason=\"per_ip\"}"
+        ) >= 1.0
+    );
+
+    // Another address is served while they sit there.
+    serves(&service);
+    let mut other = connect_from(&service, "127.0.0.3");
+    other
+        .write_all(b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(
+        read_response(&mut other, &mut buf).map(|r| r.status),
+        Some(200)
+    );
+
+    // A slot given back is free again.
+    held.pop();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = connect_from(&service, "127.0.0.2");
+    again
+        .write_all(b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(
+        read_response(&mut again, &mut buf).map(|r| r.status),
+        Some(200)
+    );
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_10_s() {
+    let service = Service::start(&[]);
+    let mut silent = connect(&service);
+    let started = Instant::now();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let read = std::io::Read::read(&mut silent, &mut buf);
+    let waited = started.elapsed();
+    assert!(matches!(read, Ok(0)), "{read:?}");
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(13),
+        "{waited:?}"
+    );
+    assert!(metric(&service, "ladder_connection_first_bytes_timeouts_total") >= 1.0);
+}

@@ -57,3 +57,33 @@ fn the_service_answers_over_https_with_the_configured_certificate() {
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     assert!(text.contains("\"next_cursor\":\"LTE=\""), "{text}");
 }
+
+#[test]
+fn a_tls_handshake_that_stalls_is_cut_after_10_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let service = Service::start(&[
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ]);
+    // The first bytes of a ClientHello record, then nothing.
+    let mut stalled = TcpStream::connect(service.url.trim_start_matches("https://")).unwrap();
+    stalled.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    stalled
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = stalled.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(9) && waited < std::time::Duration::from_secs(13),
+        "{waited:?}"
+    );
+}

@@ -192,7 +192,19 @@ impl App {
         if request.method != Method::Get && request.method != Method::Head {
             return allow::method_not_allowed("GET, HEAD");
         }
-        Outcome::Respond(Response::text(self.metrics.render()))
+        let mut text = self.metrics.render();
+        if let Some(hub) = self.state.replication.read().as_ref() {
+            use std::fmt::Write;
+            let _ = write!(
+                text,
+                "# TYPE ladder_replication_standbys gauge\nladder_replication_standbys {}\n\
+                 # TYPE ladder_replication_refused_links_total counter\n\
+                 ladder_replication_refused_links_total {}\n",
+                hub.connected(),
+                hub.refused_links()
+            );
+        }
+        Outcome::Respond(Response::text(text))
     }
 
     /// Checks L2 and the key's rate limit.

@@ -79,6 +79,8 @@ pub struct WsConn {
     pub opened: Instant,
     /// Token generation, to tell a reused slot from this connection.
     pub generation: u32,
+    /// The client's address (its connection counts under it).
+    pub peer_ip: std::net::IpAddr,
     first_message_seen: bool,
     user: Option<UserSub>,
     /// Followed markets and the sequence their snapshot was current as of.
@@ -96,7 +98,13 @@ pub struct WsConn {
 
 impl WsConn {
     /// Wraps an upgraded socket; `leftover` is what the client sent after the handshake.
-    pub fn new(stream: Stream, leftover: Vec<u8>, kind: WsKind, generation: u32) -> WsConn {
+    pub fn new(
+        stream: Stream,
+        leftover: Vec<u8>,
+        kind: WsKind,
+        generation: u32,
+        peer_ip: std::net::IpAddr,
+    ) -> WsConn {
         let config = WebSocketConfig::default()
             .max_write_buffer_size(OUTBOUND_BYTES_MAX)
             .max_message_size(Some(INBOUND_MESSAGE_BYTES_MAX))
@@ -106,6 +114,7 @@ impl WsConn {
             kind,
             opened: Instant::now(),
             generation,
+            peer_ip,
             first_message_seen: false,
             user: None,
             markets: HashMap::new(),

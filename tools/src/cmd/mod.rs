@@ -39,6 +39,10 @@ pub struct ServiceFlags {
     /// Bearer token of the admin surface (also LADDER_ADMIN_TOKEN).
     #[arg(long, env = "LADDER_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Open connections from one client address; past it a new connection is closed at once
+    /// (0: no cap).
+    #[arg(long, default_value_t = 256)]
+    pub max_connections_per_ip: usize,
 }
 
 /// The subcommands.

@@ -69,6 +69,7 @@ struct RunOptions {
     data_dir: PathBuf,
     listen: String,
     admin_token: Option<String>,
+    max_connections_per_ip: usize,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -89,6 +90,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         data_dir: args.service.data_dir.clone(),
         listen: args.service.listen.clone(),
         admin_token: args.service.admin_token.clone(),
+        max_connections_per_ip: args.service.max_connections_per_ip,
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -115,6 +117,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         data_dir: args.service.data_dir.clone(),
         listen: args.service.listen.clone(),
         admin_token: args.service.admin_token.clone(),
+        max_connections_per_ip: args.service.max_connections_per_ip,
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -234,6 +237,7 @@ fn run(options: RunOptions) -> Result<(), String> {
     };
     let limits = ServerLimits {
         tls: options.tls.clone(),
+        connections_per_ip_max: options.max_connections_per_ip,
         ..ServerLimits::default()
     };
     let gateway_threads = spawn(
