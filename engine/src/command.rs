@@ -50,7 +50,8 @@ pub enum Command {
         /// The EOA.
         owner: Address,
     },
-    /// Record a new API key (its secret is derived outside the engine and never stored).
+    /// Record a new API key (its secret is derived outside the engine and never stored),
+    /// as journals written before `CreateCountedApiKey` hold it.
     CreateApiKey(ApiKeySpec),
     /// Delete an API key.
     DeleteApiKey {
@@ -125,11 +126,22 @@ pub enum Command {
         /// The market.
         condition_id: ConditionId,
     },
+    /// Record a new API key, made after `creations_before` others for its address and nonce.
+    /// Its id, and so its secret, derives from that count: a key deleted and created again
+    /// gets new credentials (API.md §7). Refused when the count has changed meanwhile (a
+    /// concurrent create or delete of that nonce's key). `CreateApiKey` is the form journals
+    /// written before it hold.
+    CreateCountedApiKey {
+        /// The key.
+        spec: ApiKeySpec,
+        /// Keys created before it for the same address and nonce.
+        creations_before: u32,
+    },
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 18] = [
+    pub const TYPE_NAMES: [&'static str; 19] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -137,7 +149,7 @@ impl Command {
         "set_tick_size",
         "link_account",
         "unlink_account",
-        "create_api_key",
+        "create_api_key_v1",
         "delete_api_key",
         "deposit",
         "withdraw",
@@ -148,6 +160,7 @@ impl Command {
         "tick",
         "settlement_update",
         "record_redemption",
+        "create_api_key",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -160,7 +173,7 @@ impl Command {
             Command::SetTickSize { .. } => "set_tick_size",
             Command::LinkAccount { .. } => "link_account",
             Command::UnlinkAccount { .. } => "unlink_account",
-            Command::CreateApiKey(_) => "create_api_key",
+            Command::CreateApiKey(_) => "create_api_key_v1",
             Command::DeleteApiKey { .. } => "delete_api_key",
             Command::Deposit { .. } => "deposit",
             Command::Withdraw { .. } => "withdraw",
@@ -171,6 +184,7 @@ impl Command {
             Command::Tick => "tick",
             Command::SettlementUpdate { .. } => "settlement_update",
             Command::RecordRedemption { .. } => "record_redemption",
+            Command::CreateCountedApiKey { .. } => "create_api_key",
         }
     }
 }

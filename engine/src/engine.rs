@@ -98,6 +98,9 @@ pub struct Engine {
     pub(crate) delayed: BTreeSet<(TimestampNs, OrderId)>,
     pub(crate) controllers: FxHashSet<(Address, Address)>,
     pub(crate) api_keys: FxHashMap<[u8; 16], ApiKeyRecord>,
+    /// Keys ever created per address and L1 nonce (API.md §7: the next key's id derives
+    /// from it, so a deleted key never comes back).
+    pub(crate) api_key_creations: FxHashMap<(Address, Bytes32), u32>,
     pub(crate) now_ns: TimestampNs,
     pub(crate) last_seq: u64,
     pub(crate) collateral_deposited_units: u128,
@@ -132,6 +135,7 @@ impl Engine {
             delayed: BTreeSet::new(),
             controllers: FxHashSet::default(),
             api_keys: FxHashMap::default(),
+            api_key_creations: FxHashMap::default(),
             now_ns: 0,
             last_seq: 0,
             collateral_deposited_units: 0,
@@ -230,7 +234,11 @@ impl Engine {
                 self.controllers.remove(&(*account, *owner));
                 Ok(())
             }
-            Command::CreateApiKey(spec) => self.create_api_key(spec),
+            Command::CreateApiKey(spec) => self.create_api_key(spec, None),
+            Command::CreateCountedApiKey {
+                spec,
+                creations_before,
+            } => self.create_api_key(spec, Some(*creations_before)),
             Command::DeleteApiKey {
                 address,
                 signer,
@@ -390,7 +398,13 @@ impl Engine {
         });
     }
 
-    fn create_api_key(&mut self, spec: &ApiKeySpec) -> Result<(), Reject> {
+    /// Records a key; `creations_before`, when given, must be how many keys were created
+    /// before for the address and nonce (the count its id was derived from).
+    fn create_api_key(
+        &mut self,
+        spec: &ApiKeySpec,
+        creations_before: Option<u32>,
+    ) -> Result<(), Reject> {
         if !self.may_sign_for(&spec.address, &spec.signer) {
             return Err(Reject::SignerNotController);
         }
@@ -413,6 +427,16 @@ impl Engine {
         if self.api_keys.contains_key(&spec.key_id) {
             return Err(Reject::ApiKeyExists);
         }
+        let creations = self
+            .api_key_creations
+            .entry((spec.address, spec.nonce))
+            .or_insert(0);
+        if creations_before.is_some_and(|before| before != *creations) {
+            return Err(Reject::ApiKeyRaced {
+                creations: *creations,
+            });
+        }
+        *creations = creations.saturating_add(1);
         let keys = &mut self.ledger.account_mut(account).api_keys;
         keys.push(spec.key_id);
         self.api_keys.insert(

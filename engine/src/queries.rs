@@ -317,6 +317,26 @@ impl Engine {
         self.api_keys.get(key_id).copied()
     }
 
+    /// How many keys `address` has ever created with L1 nonce `nonce` (the next one's id
+    /// derives from it).
+    pub fn api_key_creations(&self, address: &Address, nonce: &crate::types::Bytes32) -> u32 {
+        self.api_key_creations
+            .get(&(*address, *nonce))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every count of [`Engine::api_key_creations`], by address and nonce.
+    pub fn api_key_creation_counts(&self) -> Vec<(Address, crate::types::Bytes32, u32)> {
+        let mut all: Vec<_> = self
+            .api_key_creations
+            .iter()
+            .map(|((address, nonce), count)| (*address, *nonce, *count))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
     /// Every API key record, sorted by key id.
     pub fn api_key_records(&self) -> Vec<([u8; 16], ApiKeyRecord)> {
         let mut all: Vec<_> = self.api_keys.iter().map(|(k, r)| (*k, *r)).collect();

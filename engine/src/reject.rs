@@ -101,6 +101,12 @@ pub enum Reject {
     ApiKeyExists,
     /// The address already has a key created with this L1 nonce (derive it instead).
     ApiKeyNonceUsed,
+    /// A key of the same address and nonce was created while this one was asked for: its id
+    /// was derived from a count that is no longer current.
+    ApiKeyRaced {
+        /// Keys created so far for the address and nonce.
+        creations: u32,
+    },
     /// A withdrawal would go below what is reserved.
     WithdrawalExceedsFree {
         /// Asked for.
@@ -176,6 +182,9 @@ impl fmt::Display for Reject {
             Reject::ApiKeyLimit => f.write_str("api key limit reached"),
             Reject::UnknownApiKey => f.write_str("api key not found"),
             Reject::ApiKeyExists => f.write_str("api key already exists"),
+            Reject::ApiKeyRaced { .. } => f.write_str(
+                "SVC_NONCE: a key of this nonce was created at the same moment; try again",
+            ),
             Reject::ApiKeyNonceUsed => f.write_str(
                 "SVC_NONCE: this address already has an api key created with this nonce; \
                  GET /auth/derive-api-key returns it",

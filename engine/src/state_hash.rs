@@ -97,6 +97,14 @@ impl Engine {
             h.bytes(&record.address.0);
             h.bytes(&record.nonce.0);
         }
+        let mut creations: Vec<_> = self.api_key_creations.iter().collect();
+        creations.sort_unstable();
+        h.u64(creations.len() as u64);
+        for ((address, nonce), count) in creations {
+            h.bytes(&address.0);
+            h.bytes(&nonce.0);
+            h.u64(u64::from(*count));
+        }
         h.debug(&(
             self.collateral_deposited_units,
             self.collateral_withdrawn_units,

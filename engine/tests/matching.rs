@@ -780,6 +780,65 @@ fn an_l1_nonce_makes_one_key_per_address_until_that_key_is_deleted() {
 }
 
 #[test]
+fn a_counted_key_names_how_many_were_created_before_for_its_nonce() {
+    let mut h = Harness::new();
+    let counted = |key: u8, creations_before: u32| Command::CreateCountedApiKey {
+        spec: ApiKeySpec {
+            address: account(1),
+            signer: account(1),
+            key_id: [key; 16],
+            nonce: Bytes32([7; 32]),
+            max_keys_per_address: 5,
+        },
+        creations_before,
+    };
+    assert_eq!(
+        h.apply(counted(1, 1)),
+        Reply::Rejected(Reject::ApiKeyRaced { creations: 0 }),
+        "a count that is not the engine's"
+    );
+    h.ok(counted(1, 0));
+    assert_eq!(
+        h.engine.api_key_creations(&account(1), &Bytes32([7; 32])),
+        1
+    );
+    h.ok(Command::DeleteApiKey {
+        address: account(1),
+        signer: account(1),
+        key_id: [1; 16],
+    });
+    // A create that read the count before the first key was made: refused, so the deleted
+    // key's id (derived from count 0) never comes back.
+    assert_eq!(
+        h.apply(counted(1, 0)),
+        Reply::Rejected(Reject::ApiKeyRaced { creations: 1 })
+    );
+    h.ok(counted(2, 1));
+    assert_eq!(h.engine.api_keys_of(&account(1)), vec![[2; 16]]);
+    // Journals written before counted keys: each legacy creation counts too.
+    h.ok(Command::DeleteApiKey {
+        address: account(1),
+        signer: account(1),
+        key_id: [2; 16],
+    });
+    h.ok(Command::CreateApiKey(ApiKeySpec {
+        address: account(1),
+        signer: account(1),
+        key_id: [3; 16],
+        nonce: Bytes32([7; 32]),
+        max_keys_per_address: 5,
+    }));
+    assert_eq!(
+        h.engine.api_key_creations(&account(1), &Bytes32([7; 32])),
+        3
+    );
+    assert_eq!(
+        h.engine.api_key_creation_counts(),
+        vec![(account(1), Bytes32([7; 32]), 3)]
+    );
+}
+
+#[test]
 fn an_api_key_for_a_smart_account_needs_a_signer_that_controls_it() {
     let mut h = Harness::new();
     let reply = h.apply(Command::CreateApiKey(ApiKeySpec {

@@ -80,12 +80,14 @@ impl MasterKey {
         self.mac(label, &[key_id.as_bytes(), address.as_bytes()])
     }
 
-    /// The id of the key `address` creates with L1 nonce `nonce` (API.md §7: keys derive
-    /// from the master key, the address and the nonce, so the same three give the same key,
-    /// deleted and created again included). A UUIDv4 in form: its 122 free bits come from
-    /// the HMAC.
-    pub fn key_id(&self, address: &Address, nonce: &[u8; 32]) -> Uuid {
-        let digest = self.mac("ladder:api-key-id:v1", &[address.as_bytes(), nonce]);
+    /// The id of the key `address` creates with L1 nonce `nonce` after `creations_before`
+    /// others with that nonce (API.md §7: keys derive from the master key, the address, the
+    /// nonce and that count, so derive can answer without storing a secret, and a key deleted
+    /// and created again gets new credentials). A UUIDv4 in form: its 122 free bits come
+    /// from the HMAC.
+    pub fn key_id(&self, address: &Address, nonce: &[u8; 32], creations_before: u32) -> Uuid {
+        let count = creations_before.to_be_bytes();
+        let digest = self.mac("ladder:api-key-id:v2", &[address.as_bytes(), nonce, &count]);
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&digest[..16]);
         uuid::Builder::from_random_bytes(bytes).into_uuid()
@@ -134,6 +136,8 @@ pub struct KeyEntry {
 pub struct KeyTable {
     master: RwLock<MasterKey>,
     keys: RwLock<HashMap<Uuid, KeyEntry>>,
+    /// Keys created per address and nonce, as the engine counts them.
+    creations: RwLock<HashMap<(Address, [u8; 32]), u32>>,
 }
 
 impl KeyTable {
@@ -142,7 +146,24 @@ impl KeyTable {
         KeyTable {
             master: RwLock::new(master),
             keys: RwLock::new(HashMap::new()),
+            creations: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Keys `address` has created with `nonce` so far (the next key's id derives from it).
+    pub fn creations(&self, address: &Address, nonce: &[u8; 32]) -> u32 {
+        self.creations
+            .read()
+            .get(&(*address, *nonce))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The engine counts `count` keys created by `address` with `nonce`.
+    pub fn set_creations(&self, address: Address, nonce: [u8; 32], count: u32) {
+        let mut creations = self.creations.write();
+        let entry = creations.entry((address, nonce)).or_insert(0);
+        *entry = (*entry).max(count);
     }
 
     /// The master key.
@@ -209,7 +230,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_ids_derive_from_master_address_and_nonce_as_uuid_v4() {
+    fn key_ids_derive_from_master_address_nonce_and_count_as_uuid_v4() {
         let master = MasterKey::from_bytes([7; 32]);
         let alice = Address([0xa1; 20]);
         let bob = Address([0xb0; 20]);
@@ -218,14 +239,15 @@ mod tests {
             bytes[31] = n;
             bytes
         };
-        let id = master.key_id(&alice, &nonce(0));
-        assert_eq!(id, master.key_id(&alice, &nonce(0)), "deterministic");
+        let id = master.key_id(&alice, &nonce(0), 0);
+        assert_eq!(id, master.key_id(&alice, &nonce(0), 0), "deterministic");
         assert_eq!(id.get_version_num(), 4);
         assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
         for other in [
-            master.key_id(&alice, &nonce(1)),
-            master.key_id(&bob, &nonce(0)),
-            MasterKey::from_bytes([8; 32]).key_id(&alice, &nonce(0)),
+            master.key_id(&alice, &nonce(1), 0),
+            master.key_id(&bob, &nonce(0), 0),
+            master.key_id(&alice, &nonce(0), 1),
+            MasterKey::from_bytes([8; 32]).key_id(&alice, &nonce(0), 0),
         ] {
             assert_ne!(id, other);
         }

@@ -130,7 +130,7 @@ mod tests {
         } else {
             Asset::Collateral
         };
-        match kind % 20 {
+        match kind % 21 {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
                 yes_token_id: Bytes32([p.byte; 32]),
@@ -244,9 +244,19 @@ mod tests {
                     TradeStatus::Failed,
                 ][p.byte as usize % 5],
             },
-            _ => Command::RecordRedemption {
+            19 => Command::RecordRedemption {
                 address: p.address,
                 condition_id: p.bytes,
+            },
+            _ => Command::CreateCountedApiKey {
+                spec: ApiKeySpec {
+                    address: p.address,
+                    signer: p.other,
+                    key_id: [p.byte; 16],
+                    nonce: p.bytes,
+                    max_keys_per_address: p.small,
+                },
+                creations_before: p.small,
             },
         }
     }
@@ -256,7 +266,7 @@ mod tests {
         /// back; and they decode to the command.
         #[test]
         fn the_codec_writes_the_serde_bytes_of_every_kind_of_command(
-            kind in 0u8..20,
+            kind in 0u8..21,
             p in parts(),
         ) {
             let command = command(kind, &p);
@@ -278,7 +288,7 @@ mod tests {
     fn the_type_names_are_those_of_every_kind_of_command() {
         let p = Parts::default();
         let named: std::collections::BTreeSet<&str> =
-            (0..20).map(|kind| command(kind, &p).type_name()).collect();
+            (0..21).map(|kind| command(kind, &p).type_name()).collect();
         let listed: std::collections::BTreeSet<&str> =
             Command::TYPE_NAMES.iter().copied().collect();
         assert_eq!(named, listed);

@@ -265,7 +265,7 @@ fn create_returns_camel_case_credentials_that_work() {
 
 #[test]
 fn derive_returns_the_same_credentials_for_the_same_nonce_and_404_otherwise() {
-    let service = Service::start(&[]);
+    let mut service = Service::start(&[]);
     let mut alice = demo(&service, 0);
     let created = alice.create_api_key(7).unwrap();
     assert_eq!(created.status, 200, "{}", created.body);
@@ -302,17 +302,40 @@ fn derive_returns_the_same_credentials_for_the_same_nonce_and_404_otherwise() {
     let mut bob = demo(&service, 1);
     error_text(&bob.derive_api_key(7).unwrap(), 404);
 
-    // Keys derive from the master key, the address and the nonce (API.md §7): deleted and
-    // created again with the same nonce, it is the same key.
+    // Keys derive from the master key, the address, the nonce and how many keys were made
+    // before with that nonce (API.md §7): deleted and created again with the same nonce, it
+    // is a new key, and the deleted one never signs again.
     alice.credentials = serde_json::from_value(created.json()).ok();
     let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     error_text(&alice.derive_api_key(7).unwrap(), 404);
     let recreated = alice.create_api_key(7).unwrap();
     assert_eq!(recreated.status, 200, "{}", recreated.body);
-    assert_eq!(recreated.json(), created.json());
+    let (old, new) = (created.json(), recreated.json());
+    for field in ["apiKey", "secret", "passphrase"] {
+        assert_ne!(old[field], new[field], "{field} came back");
+    }
+    assert_eq!(
+        alice.derive_api_key(7).unwrap().json(),
+        new,
+        "derive gives the live key"
+    );
     let r = alice.send("GET", "/orders", None).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+    let deleted = alice
+        .credentials
+        .replace(serde_json::from_value(old).unwrap());
+    error_text(&alice.send("GET", "/orders", None).unwrap(), 401);
+    alice.credentials = deleted;
+
+    // After a restart the count holds: a third creation is yet another key.
+    let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    service.kill_and_restart();
+    let third = alice.create_api_key(7).unwrap();
+    assert_eq!(third.status, 200, "{}", third.body);
+    assert_ne!(third.json()["apiKey"], new["apiKey"]);
+    assert_ne!(third.json()["apiKey"], created.json()["apiKey"]);
 }
 
 #[test]

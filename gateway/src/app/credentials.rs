@@ -107,18 +107,33 @@ fn mismatch(chain_error: Option<&str>) -> Response {
 
 fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) -> Outcome {
     let address = claim.address;
-    let key_id = keys.master().key_id(&address, &claim.nonce.to_be_bytes());
+    let nonce = claim.nonce.to_be_bytes();
+    let creations_before = keys.creations(&address, &nonce);
+    let key_id = keys.master().key_id(&address, &nonce, creations_before);
     let chain_error = claim.chain_error.clone();
     command(
-        Command::CreateApiKey(ApiKeySpec {
-            address: engine_address(&address),
-            signer: engine_address(&claim.registry_signer()),
-            key_id: *key_id.as_bytes(),
-            nonce: ladder_engine::Bytes32(claim.nonce.to_be_bytes()),
-            max_keys_per_address,
-        }),
+        Command::CreateCountedApiKey {
+            spec: ApiKeySpec {
+                address: engine_address(&address),
+                signer: engine_address(&claim.registry_signer()),
+                key_id: *key_id.as_bytes(),
+                nonce: ladder_engine::Bytes32(nonce),
+                max_keys_per_address,
+            },
+            creations_before,
+        },
         move |_, reply| match reply {
-            Reply::Ok => credentials_json(&keys.insert(key_id, address)),
+            Reply::Ok => {
+                keys.set_creations(address, nonce, creations_before.saturating_add(1));
+                credentials_json(&keys.insert(key_id, address))
+            }
+            Reply::Rejected(Reject::ApiKeyRaced { creations }) => {
+                keys.set_creations(address, nonce, creations);
+                Response::error(
+                    Status::BadRequest,
+                    &Reject::ApiKeyRaced { creations }.to_string(),
+                )
+            }
             Reply::Rejected(Reject::ApiKeyLimit) => {
                 Response::error(Status::BadRequest, "api key limit reached")
             }

@@ -269,6 +269,9 @@ fn run(options: RunOptions) -> Result<(), String> {
     for (key_id, record) in engine.api_key_records() {
         keys.insert(Uuid::from_bytes(key_id), Address(record.address.0));
     }
+    for (address, nonce, count) in engine.api_key_creation_counts() {
+        keys.set_creations(Address(address.0), nonce.0, count);
+    }
     tracing::info!(
         snapshot_seq = recovered.snapshot_seq,
         replayed = recovered.replayed,
@@ -584,7 +587,25 @@ fn start_follower(
         stop: stop.clone(),
         on_applied: Box::new(move |command, reply, _| match (command, reply) {
             (Command::CreateApiKey(spec), Reply::Ok) => {
-                applied_keys.insert(Uuid::from_bytes(spec.key_id), Address(spec.address.0));
+                let address = Address(spec.address.0);
+                let before = applied_keys.creations(&address, &spec.nonce.0);
+                applied_keys.set_creations(address, spec.nonce.0, before.saturating_add(1));
+                applied_keys.insert(Uuid::from_bytes(spec.key_id), address);
+            }
+            (
+                Command::CreateCountedApiKey {
+                    spec,
+                    creations_before,
+                },
+                Reply::Ok,
+            ) => {
+                let address = Address(spec.address.0);
+                applied_keys.set_creations(
+                    address,
+                    spec.nonce.0,
+                    creations_before.saturating_add(1),
+                );
+                applied_keys.insert(Uuid::from_bytes(spec.key_id), address);
             }
             (Command::DeleteApiKey { key_id, .. }, Reply::Ok) => {
                 applied_keys.remove(&Uuid::from_bytes(*key_id))
