@@ -1,6 +1,7 @@
 //! Taking orders off the book: cancels by id, by market and for a whole account, and the
 //! bookkeeping every order's end shares (account list, expiry index, reservation, fate).
 
+use crate::command::Command;
 use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus, OrderView};
 use crate::orders::{OrderPlace, Slot, NIL};
@@ -8,6 +9,14 @@ use smallvec::smallvec;
 
 use crate::reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Reply};
 use crate::types::{Address, ConditionId, OrderId, Outcome, Side, TokenId, Units};
+
+/// The report of a cancel of `order_id` refused for `reason` (one id, held inline).
+fn refused_cancel(order_id: OrderId, reason: NotCanceled) -> CancelReport {
+    CancelReport {
+        canceled: CancelIds::new(),
+        not_canceled: smallvec![(order_id, reason)],
+    }
+}
 
 impl Engine {
     /// Cancels one order for `requester`.
@@ -18,13 +27,28 @@ impl Engine {
         condition_id: Option<&ConditionId>,
         signer: Option<&Address>,
     ) -> CancelReport {
-        // Each report holds exactly one id, inline.
-        let not_canceled = |reason| CancelReport {
-            canceled: CancelIds::new(),
-            not_canceled: smallvec![(order_id, reason)],
-        };
+        match self.cancel_target(requester, order_id, condition_id, signer) {
+            Ok(slot) => {
+                self.cancel_slot(slot);
+                CancelReport {
+                    canceled: smallvec![order_id],
+                    not_canceled: NotCanceledIds::new(),
+                }
+            }
+            Err(reason) => refused_cancel(order_id, reason),
+        }
+    }
+
+    /// The open order a cancel of `order_id` by `requester` takes, or why it takes none.
+    fn cancel_target(
+        &self,
+        requester: &Address,
+        order_id: OrderId,
+        condition_id: Option<&ConditionId>,
+        signer: Option<&Address>,
+    ) -> Result<Slot, NotCanceled> {
         if signer.is_some_and(|s| !self.may_sign_for(requester, s)) {
-            return not_canceled(NotCanceled::InvalidSignature);
+            return Err(NotCanceled::InvalidSignature);
         }
         let account = self.ledger.find(requester);
         let slot = self.orders.slot_of(order_id);
@@ -39,23 +63,59 @@ impl Engine {
             _ => false,
         };
         if elsewhere {
-            return not_canceled(NotCanceled::NotFound);
+            return Err(NotCanceled::NotFound);
         }
         match slot {
-            Some(slot) if Some(self.orders.get(slot).account) == account => {
-                self.cancel_slot(slot);
-                CancelReport {
-                    canceled: smallvec![order_id],
-                    not_canceled: NotCanceledIds::new(),
-                }
-            }
-            Some(_) => not_canceled(NotCanceled::NotOwner),
-            None => not_canceled(match self.orders.fate(order_id) {
+            Some(slot) if Some(self.orders.get(slot).account) == account => Ok(slot),
+            Some(_) => Err(NotCanceled::NotOwner),
+            None => Err(match self.orders.fate(order_id) {
                 None => NotCanceled::NotFound,
                 Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
                 Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
                 Some(_) => NotCanceled::AlreadyCanceled,
             }),
+        }
+    }
+
+    /// The reply of a cancel command that would change nothing (no order to take off the
+    /// book), without applying it; `None` for any other command. The sequencer answers such
+    /// a cancel without journaling it: a replay without it reaches the same state, and a
+    /// client cannot fill the journal with cancels of orders that are not theirs.
+    pub fn unchanged_by(&self, command: &Command) -> Option<Reply> {
+        match command {
+            Command::CancelOrder {
+                requester,
+                order_id,
+                condition_id,
+                signer,
+            } => self
+                .cancel_target(requester, *order_id, condition_id.as_ref(), signer.as_ref())
+                .err()
+                .map(|reason| Reply::Canceled(refused_cancel(*order_id, reason))),
+            Command::CancelMarket {
+                requester,
+                condition_id,
+                token_id,
+                signer,
+            } => {
+                let ids = match self.market_order_ids(requester, condition_id, token_id.as_ref()) {
+                    Ok(ids) => ids,
+                    Err(reject) => return Some(Reply::Rejected(reject)),
+                };
+                let signer_controls = signer.is_none_or(|s| self.may_sign_for(requester, &s));
+                if ids.is_empty() || !signer_controls {
+                    return Some(Reply::Canceled(CancelReport::none_canceled(
+                        ids,
+                        NotCanceled::InvalidSignature,
+                    )));
+                }
+                None
+            }
+            Command::CancelAll { requester } => self
+                .account_order_ids(requester, |_| true)
+                .is_empty()
+                .then(|| Reply::Canceled(CancelReport::default())),
+            _ => None,
         }
     }
 

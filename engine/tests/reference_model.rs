@@ -622,9 +622,26 @@ impl Run {
         let levels_before: Levels = (0..self.model_market_count())
             .map(|m| self.model.axis_levels(m))
             .collect();
+        // A cancel the engine calls unchanged is answered unjournaled by the sequencer: its
+        // reply must be the one applying it gives, and applying it must do no more than a
+        // tick at that time does.
+        let unchanged = self
+            .engine
+            .unchanged_by(&command)
+            .map(|reply| (reply, self.engine.clone()));
         let got = self.engine.apply(self.seq, stamp_ns, &command);
         let want = self.model.apply(stamp_ns, &command);
         let at = format!("command #{} stamped {stamp_ns} ns: {command:?}", self.seq);
+        if let Some((reply, mut ticked)) = unchanged {
+            assert_eq!(reply, got, "unchanged_by's reply to {at}");
+            ticked.apply(self.seq, stamp_ns, &Command::Tick);
+            assert_eq!(
+                ticked.state_hash(),
+                self.engine.state_hash(),
+                "{at} changed the state though unchanged_by said it would not"
+            );
+            *self.replies.entry("unchanged".into()).or_default() += 1;
+        }
         if let Err(broken) = self.engine.check_invariants() {
             panic!("engine invariant broken after {at}: {broken}");
         }
@@ -1178,6 +1195,7 @@ const EXPECTED_PATHS: &[&str] = &[
     "reversal into debt",
     "debt repaid",
     "cancel some",
+    "unchanged",
     "not canceled NotFound",
     "not canceled NotOwner",
     "not canceled AlreadyFilled",

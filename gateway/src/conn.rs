@@ -61,6 +61,8 @@ pub struct Connection {
     pub opened: Instant,
     /// Whether any request byte has arrived (after the TLS handshake, with TLS).
     pub received_any: bool,
+    /// How far the request at the front of `read_buf` has been read.
+    pub progress: crate::http::RequestProgress,
 }
 
 impl Connection {
@@ -80,6 +82,7 @@ impl Connection {
             generation,
             opened: Instant::now(),
             received_any: false,
+            progress: crate::http::RequestProgress::default(),
         }
     }
 

@@ -189,6 +189,11 @@ impl Metrics {
                 "# TYPE ladder_last_seq gauge\nladder_last_seq {}",
                 stats.last_seq.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_unjournaled_cancels_total counter\nladder_unjournaled_cancels_total {}",
+                stats.unjournaled_cancels.load(Ordering::Relaxed)
+            );
             render_flushes(&mut out, &stats.flushes);
         }
         out.push_str("# TYPE ladder_ring_depth gauge\n");

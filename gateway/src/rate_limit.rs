@@ -46,9 +46,17 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
 
     /// Takes a token for `key` at `now`, or says in how many whole seconds one will be there.
     pub fn take(&self, key: &K, now: Instant) -> Result<(), u64> {
-        if !self.enabled() {
+        self.take_n(key, 1, now)
+    }
+
+    /// Takes `n` tokens for `key` at `now` (at most the bucket's capacity, so that any
+    /// request can pass once the bucket is full), or none and says in how many whole seconds
+    /// they will be there.
+    pub fn take_n(&self, key: &K, n: u32, now: Instant) -> Result<(), u64> {
+        if !self.enabled() || n == 0 {
             return Ok(());
         }
+        let n = f64::from(n).min(self.capacity);
         let mut map = self.shard(key).lock();
         if map.len() >= BUCKETS_PER_SHARD_MAX && !map.contains_key(key) {
             let (capacity, refill) = (self.capacity, self.refill_per_s);
@@ -60,11 +68,11 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         });
         bucket.tokens = refilled(bucket, now, self.capacity, self.refill_per_s);
         bucket.updated = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        if bucket.tokens >= n {
+            bucket.tokens -= n;
             Ok(())
         } else {
-            let wait_s = (1.0 - bucket.tokens) / self.refill_per_s;
+            let wait_s = (n - bucket.tokens) / self.refill_per_s;
             Err(wait_s.ceil().max(1.0) as u64)
         }
     }
@@ -97,6 +105,22 @@ fn refilled(bucket: &Bucket, now: Instant, capacity: f64, refill_per_s: f64) -> 
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_request_of_n_units_takes_n_tokens_or_none() {
+        let limiter: RateLimiter<u8> = RateLimiter::new(100);
+        let now = Instant::now();
+        assert_eq!(limiter.take_n(&1, 60, now), Ok(()));
+        // 40 left: 60 more are refused and take nothing; 40 pass.
+        assert!(limiter.take_n(&1, 60, now).is_err());
+        assert_eq!(limiter.take_n(&1, 40, now), Ok(()));
+        assert!(limiter.take(&1, now).is_err());
+        // More than the capacity costs the capacity: it passes once the bucket is full.
+        let later = now + Duration::from_secs(10);
+        assert_eq!(limiter.take_n(&1, 1_000, later), Ok(()));
+        assert!(limiter.take(&1, later).is_err());
+        assert_eq!(limiter.take_n(&2, 0, now), Ok(()), "nothing to take");
+    }
 
     #[test]
     fn a_bucket_allows_n_then_refuses_then_refills() {

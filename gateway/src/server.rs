@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::conn::{Connection, Slot, IN_FLIGHT_MAX};
 use crate::deferred::{DeferPool, Return, DEFER_WORKERS};
 use crate::handler::Outcome;
-use crate::http::{parse_request, HttpError, Method, Request, Response, Status};
+use crate::http::{HttpError, Method, Request, Response, Status};
 use crate::ws::conn::{Action, Interests, WsConn};
 use crate::ws::feed::{FeedBatch, FeedTarget};
 use crate::ws::WsKind;
@@ -411,9 +411,10 @@ impl Worker {
             {
                 return;
             }
-            match parse_request(&conn.read_buf) {
+            match conn.progress.advance(&conn.read_buf) {
                 Ok(None) => return,
-                Ok(Some((request, used))) => {
+                Ok(Some((mut request, used))) => {
+                    request.peer = Some(conn.peer.ip());
                     conn.read_buf.drain(..used);
                     conn.request_started = if conn.read_buf.is_empty() {
                         None
@@ -431,6 +432,7 @@ impl Worker {
                 Err(error) => {
                     let response = http_error_response(error).closing();
                     conn.read_buf.clear();
+                    conn.progress = Default::default();
                     conn.push_ready(&response, false);
                     return;
                 }
@@ -666,6 +668,7 @@ impl Worker {
                 conn.close_after_flush = true;
             } else if slow {
                 conn.read_buf.clear();
+                conn.progress = Default::default();
                 conn.request_started = None;
                 conn.push_ready(
                     &Response::error(Status::RequestTimeout, "request not received in time")

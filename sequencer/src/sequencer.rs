@@ -140,6 +140,8 @@ pub struct SequencerStats {
     pub batches: AtomicU64,
     /// Sequence of the last command applied.
     pub last_seq: AtomicU64,
+    /// Cancels answered without a journal record: they would have changed nothing.
+    pub unjournaled_cancels: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -295,6 +297,7 @@ pub fn start_with(
         touched: Vec::new(),
         fresh_trades: Vec::new(),
         trades_seen: 0,
+        stats: stats.clone(),
     };
     writer.trades_seen = writer.engine.all_trades().len() as u64;
     let thread = std::thread::Builder::new()
@@ -339,6 +342,7 @@ struct Writer {
     fresh_trades: Vec<(u32, PricePoint)>,
     /// Trades made so far (a trade event of an older one is a settlement change).
     trades_seen: u64,
+    stats: Arc<SequencerStats>,
 }
 
 impl Writer {
@@ -437,14 +441,14 @@ impl Writer {
                 },
                 Work::Command(command) => {
                     commands += 1;
-                    let (seq, reply) = self.apply(now_ns, command, &mut published);
+                    let (seq, reply) = self.apply_if_it_changes(now_ns, command, &mut published);
                     Completion::Applied { ticket, seq, reply }
                 }
                 Work::Commands(list) => {
                     commands += list.len() as u64;
                     let results = list
                         .iter()
-                        .map(|command| self.apply(now_ns, command, &mut published))
+                        .map(|command| self.apply_if_it_changes(now_ns, command, &mut published))
                         .collect();
                     Completion::AppliedAll { ticket, results }
                 }
@@ -529,6 +533,27 @@ impl Writer {
         }
     }
 
+    /// Applies a client's or the service's own command, except a cancel that would change
+    /// nothing: that one is answered as of the last sequence, with no journal record (a
+    /// replay without it reaches the same state; nothing the engine does depends on it).
+    fn apply_if_it_changes(
+        &mut self,
+        now_ns: u64,
+        command: &Command,
+        published: &mut BatchEvents,
+    ) -> (u64, ladder_engine::Reply) {
+        match self.engine.unchanged_by(command) {
+            Some(reply) => {
+                self.stats
+                    .unjournaled_cancels
+                    .fetch_add(1, Ordering::Relaxed);
+                (self.journal.last_seq(), reply)
+            }
+            None => self.apply(now_ns, command, published),
+        }
+    }
+
+    /// Journals and applies `command` (a replicated record always: its sequence is given).
     fn apply(
         &mut self,
         now_ns: u64,

@@ -596,3 +596,73 @@ fn a_connection_that_sends_nothing_is_closed_after_10_s() {
     );
     assert!(metric(&service, "ladder_connection_first_bytes_timeouts_total") >= 1.0);
 }
+
+/// The sequence the service's state is at (GET /admin/state-hash).
+fn state_seq(service: &Service) -> u64 {
+    service.admin("GET", "/admin/state-hash", None).json()["seq"]
+        .as_u64()
+        .expect("a seq")
+}
+
+#[test]
+fn a_batch_of_1000_cancels_of_absent_orders_costs_1000_tokens_and_journals_nothing() {
+    let service = Service::start(&["--rate-limit-key", "1500"]);
+    let mut alice = service.trader(0);
+    let cancels = |from: u64, n: u64| {
+        let requests: Vec<_> = (from..from + n)
+            .map(|id| {
+                cancel_order_request(
+                    &alice.wallet,
+                    &alice.exchange,
+                    id,
+                    market(),
+                    SignatureType::SmartAccount,
+                )
+            })
+            .collect();
+        ladder_client::cancel_orders_body(&requests)
+    };
+    let (thousand, another_thousand, four_hundred) = (
+        cancels(900_000, 1000),
+        cancels(800_000, 1000),
+        cancels(700_000, 400),
+    );
+    let seq_before = state_seq(&service);
+
+    let r = alice.send("DELETE", "/orders", Some(&thousand)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let result = r.json();
+    assert_eq!(result["canceled"], json!([]));
+    let reasons = result["notCanceled"].as_object().unwrap();
+    assert_eq!(reasons.len(), 1000);
+    assert!(reasons.values().all(|why| why == "not found"), "{result}");
+    assert_eq!(state_seq(&service), seq_before, "nothing was journaled");
+    assert!(metric(&service, "ladder_unjournaled_cancels_total") >= 1000.0);
+
+    // The key paid 1,000 of its 1,500 tokens: another 1,000 is refused and spends nothing,
+    // 400 pass.
+    let r = alice
+        .send("DELETE", "/orders", Some(&another_thousand))
+        .unwrap();
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert!(r.header("retry-after").is_some());
+    let r = alice
+        .send("DELETE", "/orders", Some(&four_hundred))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(state_seq(&service), seq_before);
+}
+
+#[test]
+fn a_request_for_many_books_costs_a_token_per_book() {
+    let service = Service::start(&["--rate-limit-ip", "100"]);
+    let yes_token = yes().to_string();
+    let body = serde_json::to_string(&vec![json!({ "token_id": yes_token }); 90]).unwrap();
+    let r = public(&service, "POST", "/books", Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json().as_array().map(Vec::len), Some(90));
+    // 90 of 100 spent (the readiness probe and this test's reads spend a few more): 90 more
+    // books are refused at once.
+    let r = public(&service, "POST", "/books", Some(&body));
+    assert_eq!(r.status, 429, "{}", r.body);
+}

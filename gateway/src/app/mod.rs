@@ -217,6 +217,29 @@ impl App {
         Ok(principal)
     }
 
+    /// Charges a request for `units` units of work (signatures to recover, books to build),
+    /// so that a large batch costs what as many requests would: beside the token it took
+    /// already, `units - 1` more from its key's bucket (an L2 request, `key`) or from its
+    /// client's (a public one). Refused, it spends nothing: 429 with `Retry-After`.
+    pub(super) fn charge(
+        &self,
+        request: &Request,
+        key: Option<&Uuid>,
+        units: usize,
+    ) -> Result<(), Outcome> {
+        let extra = u32::try_from(units.saturating_sub(1)).unwrap_or(u32::MAX);
+        let now = Instant::now();
+        let taken = match (key, request.peer) {
+            (Some(key), _) => self
+                .key_limiter
+                .take_n(key, extra, now)
+                .inspect_err(|_| self.key_limiter.give_back(key)),
+            (None, Some(ip)) => self.ip_limiter.take_n(&ip, extra, now),
+            (None, None) => Ok(()),
+        };
+        taken.map_err(too_many)
+    }
+
     /// `POST /admin/promote`: a standby becomes a primary (API.md §19).
     fn promote(&self) -> Outcome {
         if !self.state.standby.load(Ordering::Acquire) {

@@ -28,7 +28,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         (Method::Get, "/markets") | (Method::Get, "/sampling-markets") => markets_page(&q),
         (Method::Get, p) if p.starts_with("/markets/") => market_one(&p["/markets/".len()..]),
         (Method::Get, "/book") => with_token(&q, |token| book_one(board, token)),
-        (Method::Get | Method::Post, "/books") => books(board, &request.body),
+        (Method::Get | Method::Post, "/books") => books(app, request),
         (Method::Get, "/price") => price(board, &q),
         (Method::Get, "/midpoint") => with_token(&q, |token| midpoint(board, token)),
         (Method::Get, "/spread") => with_token(&q, |token| spread(board, token)),
@@ -49,9 +49,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
                 |m| json!({ "fee_rate_bps": m.fee_rate_bps.to_string() }),
             )
         }),
-        (Method::Get | Method::Post, "/last-trades-prices") => {
-            last_trades_prices(board, &request.body)
-        }
+        (Method::Get | Method::Post, "/last-trades-prices") => last_trades_prices(app, request),
         (Method::Get, "/prices-history") => prices_history(board, &q),
         (Method::Get, "/claimable") => claimable_of(&q),
         _ => return None,
@@ -224,11 +222,16 @@ fn token_list(body: &[u8]) -> Result<Vec<U256>, String> {
         .collect()
 }
 
-fn books(board: &BookBoard, body: &[u8]) -> Outcome {
-    let tokens = match token_list(body) {
+/// `POST /books`: a request costs a rate-limit token per book.
+fn books(app: &App, request: &Request) -> Outcome {
+    let board = &app.state.board;
+    let tokens = match token_list(&request.body) {
         Ok(t) => t,
         Err(e) => return bad_request(e),
     };
+    if let Err(refused) = app.charge(request, None, tokens.len()) {
+        return refused;
+    }
     let views: Vec<Value> = tokens
         .iter()
         .filter_map(|t| board_book(board, t))
@@ -281,11 +284,16 @@ fn spread(board: &BookBoard, token: U256) -> Outcome {
     })
 }
 
-fn last_trades_prices(board: &BookBoard, body: &[u8]) -> Outcome {
-    let tokens = match token_list(body) {
+/// `/last-trades-prices`: a request costs a rate-limit token per token asked for.
+fn last_trades_prices(app: &App, request: &Request) -> Outcome {
+    let board = &app.state.board;
+    let tokens = match token_list(&request.body) {
         Ok(t) => t,
         Err(e) => return bad_request(e),
     };
+    if let Err(refused) = app.charge(request, None, tokens.len()) {
+        return refused;
+    }
     let list: Vec<LastTradePrice> = tokens
         .iter()
         .filter_map(|t| {

@@ -88,6 +88,8 @@ pub struct Request {
     pub body: Vec<u8>,
     /// Whether the connection stays open after the response.
     pub keep_alive: bool,
+    /// The client's address (set by the server; `None` where no socket is behind it).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl Request {
@@ -146,6 +148,25 @@ pub enum HttpError {
 /// Parses one request from the front of `buf`: `Ok(None)` when more bytes are needed,
 /// `Ok(Some((request, consumed)))` when one is complete.
 pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
+    Ok(match parse_front(buf)? {
+        Parsed::Complete(request, used) => Some((request, used)),
+        Parsed::NeedHead | Parsed::NeedBody(_) => None,
+    })
+}
+
+/// How far the front of a buffer holds a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A whole request, and the bytes it took.
+    Complete(Request, usize),
+    /// The header section is not whole yet.
+    NeedHead,
+    /// The header section is whole and valid; the request ends after this many bytes.
+    NeedBody(usize),
+}
+
+/// Parses one request from the front of `buf`, saying how far it got.
+pub fn parse_front(buf: &[u8]) -> Result<Parsed, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     match parse_with(buf, &mut headers) {
         Err(TooManyHeaders) => {
@@ -168,7 +189,7 @@ struct TooManyHeaders;
 fn parse_with<'b>(
     buf: &'b [u8],
     headers: &mut [httparse::Header<'b>],
-) -> Result<Result<Option<(Request, usize)>, HttpError>, TooManyHeaders> {
+) -> Result<Result<Parsed, HttpError>, TooManyHeaders> {
     let mut parsed = httparse::Request::new(headers);
     let head_len = match parsed.parse(buf) {
         Err(httparse::Error::TooManyHeaders) => return Err(TooManyHeaders),
@@ -182,14 +203,14 @@ fn parse_parsed(
     buf: &[u8],
     parsed: httparse::Request<'_, '_>,
     head: httparse::Result<usize>,
-) -> Result<Option<(Request, usize)>, HttpError> {
+) -> Result<Parsed, HttpError> {
     let head_len = match head {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > HEADER_BYTES_MAX {
                 return Err(HttpError::HeadersTooLarge);
             }
-            return Ok(None);
+            return Ok(Parsed::NeedHead);
         }
         Err(httparse::Error::Version) => {
             return Err(HttpError::Malformed(
@@ -256,19 +277,20 @@ fn parse_parsed(
         );
     }
     if buf.len() < head_len + body_len {
-        return Ok(None);
+        return Ok(Parsed::NeedBody(head_len + body_len));
     }
     let body = buf[head_len..head_len + body_len].to_vec();
-    Ok(Some((
+    Ok(Parsed::Complete(
         Request {
             method,
             target,
             headers: out_headers,
             body,
             keep_alive,
+            peer: None,
         },
         head_len + body_len,
-    )))
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,164 @@
+//! Reading a request as its bytes arrive, so that bytes trickled one at a time cost a look at
+//! the new bytes only, never a parse of everything before them: the header section is parsed
+//! when its request line is whole (a malformed one is refused at once) and when the section
+//! itself is whole; a body is waited for by its length, the header section not parsed again.
+
+use super::request::{parse_front, HttpError, Parsed, Request, HEADER_BYTES_MAX};
+
+/// How far the request at the front of a connection's buffer has been read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestProgress {
+    /// Bytes already looked at for the end of the header section.
+    scanned: usize,
+    /// Whether the request line has been parsed (it was whole and well-formed).
+    line_checked: bool,
+    /// Once the header section is whole: the length of the whole request.
+    needed: Option<usize>,
+}
+
+/// Where the first line end at or after `from` is.
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| from + i)
+}
+
+/// Whether `buf` holds an empty line (the end of a header section) that ends at or after
+/// `from`: a `\n` followed by `\n` or by `\r\n`.
+fn head_ends(buf: &[u8], from: usize) -> bool {
+    let mut at = from;
+    while let Some(end) = line_end(buf, at) {
+        match (buf.get(end + 1), buf.get(end + 2)) {
+            (Some(b'\n'), _) | (Some(b'\r'), Some(b'\n')) => return true,
+            _ => at = end + 1,
+        }
+    }
+    false
+}
+
+impl RequestProgress {
+    /// The request at the front of `buf` once it is whole (and the bytes it took); `Ok(None)`
+    /// while more bytes are needed. After a request is returned the progress starts again.
+    pub fn advance(&mut self, buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
+        match self.needed {
+            Some(needed) if buf.len() < needed => return Ok(None),
+            Some(_) => {}
+            None => {
+                // Only the new bytes (and the two before them, which may start a line end).
+                let from = self.scanned.saturating_sub(2);
+                self.scanned = buf.len();
+                let line_whole = line_end(buf, 0).is_some();
+                if !head_ends(buf, from) {
+                    if buf.len() > HEADER_BYTES_MAX {
+                        return Err(HttpError::HeadersTooLarge);
+                    }
+                    if !line_whole || self.line_checked {
+                        return Ok(None);
+                    }
+                    // The request line is whole: refuse a malformed one now.
+                    self.line_checked = true;
+                    return match parse_front(buf)? {
+                        Parsed::Complete(request, used) => self.done(request, used),
+                        Parsed::NeedHead => Ok(None),
+                        Parsed::NeedBody(needed) => {
+                            self.needed = Some(needed);
+                            Ok(None)
+                        }
+                    };
+                }
+            }
+        }
+        match parse_front(buf)? {
+            Parsed::Complete(request, used) => self.done(request, used),
+            Parsed::NeedHead => Ok(None),
+            Parsed::NeedBody(needed) => {
+                self.needed = Some(needed);
+                Ok(None)
+            }
+        }
+    }
+
+    fn done(
+        &mut self,
+        request: Request,
+        used: usize,
+    ) -> Result<Option<(Request, usize)>, HttpError> {
+        *self = RequestProgress::default();
+        Ok(Some((request, used)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::parse_request;
+
+    /// Feeds `bytes` one at a time; returns what `advance` gave last, and the progress.
+    fn trickle(bytes: &[u8]) -> (Result<Option<(Request, usize)>, HttpError>, RequestProgress) {
+        let mut progress = RequestProgress::default();
+        let mut last = Ok(None);
+        for n in 1..=bytes.len() {
+            last = progress.advance(&bytes[..n]);
+            if !matches!(last, Ok(None)) {
+                break;
+            }
+        }
+        (last, progress)
+    }
+
+    #[test]
+    fn a_trickled_request_reads_as_a_whole_one_does() {
+        let body = br#"{"a":1}"#;
+        let request = [
+            b"POST /books HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n".as_slice(),
+            body,
+        ]
+        .concat();
+        let (got, progress) = trickle(&request);
+        assert_eq!(got, parse_request(&request));
+        assert!(got.is_ok_and(|r| r.is_some()));
+        assert_eq!(
+            progress,
+            RequestProgress::default(),
+            "ready for the next request"
+        );
+    }
+
+    #[test]
+    fn bare_line_feeds_end_a_header_section_too() {
+        let request = b"GET /time HTTP/1.1\nHost: x\n\n";
+        let (got, _) = trickle(request);
+        assert_eq!(got, parse_request(request));
+    }
+
+    #[test]
+    fn a_malformed_request_line_is_refused_as_soon_as_it_is_whole() {
+        let mut progress = RequestProgress::default();
+        assert_eq!(progress.advance(b"HELLO THERE"), Ok(None));
+        assert!(progress.advance(b"HELLO THERE\r\n").is_err());
+    }
+
+    #[test]
+    fn a_header_section_past_16_kib_is_refused_without_its_end() {
+        let mut head = b"GET /time HTTP/1.1\r\n".to_vec();
+        while head.len() <= HEADER_BYTES_MAX {
+            head.extend_from_slice(b"X-Pad: aaaaaaaaaaaaaaaa\r\n");
+        }
+        let (got, _) = trickle(&head);
+        assert_eq!(got, Err(HttpError::HeadersTooLarge));
+    }
+
+    #[test]
+    fn a_waiting_body_does_not_parse_the_head_again() {
+        let mut progress = RequestProgress::default();
+        let head = b"POST /books HTTP/1.1\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(progress.advance(head), Ok(None));
+        assert_eq!(progress.needed, Some(head.len() + 4));
+        // A buffer that is not even HTTP any more is not looked at while the body is short:
+        // only its length counts.
+        assert_eq!(progress.advance(&[0u8; 10]), Ok(None));
+        let whole = [head.as_slice(), b"[{}]"].concat();
+        assert!(progress.advance(&whole).is_ok_and(|r| r.is_some()));
+    }
+}
