@@ -15,6 +15,14 @@ use crate::rpc::{RpcClient, RpcError};
 /// What `isValidSignature` returns for a valid signature (its own selector).
 pub const MAGIC_VALUE: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
 
+/// Whether `returned` is the ABI encoding of the magic value as a `bytes4`: exactly one
+/// 32-byte word, the four magic bytes then 28 zero bytes. Anything else (a longer answer
+/// that merely starts with them, as a fallback function echoing its call data might give)
+/// is no.
+pub fn is_magic_word(returned: &[u8]) -> bool {
+    returned.len() == 32 && returned[..4] == MAGIC_VALUE && returned[4..].iter().all(|&b| b == 0)
+}
+
 /// Cache and timing settings.
 #[derive(Clone, Debug)]
 pub struct VerifierConfig {
@@ -99,7 +107,7 @@ impl Erc1271Verifier {
             &[Arg::Word(*digest), Arg::Bytes(signature)],
         );
         match self.rpc.eth_call(&account.to_lowercase_hex(), &data) {
-            Ok(returned) => Ok(returned.len() >= 4 && returned[..4] == MAGIC_VALUE),
+            Ok(returned) => Ok(is_magic_word(&returned)),
             Err(e) if e.is_revert() => Ok(false),
             Err(e) => Err(e),
         }
@@ -160,6 +168,22 @@ mod tests {
 
     fn key(n: u8) -> (Address, Address) {
         (Address([n; 20]), Address([n.wrapping_add(1); 20]))
+    }
+
+    #[test]
+    fn only_the_whole_magic_word_is_yes() {
+        let mut word = [0u8; 32];
+        word[..4].copy_from_slice(&MAGIC_VALUE);
+        assert!(is_magic_word(&word));
+        let mut dirty = word;
+        dirty[31] = 1;
+        assert!(!is_magic_word(&dirty), "nonzero padding");
+        assert!(!is_magic_word(&word[..4]), "four bytes alone");
+        let echoed = [word.as_slice(), &[0u8; 32]].concat();
+        assert!(!is_magic_word(&echoed), "more than one word");
+        let mut other = word;
+        other[0] = 0x17;
+        assert!(!is_magic_word(&other));
     }
 
     #[test]

@@ -86,6 +86,11 @@ impl SmartAccounts {
         Outcome::defer(move || then(checks.iter().map(|c| accounts.check(c)).collect()))
     }
 
+    /// Whether the chain's answer to `question` is cached (judging it makes no call).
+    pub fn is_cached(&self, question: &ControlCheck) -> bool {
+        self.verifier.is_none() || self.cached(question).is_some()
+    }
+
     /// The verdict from the cache, without a call.
     fn cached(&self, question: &ControlCheck) -> Option<Verdict> {
         let verifier = self.verifier.as_ref()?;

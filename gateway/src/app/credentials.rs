@@ -48,6 +48,7 @@ fn l1(app: &App, request: &Request) -> Result<L1Claim, Outcome> {
 /// ([`mismatch`]).
 fn with_claim(
     app: &App,
+    request: &Request,
     claim: L1Claim,
     then: impl FnOnce(L1Claim) -> Outcome + Send + 'static,
 ) -> Outcome {
@@ -61,6 +62,13 @@ fn with_claim(
         digest: claim.digest,
         signature: claim.signature,
     };
+    // Before authentication, a call to the chain is the client's to pay for: one token of
+    // its address's chain-call bucket (a cached answer costs nothing).
+    if !accounts.is_cached(&check) {
+        if let Err(refused) = app.charge_chain_call(request) {
+            return refused;
+        }
+    }
     accounts.judge(vec![check], move |verdicts| {
         let mut claim = claim;
         match verdicts.into_iter().next() {
@@ -91,7 +99,7 @@ fn create(app: &App, request: &Request) -> Outcome {
     };
     let keys = app.keys.clone();
     let max_keys_per_address = app.config.max_keys_per_user;
-    with_claim(app, claim, move |claim| {
+    with_claim(app, request, claim, move |claim| {
         create_key(keys, claim, max_keys_per_address)
     })
 }
@@ -150,7 +158,7 @@ fn derive(app: &App, request: &Request) -> Outcome {
         Err(o) => return o,
     };
     let master = app.keys.master();
-    with_claim(app, claim, move |claim| derive_key(master, claim))
+    with_claim(app, request, claim, move |claim| derive_key(master, claim))
 }
 
 fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
@@ -199,7 +207,9 @@ fn caller(app: &App, request: &Request) -> Result<Caller, Outcome> {
 
 fn list(app: &App, request: &Request) -> Outcome {
     match caller(app, request) {
-        Ok(Caller::L1(claim)) => with_claim(app, claim, |claim| list_keys(Caller::L1(claim))),
+        Ok(Caller::L1(claim)) => {
+            with_claim(app, request, claim, |claim| list_keys(Caller::L1(claim)))
+        }
         Ok(l2) => list_keys(l2),
         Err(o) => o,
     }
@@ -241,7 +251,7 @@ fn delete(app: &App, request: &Request) -> Outcome {
         Ok(Caller::L1(claim)) => {
             let named = credential(request, "svc_api_key").map(Uuid::parse_str);
             match named {
-                Some(Ok(key_id)) => with_claim(app, claim, move |claim| {
+                Some(Ok(key_id)) => with_claim(app, request, claim, move |claim| {
                     let signer = claim.registry_signer();
                     delete_key(keys, claim.address, signer, key_id, claim.chain_error)
                 }),

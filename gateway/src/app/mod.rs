@@ -51,12 +51,18 @@ pub struct AppConfig {
     pub smart_accounts: crate::smart::SmartAccounts,
 }
 
+/// Chain calls (ERC-1271 `eth_call`) one client address may cause per 10 s before its request
+/// is authenticated.
+pub const CHAIN_CALLS_BEFORE_AUTH_PER_IP: u32 = 50;
+
 /// The application.
 pub struct App {
     config: AppConfig,
     keys: Arc<KeyTable>,
     key_limiter: RateLimiter<Uuid>,
     ip_limiter: RateLimiter<IpAddr>,
+    /// Chain calls made for requests not yet authenticated, per client address.
+    chain_call_limiter: RateLimiter<IpAddr>,
     metrics: Arc<Metrics>,
     state: Arc<ServiceState>,
     promote_hook: Option<PromoteHook>,
@@ -108,6 +114,7 @@ impl App {
         App {
             key_limiter: RateLimiter::new(config.rate_limit_key),
             ip_limiter: RateLimiter::new(config.rate_limit_ip),
+            chain_call_limiter: RateLimiter::new(CHAIN_CALLS_BEFORE_AUTH_PER_IP),
             config,
             keys,
             metrics,
@@ -238,6 +245,20 @@ impl App {
             (None, None) => Ok(()),
         };
         taken.map_err(too_many)
+    }
+
+    /// Takes a token of the client's chain-call bucket for an `eth_call` made before its
+    /// request is authenticated (an L1 signature a smart account must judge): random
+    /// signatures for smart accounts cannot make the node work, or flush the verifier's
+    /// cache, faster than [`CHAIN_CALLS_BEFORE_AUTH_PER_IP`] per 10 s per address.
+    pub(super) fn charge_chain_call(&self, request: &Request) -> Result<(), Outcome> {
+        match request.peer {
+            Some(ip) => self
+                .chain_call_limiter
+                .take(&ip, Instant::now())
+                .map_err(too_many),
+            None => Ok(()),
+        }
     }
 
     /// `POST /admin/promote`: a standby becomes a primary (API.md §19).

@@ -1,0 +1,108 @@
+//! Chain calls a client can cause before it is authenticated (API.md §18): an L1 request
+//! whose signer is not the address asks the address's ERC-1271 `isValidSignature` on the
+//! node (`--rpc-url`). Random signers for a smart account cannot make the node work more than
+//! the per-address chain-call budget allows. A fake JSON-RPC node counts the calls.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use ladder_client::{Trader, Wallet};
+use ladder_protocol::Address;
+use support::Service;
+
+/// Answers one JSON-RPC request read from `stream`; false when the connection ended.
+fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
+    let mut content_length = 0usize;
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).unwrap_or(0) == 0 {
+            return false;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                content_length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    if stream.read_exact(&mut body).is_err() {
+        return false;
+    }
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let result = match request["method"].as_str().unwrap_or("") {
+        "eth_call" => {
+            calls.fetch_add(1, Ordering::SeqCst);
+            // Not the magic word: the account does not accept the signer.
+            serde_json::json!(format!("0x{}", "ff".repeat(4) + &"00".repeat(28)))
+        }
+        "eth_accounts" => serde_json::json!(["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]),
+        "eth_getCode" => serde_json::json!("0x"),
+        "eth_chainId" => serde_json::json!("0xc97"),
+        _ => serde_json::json!("0x0"),
+    };
+    let reply =
+        serde_json::json!({ "jsonrpc": "2.0", "id": request["id"], "result": result }).to_string();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        reply.len()
+    );
+    stream
+        .get_mut()
+        .write_all([head.as_bytes(), reply.as_bytes()].concat().as_slice())
+        .is_ok()
+}
+
+/// A node on loopback that answers every `eth_call` "no" and counts them.
+fn fake_node() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let calls = counted.clone();
+            std::thread::spawn(move || {
+                let mut stream = BufReader::new(stream);
+                while answer(&mut stream, &calls) {}
+            });
+        }
+    });
+    (url, calls)
+}
+
+#[test]
+fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budget() {
+    let (node, calls) = fake_node();
+    let service = Service::start(&["--rpc-url", &node, "--rpc-timeout-ms", "2000"]);
+    let account = Address::parse("0x5a11c0C0a000000000000000000000000000A001").unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..70 {
+        // A fresh signer each time: no cached answer helps.
+        let trader = Trader::new(&service.url, Wallet::random(), account).unwrap();
+        let r = service
+            .http()
+            .request("GET", "/auth/derive-api-key", &trader.l1(0), None)
+            .unwrap();
+        statuses.push(r.status);
+    }
+    let refused_by_budget = statuses.iter().filter(|&&s| s == 429).count();
+    let judged = statuses.iter().filter(|&&s| s == 401).count();
+    assert_eq!(judged + refused_by_budget, 70, "{statuses:?}");
+    assert!(
+        (45..=55).contains(&judged),
+        "about 50 judged on the chain: {statuses:?}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        judged,
+        "one eth_call per judged request"
+    );
+}
