@@ -46,6 +46,9 @@ pub struct ServerLimits {
     pub request_timeout: Duration,
     /// An idle keep-alive connection is closed after this time.
     pub idle_timeout: Duration,
+    /// A subscribed WebSocket silent this long gets a ping; silent as long again after it,
+    /// it is closed.
+    pub ws_ping_after: Duration,
     /// TLS (HTTPS and WSS) when a certificate is configured; plain otherwise.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -58,6 +61,7 @@ impl Default for ServerLimits {
             first_bytes_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            ws_ping_after: Duration::from_secs(30),
             tls: None,
         }
     }
@@ -81,6 +85,13 @@ pub trait Service: Send + Sync + 'static {
     /// Counts an upgrade request from `peer` against its rate limit: `Err(seconds to wait)`
     /// when it has none left.
     fn admit_upgrade(&self, _peer: SocketAddr) -> Result<(), u64> {
+        Ok(())
+    }
+
+    /// Counts a WebSocket message from `peer` that asks for `units` units of work (a book
+    /// per token of a snapshot; one for any other message) against its rate limit:
+    /// `Err(seconds to wait)` when it has not that many left.
+    fn admit_ws_message(&self, _peer: std::net::IpAddr, _units: usize) -> Result<(), u64> {
         Ok(())
     }
 }
@@ -790,7 +801,8 @@ impl Worker {
         let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
             return;
         };
-        let actions = socket.read();
+        let (service, peer) = (&self.service, socket.peer_ip);
+        let actions = socket.read(&|units| service.admit_ws_message(peer, units));
         for action in actions {
             self.act(slot, action);
         }
@@ -901,10 +913,13 @@ impl Worker {
 
     fn sweep_sockets(&mut self) {
         let limit = Duration::from_secs(crate::ws::SUBSCRIBE_TIMEOUT_S);
+        let ping_after = self.limits.ws_ping_after;
         for slot in 0..self.sockets.len() {
             if let Some(socket) = self.sockets[slot].as_mut() {
                 if !socket.subscribed() && socket.opened.elapsed() > limit {
                     socket.fail(CloseCode::Policy, "no subscribe message within 10 s");
+                } else if socket.subscribed() {
+                    socket.keep_alive(ping_after);
                 }
             }
             self.flush_socket(slot);

@@ -464,3 +464,103 @@ fn wait_for(limit: Duration, failure: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Reads `ws` for `how_long`, answering the server's pings as any client library does;
+/// panics if it closes.
+fn stay_for(ws: &mut Ws, how_long: Duration) {
+    let until = std::time::Instant::now() + how_long;
+    while std::time::Instant::now() < until {
+        match ws.read() {
+            Ok(Message::Close(frame)) => panic!("closed: {frame:?}"),
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_silent_subscriber_is_pinged_and_closed_when_it_never_answers() {
+    let service = Service::start(&["--ws-ping-ms", "500"]);
+    let subscribe = json!({ "type": "market", "assets_ids": [YES] }).to_string();
+    let mut live = open(&service, "/ws/market");
+    let mut gone = open(&service, "/ws/market");
+    for ws in [&mut live, &mut gone] {
+        ws.send(Message::text(subscribe.clone())).unwrap();
+        let mut q = Vec::new();
+        assert_eq!(next(ws, &mut q)["event_type"], json!("book"));
+    }
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = live.get_ref() {
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+    }
+    // `live` reads (and so answers pings) for 3 s: it stays. `gone` reads nothing meanwhile.
+    stay_for(&mut live, Duration::from_secs(3));
+    live.send(Message::text("PING")).unwrap();
+    let pong = loop {
+        match live.read() {
+            Ok(Message::Text(text)) => break text.to_string(),
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(pong, "PONG");
+    // `gone` was pinged, did not answer within the same time, and was closed.
+    let close = loop {
+        match gone.read() {
+            Ok(Message::Close(frame)) => break frame,
+            Ok(_) => {}
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    };
+    let close = close.expect("a close frame with a reason");
+    assert_eq!(u16::from(close.code), 1008);
+    assert!(close.reason.contains("no pong"), "{close:?}");
+}
+
+#[test]
+fn snapshot_requests_cost_a_token_per_book_and_past_the_limit_get_an_error() {
+    let service = Service::start(&["--rate-limit-ip", "40"]);
+    let mut ws = open(&service, "/ws/market");
+    ws.send(Message::text(
+        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
+    ))
+    .unwrap();
+    let mut q = Vec::new();
+    assert_eq!(next(&mut ws, &mut q)["event_type"], json!("book"));
+    let snapshot = json!({ "operation": "snapshot", "assets_ids": [YES, NO] }).to_string();
+    for _ in 0..30 {
+        ws.send(Message::text(snapshot.clone())).unwrap();
+    }
+    // Each snapshot answered is two books (Yes, then No); each refused one an error.
+    let (mut answered, mut refusals) = (0, 0);
+    while answered + refusals < 30 {
+        let e = next(&mut ws, &mut q);
+        if e["event_type"] == json!("book") {
+            if e["asset_id"] == json!(NO) {
+                answered += 1;
+            }
+        } else {
+            let error = e["error"].as_str().unwrap_or_default().to_string();
+            assert!(error.starts_with("rate limit exceeded"), "{e}");
+            refusals += 1;
+        }
+    }
+    // 40 tokens, a few spent on the upgrade and the subscription: about 18 snapshots of two
+    // books pass, the rest are refused; the connection stays.
+    assert!(refusals >= 10, "{refusals} refusals");
+    ws.send(Message::text("PING")).unwrap();
+    let pong = loop {
+        if let Message::Text(text) = ws.read().unwrap() {
+            if text.as_str() == "PONG" {
+                break true;
+            }
+        }
+    };
+    assert!(pong);
+}

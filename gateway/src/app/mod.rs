@@ -328,6 +328,11 @@ impl crate::server::Service for App {
         self.ip_limiter.take(&peer.ip(), Instant::now())
     }
 
+    fn admit_ws_message(&self, peer: IpAddr, units: usize) -> Result<(), u64> {
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        self.ip_limiter.take_n(&peer, units, Instant::now())
+    }
+
     fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
         crate::auth::authenticate_ws_user(&self.keys, auth, now_s())
             .map(|address| crate::convert::engine_address(&address))

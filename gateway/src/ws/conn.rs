@@ -94,6 +94,10 @@ pub struct WsConn {
     phase: Phase,
     /// Closed for falling behind, not yet counted by the event loop.
     slow_close_uncounted: bool,
+    /// When the client last sent a frame (any: a message, a pong, a ping).
+    last_heard: Instant,
+    /// When the server's ping went out, while its pong is awaited.
+    ping_sent: Option<Instant>,
 }
 
 impl WsConn {
@@ -124,6 +128,27 @@ impl WsConn {
             buffered: Vec::new(),
             phase: Phase::Open,
             slow_close_uncounted: false,
+            last_heard: Instant::now(),
+            ping_sent: None,
+        }
+    }
+
+    /// Keeps a silent connection honest: silent for `after`, it gets a ping; silent for
+    /// `after` again, it is closed (a peer that vanished without a close frees its slot).
+    pub fn keep_alive(&mut self, after: Duration) {
+        if !self.is_open() {
+            return;
+        }
+        match self.ping_sent {
+            None if self.last_heard.elapsed() >= after
+                && self.ws.write(Message::Ping(Default::default())).is_ok() =>
+            {
+                self.ping_sent = Some(Instant::now());
+            }
+            Some(sent) if sent.elapsed() >= after => {
+                self.fail(CloseCode::Policy, "no pong to the server's ping in time");
+            }
+            _ => {}
         }
     }
 
@@ -161,13 +186,19 @@ impl WsConn {
     }
 
     /// Reads what arrived; returns what the event loop must do. A closing connection's
-    /// messages are read and dropped (until the client's close or end of stream).
-    pub fn read(&mut self) -> Vec<Action> {
+    /// messages are read and dropped (until the client's close or end of stream). `admit`
+    /// charges a message's units of work to the client's rate limit (`Err`: seconds to wait).
+    pub fn read(&mut self, admit: &dyn Fn(usize) -> Result<(), u64>) -> Vec<Action> {
         let mut actions = Vec::new();
         while self.phase != Phase::Closed {
             let open = self.is_open();
-            match self.ws.read() {
-                Ok(Message::Text(text)) if open => self.on_text(text.as_str(), &mut actions),
+            let frame = self.ws.read();
+            if frame.is_ok() {
+                self.last_heard = Instant::now();
+                self.ping_sent = None;
+            }
+            match frame {
+                Ok(Message::Text(text)) if open => self.on_text(text.as_str(), admit, &mut actions),
                 Ok(Message::Binary(_)) if open => {
                     self.fail(CloseCode::Unsupported, "binary frames are not supported")
                 }
@@ -180,7 +211,12 @@ impl WsConn {
         actions
     }
 
-    fn on_text(&mut self, text: &str, actions: &mut Vec<Action>) {
+    fn on_text(
+        &mut self,
+        text: &str,
+        admit: &dyn Fn(usize) -> Result<(), u64>,
+        actions: &mut Vec<Action>,
+    ) {
         if text.trim() == "PING" {
             self.send("PONG");
             return;
@@ -196,6 +232,20 @@ impl WsConn {
             WsKind::User => {}
             WsKind::Market => match parse_market_message(text) {
                 Ok(message) => {
+                    // A book per token asked for (a snapshot of the whole set: per token
+                    // named), one for any other message.
+                    let units = match message.operation {
+                        MarketOperation::Snapshot if message.tokens.is_empty() => self.named.len(),
+                        MarketOperation::Unsubscribe => 1,
+                        _ => message.tokens.len(),
+                    };
+                    if let Err(wait_s) = admit(units.max(1)) {
+                        let refusal = format!("rate limit exceeded; retry in {wait_s} s");
+                        if !self.first_message_seen {
+                            return self.fail(CloseCode::Again, &refusal);
+                        }
+                        return self.send(&error_frame(&refusal));
+                    }
                     self.first_message_seen = true;
                     for reason in &message.rejected {
                         self.send(&error_frame(reason));

@@ -43,6 +43,11 @@ pub struct ServiceFlags {
     /// (0: no cap).
     #[arg(long, default_value_t = 256)]
     pub max_connections_per_ip: usize,
+    /// A subscribed WebSocket silent this many ms gets a ping, and is closed when silent as
+    /// long again (tests shorten it).
+    #[arg(long, default_value_t = 30_000, hide = true,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub ws_ping_ms: u64,
 }
 
 /// The subcommands.

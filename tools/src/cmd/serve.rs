@@ -70,6 +70,7 @@ struct RunOptions {
     listen: String,
     admin_token: Option<String>,
     max_connections_per_ip: usize,
+    ws_ping_ms: u64,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -91,6 +92,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         listen: args.service.listen.clone(),
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
+        ws_ping_ms: args.service.ws_ping_ms,
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -118,6 +120,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         listen: args.service.listen.clone(),
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
+        ws_ping_ms: args.service.ws_ping_ms,
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -238,6 +241,7 @@ fn run(options: RunOptions) -> Result<(), String> {
     let limits = ServerLimits {
         tls: options.tls.clone(),
         connections_per_ip_max: options.max_connections_per_ip,
+        ws_ping_after: Duration::from_millis(options.ws_ping_ms),
         ..ServerLimits::default()
     };
     let gateway_threads = spawn(
