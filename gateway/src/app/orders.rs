@@ -242,10 +242,10 @@ fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
 }
 
 /// The chain check an order needs before it goes to the engine, if any.
-fn order_check(app: &App, order: &NewOrder) -> Option<ControlCheck> {
+fn order_check(accounts: &SmartAccounts, order: &NewOrder) -> Option<ControlCheck> {
     let maker = Address(order.maker.0);
     let signer = Address(order.signer.0);
-    if !app.config.smart_accounts.needs_check(&maker, &signer) {
+    if !accounts.needs_check(&maker, &signer) {
         return None;
     }
     let signature: [u8; 65] = order
@@ -289,7 +289,7 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Err(Refusal::Price(refusal)) => {
             Outcome::Respond(ok_json(&refusal.rejection(&app.state.board)))
         }
-        Ok(order) => match order_check(app, &order) {
+        Ok(order) => match order_check(&app.config.smart_accounts, &order) {
             None => place_one(order, None),
             Some(check) => app
                 .config
@@ -326,40 +326,59 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    if let Err(refused) = app.charge(request, Some(&principal.key_id), parsed.len()) {
+    let batch_len = parsed.len();
+    if let Err(refused) = app.charge(request, Some(&principal.key_id), batch_len) {
         return refused;
     }
-    let mut slots: Vec<BatchSlot> = Vec::with_capacity(parsed.len());
-    let mut checks: Vec<(usize, ControlCheck)> = Vec::new();
-    for (i, item) in parsed.iter().enumerate() {
-        match prepare(&app.config.exchange, principal, item) {
-            Ok(order) => {
-                if let Some(check) = order_check(app, &order) {
-                    checks.push((i, check));
+    let exchange = app.config.exchange;
+    let accounts = app.config.smart_accounts.clone();
+    let board = app.state.board.clone();
+    let principal = principal.clone();
+    let recover_and_place = move || {
+        let mut slots: Vec<BatchSlot> = Vec::with_capacity(parsed.len());
+        let mut checks: Vec<(usize, ControlCheck)> = Vec::new();
+        for (i, item) in parsed.iter().enumerate() {
+            match prepare(&exchange, &principal, item) {
+                Ok(order) => {
+                    if let Some(check) = order_check(&accounts, &order) {
+                        checks.push((i, check));
+                    }
+                    slots.push(Ok((order, None)));
                 }
-                slots.push(Ok((order, None)));
-            }
-            Err(Refusal::BadRequest(text)) => return bad_request(format!("orders[{i}]: {text}")),
-            Err(Refusal::Rejected(text, hash)) => {
-                slots.push(Err(OrderPlacementResult::rejected(text, hash)))
-            }
-            Err(Refusal::Price(refusal)) => slots.push(Err(refusal.rejection(&app.state.board))),
-        }
-    }
-    if checks.is_empty() {
-        return place_batch(slots);
-    }
-    let (positions, checks): (Vec<usize>, Vec<ControlCheck>) = checks.into_iter().unzip();
-    app.config.smart_accounts.judge(checks, move |verdicts| {
-        let mut slots = slots;
-        for (i, verdict) in positions.into_iter().zip(verdicts) {
-            if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
-                *chain_error = apply_verdict(verdict, order);
+                Err(Refusal::BadRequest(text)) => {
+                    return bad_request(format!("orders[{i}]: {text}"))
+                }
+                Err(Refusal::Rejected(text, hash)) => {
+                    slots.push(Err(OrderPlacementResult::rejected(text, hash)))
+                }
+                Err(Refusal::Price(refusal)) => slots.push(Err(refusal.rejection(&board))),
             }
         }
-        place_batch(slots)
-    })
+        if checks.is_empty() {
+            return place_batch(slots);
+        }
+        let (positions, checks): (Vec<usize>, Vec<ControlCheck>) = checks.into_iter().unzip();
+        accounts.judge(checks, move |verdicts| {
+            let mut slots = slots;
+            for (i, verdict) in positions.into_iter().zip(verdicts) {
+                if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
+                    *chain_error = apply_verdict(verdict, order);
+                }
+            }
+            place_batch(slots)
+        })
+    };
+    // Each element's signature is recovered: a batch of more than one goes to a worker, so
+    // that no client stalls an event loop serving others.
+    if batch_len <= INLINE_ORDER_RECOVERIES_MAX {
+        recover_and_place()
+    } else {
+        Outcome::defer(recover_and_place)
+    }
 }
+
+/// Most orders of a `POST /orders` whose signatures are recovered on the event loop.
+pub const INLINE_ORDER_RECOVERIES_MAX: usize = 1;
 
 fn place_batch(slots: Vec<BatchSlot>) -> Outcome {
     let commands: Vec<Command> = slots
