@@ -532,6 +532,22 @@ fn closed_unanswered(stream: &mut std::net::TcpStream) -> bool {
 }
 
 #[test]
+fn by_default_one_address_holds_256_connections() {
+    let service = Service::start(&[]);
+    let held: Vec<std::net::TcpStream> = (0..256)
+        .map(|_| connect_from(&service, "127.0.0.4"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut over = connect_from(&service, "127.0.0.4");
+    assert!(
+        closed_unanswered(&mut over),
+        "the 257th connection was kept"
+    );
+    serves(&service);
+    drop(held);
+}
+
+#[test]
 fn one_address_holds_at_most_its_connection_cap_and_others_are_served() {
     let service = Service::start(&["--max-connections-per-ip", "8"]);
     // Eight idle connections from 127.0.0.2 (HTTP and WebSocket alike count): the ninth is
