@@ -194,6 +194,11 @@ impl Metrics {
                 "# TYPE ladder_unjournaled_cancels_total counter\nladder_unjournaled_cancels_total {}",
                 stats.unjournaled_cancels.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_journal_full gauge\nladder_journal_full {}",
+                u8::from(stats.journal_full.load(Ordering::Relaxed))
+            );
             render_flushes(&mut out, &stats.flushes);
         }
         out.push_str("# TYPE ladder_ring_depth gauge\n");

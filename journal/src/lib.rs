@@ -24,6 +24,7 @@ mod repair;
 mod scan;
 mod segment;
 pub mod snapshot;
+mod space;
 mod spare;
 mod truncate;
 mod verify;
@@ -43,6 +44,7 @@ pub use segment::{journal_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
 pub use snapshot::{
     latest_valid_snapshot, prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,
 };
+pub use space::{is_no_space, is_no_space_io};
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;
 pub use verify::{verify, VerifyReport};
-pub use writer::{FlushTicket, Journal};
+pub use writer::{FlushTicket, Journal, WriteClass};

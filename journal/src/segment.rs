@@ -100,8 +100,7 @@ pub(crate) fn create_segment(
     };
     file.write_all(&header.encode())
         .map_err(JournalError::io("write segment header", &temp))?;
-    file.set_len(segment_size_bytes)
-        .map_err(JournalError::io("preallocate segment", &temp))?;
+    crate::space::allocate(&file, 0, segment_size_bytes, &temp)?;
     file.sync_all()
         .map_err(JournalError::io("sync segment", &temp))?;
     fs::rename(&temp, &path).map_err(JournalError::io("rename segment", &path))?;

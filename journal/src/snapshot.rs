@@ -87,10 +87,16 @@ pub fn write_snapshot(data_dir: impl AsRef<Path>, seq: u64, payload: &[u8]) -> R
         .truncate(true)
         .open(&temp)
         .map_err(JournalError::io("create snapshot", &temp))?;
-    file.write_all(&encode_header(seq, payload))
+    let written = file
+        .write_all(&encode_header(seq, payload))
         .and_then(|()| file.write_all(payload))
-        .and_then(|()| file.sync_all())
-        .map_err(JournalError::io("write snapshot", &temp))?;
+        .and_then(|()| file.sync_all());
+    if let Err(error) = written {
+        // A partial file (a full disk, typically) is not left to take the space.
+        drop(file);
+        let _ = fs::remove_file(&temp);
+        return Err(JournalError::io("write snapshot", &temp)(error));
+    }
     fs::rename(&temp, &path).map_err(JournalError::io("rename snapshot", &path))?;
     sync_dir(&dir)?;
     Ok(path)

@@ -13,6 +13,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
 
@@ -39,30 +40,102 @@ pub(crate) struct Spare {
 #[derive(Debug, Default)]
 pub(crate) struct SpareMaker {
     making: Option<JoinHandle<Result<Spare>>>,
+    /// A spare made and not yet taken.
+    ready: Option<Spare>,
     /// No helper thread could be made for this segment: not tried again before the next
     /// rollover (`take_ready`).
     no_thread: bool,
+    /// The last spare could not be made for want of disk space (tried again by
+    /// [`SpareMaker::retry_if_short`]).
+    short: bool,
+    /// When a spare short of space may be tried again.
+    retry_at: Option<Instant>,
 }
+
+/// How long after a spare found the disk full it is tried again.
+pub(crate) const SPACE_RETRY_INTERVAL: Duration = Duration::from_millis(500);
 
 impl SpareMaker {
     /// Whether a spare is being made or waits to be taken (or could not be started for the
     /// current segment).
     pub fn is_started(&self) -> bool {
-        self.making.is_some() || self.no_thread
+        self.making.is_some() || self.ready.is_some() || self.no_thread || self.short
     }
 
     /// Whether a spare has been made (or making it failed) and waits to be taken.
     #[cfg(test)]
     pub fn is_ready(&self) -> bool {
-        self.making.as_ref().is_some_and(JoinHandle::is_finished)
+        self.ready.is_some() || self.making.as_ref().is_some_and(JoinHandle::is_finished)
+    }
+
+    /// Whether a made spare waits to be taken (after [`SpareMaker::poll`]).
+    pub fn has_ready(&self) -> bool {
+        self.ready.is_some()
+    }
+
+    /// Whether the last spare could not be made for want of disk space.
+    pub fn is_short(&self) -> bool {
+        self.short
+    }
+
+    /// Collects the helper's result if it has finished (`wait`: waits for it).
+    pub fn poll(&mut self, wait: bool) {
+        let finished = self
+            .making
+            .as_ref()
+            .is_some_and(|thread| wait || thread.is_finished());
+        if !finished {
+            return;
+        }
+        let Some(thread) = self.making.take() else {
+            return;
+        };
+        match thread.join() {
+            Ok(Ok(spare)) => {
+                if self.short {
+                    tracing::info!("journal space is available again: writes resume");
+                }
+                self.short = false;
+                self.retry_at = None;
+                self.ready = Some(spare);
+            }
+            Ok(Err(error)) if crate::space::is_no_space(&error) => {
+                if !self.short {
+                    tracing::error!(%error, "journal full: no space left on device for the next segment; refusing writes but cancels until space returns");
+                }
+                self.short = true;
+                self.retry_at = Some(Instant::now() + SPACE_RETRY_INTERVAL);
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the spare journal segment could not be made");
+            }
+            Err(_) => tracing::warn!("the journal spare thread panicked"),
+        }
+    }
+
+    /// Starts making a spare again once [`SPACE_RETRY_INTERVAL`] has passed since one
+    /// found the disk full.
+    pub fn retry_if_short(&mut self, journal_dir: &Path, size: u64) {
+        if !self.short || self.making.is_some() {
+            return;
+        }
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        self.retry_at = Some(Instant::now() + SPACE_RETRY_INTERVAL);
+        self.spawn(journal_dir, size);
     }
 
     /// Starts making a spare of `size` bytes in `journal_dir`. Without a helper thread there
     /// is no spare, and rollovers create their segment themselves.
     pub fn start(&mut self, journal_dir: &Path, size: u64) {
-        if self.making.is_some() {
+        if self.making.is_some() || self.ready.is_some() || self.short {
             return;
         }
+        self.spawn(journal_dir, size);
+    }
+
+    fn spawn(&mut self, journal_dir: &Path, size: u64) {
         let path = journal_dir.join(SPARE_FILE_NAME);
         let spawned = std::thread::Builder::new()
             .name("journal-spare".into())
@@ -81,27 +154,16 @@ impl SpareMaker {
     /// there, if it persists).
     pub fn take_ready(&mut self) -> Option<Spare> {
         self.no_thread = false;
-        if !self.making.as_ref()?.is_finished() {
-            return None;
-        }
-        match self.making.take()?.join() {
-            Ok(Ok(spare)) => Some(spare),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "the spare journal segment could not be made");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("the journal spare thread panicked");
-                None
-            }
-        }
+        self.poll(false);
+        self.ready.take()
     }
 }
 
 impl Drop for SpareMaker {
     /// An unused spare's file is removed (a crash leaves it to `Journal::open`).
     fn drop(&mut self) {
-        if let Some(Ok(Ok(spare))) = self.making.take().map(JoinHandle::join) {
+        self.poll(true);
+        if let Some(spare) = self.ready.take() {
             drop(spare.map);
             let _ = fs::remove_file(&spare.temp_path);
         }
@@ -116,8 +178,12 @@ fn make_spare(path: PathBuf, size: u64) -> Result<Spare> {
         .truncate(true)
         .open(&path)
         .map_err(JournalError::io("create spare segment", &path))?;
-    file.set_len(size)
-        .map_err(JournalError::io("size spare segment", &path))?;
+    if let Err(error) = crate::space::allocate(&file, 0, size, &path) {
+        // A spare that could not be allocated is no spare: its file goes.
+        drop(file);
+        let _ = fs::remove_file(&path);
+        return Err(error);
+    }
     file.sync_all()
         .map_err(JournalError::io("sync spare segment", &path))?;
     let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map spare segment", &path))?;

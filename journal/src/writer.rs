@@ -47,7 +47,20 @@ pub struct Journal {
     /// A segment was renamed into place since the last synced commit: that commit syncs the
     /// directory too.
     directory_unsynced: bool,
+    /// The last ordinary write asked for was refused for want of space.
+    refusing: bool,
     _lock: WriterLock,
+}
+
+/// What a write is, for the room it may use when no further segment can be reserved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteClass {
+    /// Placements, key creations, admin writes: refused once the room is down to the cancel
+    /// reserve.
+    Ordinary,
+    /// Cancels, timers and settlement updates, and records a standby copies: they may use
+    /// the reserve.
+    Reserved,
 }
 
 /// The segment being appended to.
@@ -109,6 +122,7 @@ impl Journal {
             prefaulter: Prefaulter::start(),
             spare: SpareMaker::default(),
             directory_unsynced: false,
+            refusing: false,
             _lock: lock,
         };
         if let Some(active) = &journal.active {
@@ -282,6 +296,69 @@ impl Journal {
         self.payload_max_bytes
     }
 
+    /// Bytes of the active segment kept for cancels once no next segment can be reserved
+    /// (a quarter of a segment, at most 4 MiB): market makers can still pull their quotes
+    /// when nothing else can be written.
+    pub fn cancel_reserve_bytes(&self) -> usize {
+        (self.options.segment_size_bytes / 4).min(4 << 20) as usize
+    }
+
+    /// Bytes left for frames in the active segment.
+    fn active_room(&self) -> usize {
+        match &self.active {
+            Some(active) if !active.sealed => active.frames_end - active.write_offset,
+            _ => 0,
+        }
+    }
+
+    /// Whether records of about `bytes` bytes (frames included) of `class` can be journaled
+    /// now without the disk running out under them. Appends never fault on a full disk
+    /// (segments are allocated ahead), so when the next segment cannot be reserved the
+    /// journal refuses ahead instead: ordinary writes while the active segment's room is
+    /// down to the cancel reserve, cancels once the room itself is gone.
+    pub fn admits(&mut self, bytes: usize, class: WriteClass) -> bool {
+        let room = self.active_room();
+        let reserve = match class {
+            WriteClass::Ordinary => self.cancel_reserve_bytes(),
+            WriteClass::Reserved => 0,
+        };
+        if room >= bytes.saturating_add(reserve) && !self.spare.is_short() {
+            return true;
+        }
+        // The next segment is needed (or known to be short): learn whether it exists.
+        if !self.spare.is_started() {
+            self.spare
+                .start(&self.journal_dir, self.options.segment_size_bytes);
+        }
+        self.spare.poll(true);
+        // Once an ordinary write was refused, the journal is full for every ordinary write
+        // (a smaller one would still fit, but the state is one, as operators see it) until
+        // a segment is reserved again.
+        let full_already = class == WriteClass::Ordinary && self.refusing;
+        let admitted =
+            self.spare.has_ready() || (!full_already && room >= bytes.saturating_add(reserve));
+        if class == WriteClass::Ordinary {
+            self.refusing = !admitted;
+        }
+        admitted
+    }
+
+    /// Whether ordinary writes were refused at the last ask, and no segment has been
+    /// reserved since: the journal is full.
+    pub fn is_full(&self) -> bool {
+        self.refusing && !self.spare.has_ready()
+    }
+
+    /// While the disk is full, tries again to reserve the next segment (at most twice a
+    /// second, on a helper thread); writes resume once it is reserved.
+    pub fn retry_space(&mut self) {
+        if self.spare.is_short() {
+            self.spare.poll(false);
+            self.spare
+                .retry_if_short(&self.journal_dir, self.options.segment_size_bytes);
+        }
+    }
+
     fn check_append(&self, seq: u64, payload_len_max: usize) -> Result<()> {
         if self.poisoned {
             return Err(JournalError::Poisoned);
@@ -334,6 +411,9 @@ impl Journal {
     /// are flushed.
     fn roll_over(&mut self, seq: u64) -> Result<()> {
         let size = self.options.segment_size_bytes;
+        // A spare being made is waited for: a second file made beside it could only meet
+        // the same disk.
+        self.spare.poll(true);
         let fresh = match self.spare.take_ready() {
             Some(spare) if spare.map.len() as u64 == size => self.install_spare(spare, seq)?,
             _ => {
@@ -440,6 +520,19 @@ fn sync_left_behind(walked: &[ScannedSegment], journal_dir: &Path) -> Result<()>
     sync_dir(journal_dir)
 }
 
+/// Whether a file of `len` bytes has a disk block for each of them (it is not sparse).
+#[cfg(unix)]
+fn fully_allocated(file: &fs::File, len: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata()
+        .is_ok_and(|meta| meta.blocks().saturating_mul(512) >= len)
+}
+
+#[cfg(not(unix))]
+fn fully_allocated(_file: &fs::File, _len: u64) -> bool {
+    true
+}
+
 impl ActiveSegment {
     /// A segment with no frames yet, mapped as `map`, whose bytes before `synced_offset` are
     /// on stable storage.
@@ -467,9 +560,13 @@ impl ActiveSegment {
             .metadata()
             .map_err(JournalError::io("stat", path))?
             .len();
-        if len < segment.segment_size_bytes {
-            file.set_len(segment.segment_size_bytes)
-                .map_err(JournalError::io("extend segment", path))?;
+        // Allocated from the end of what it holds (a segment written before segments were
+        // allocated, or cut short, is sparse or short there): the appends must never meet a
+        // full disk through the mapping. On a full disk this fails, and opening with it.
+        let data_end = segment.data_end as u64;
+        let to_allocate = segment.segment_size_bytes.saturating_sub(data_end);
+        if len < segment.segment_size_bytes || !fully_allocated(&file, len) {
+            crate::space::allocate(&file, data_end, to_allocate, path)?;
         }
         file.sync_data().map_err(JournalError::io("sync", path))?;
         let map = MmapRaw::map_raw(&file).map_err(JournalError::io("map", path))?;

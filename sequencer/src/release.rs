@@ -29,6 +29,10 @@ pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why a write was refused for want of standbys (API.md §19).
 pub const REPLICA_UNAVAILABLE: &str = "replica unavailable";
 
+/// Why a write was refused when the journal cannot reserve the space it needs (API.md §18):
+/// nothing was journaled, applied or acknowledged.
+pub const JOURNAL_FULL: &str = "journal full: no space left on device";
+
 /// Batches applied but not yet released before the sequencer waits for the committer.
 pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
 

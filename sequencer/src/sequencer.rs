@@ -10,14 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use ladder_engine::{Command, Engine, Event};
-use ladder_journal::{Durability, Journal};
+use ladder_journal::{Durability, Journal, WriteClass};
 
 use crate::board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
 };
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::pin::{pin_current_thread, CorePin};
-use crate::release::{Release, Releaser, Releases, REPLICA_UNAVAILABLE};
+use crate::release::{Release, Releaser, Releases, JOURNAL_FULL, REPLICA_UNAVAILABLE};
 use crate::replication::ReplicationHub;
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
 
@@ -142,6 +142,8 @@ pub struct SequencerStats {
     pub last_seq: AtomicU64,
     /// Cancels answered without a journal record: they would have changed nothing.
     pub unjournaled_cancels: AtomicU64,
+    /// The journal cannot reserve its next segment and refuses ordinary writes (1) or not.
+    pub journal_full: AtomicBool,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -349,6 +351,10 @@ impl Writer {
     fn run(&mut self) {
         let mut batch: Vec<Submission> = Vec::with_capacity(self.config.batch_max);
         loop {
+            if self.stats.journal_full.load(Ordering::Relaxed) {
+                self.journal.retry_space();
+                self.note_journal_space();
+            }
             self.drain(&mut batch);
             let timer_due = !self.config.follower.load(Ordering::Acquire)
                 && self
@@ -417,7 +423,12 @@ impl Writer {
         // Timers due by the batch's time fire first (a journaled tick), so that the batch's
         // queries, like its commands, see orders expired and delays ended by then.
         let follower = self.config.follower.load(Ordering::Acquire);
-        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+        if !follower
+            && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns)
+            && self
+                .journal
+                .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
+        {
             commands += 1;
             self.apply(now_ns, &Command::Tick, &mut published);
         }
@@ -438,6 +449,10 @@ impl Writer {
                 Work::Command(_) | Work::Commands(_) if refused => Completion::Refused {
                     ticket,
                     reason: REPLICA_UNAVAILABLE,
+                },
+                work if !journal_admits(&mut self.journal, work) => Completion::Refused {
+                    ticket,
+                    reason: JOURNAL_FULL,
                 },
                 Work::Command(command) => {
                     commands += 1;
@@ -483,6 +498,7 @@ impl Writer {
             }
         }
         batch.clear();
+        self.note_journal_space();
         let ticket = match self.config.durability {
             Durability::Sync => self.journal.begin_commit(),
             Durability::Async => Ok(None),
@@ -531,6 +547,12 @@ impl Writer {
                 .collect(),
             trades: std::mem::take(&mut self.fresh_trades),
         }
+    }
+
+    /// Publishes whether the journal refuses ordinary writes (`ladder_journal_full`).
+    fn note_journal_space(&self) {
+        let full = self.journal.is_full();
+        self.stats.journal_full.store(full, Ordering::Relaxed);
     }
 
     /// Applies a client's or the service's own command, except a cancel that would change
@@ -585,6 +607,49 @@ impl Writer {
         }
         (seq, reply)
     }
+}
+
+/// Room a journal record of an ordinary command takes at most (frame included); an order
+/// adds its signature's bytes.
+const RECORD_BYTES_ESTIMATE: usize = 512;
+
+/// The journal room `command`'s record takes at most, and the class of write it is.
+fn record_room(command: &Command) -> (usize, WriteClass) {
+    match command {
+        Command::PlaceOrder(order) => {
+            let signature = order.signed.as_ref().map_or(0, |s| s.signature.len());
+            (RECORD_BYTES_ESTIMATE + signature, WriteClass::Ordinary)
+        }
+        Command::CancelOrder { .. }
+        | Command::CancelMarket { .. }
+        | Command::CancelAll { .. }
+        | Command::Tick
+        | Command::SettlementUpdate { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
+        _ => (RECORD_BYTES_ESTIMATE, WriteClass::Ordinary),
+    }
+}
+
+/// Whether the journal has room for `work`'s records (see `Journal::admits`): on a full
+/// disk placements, key creations and admin writes are refused before anything is
+/// journaled, while cancels, timers, settlement and a standby's copies use the reserve.
+fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
+    let (bytes, class) = match work {
+        Work::Command(command) => record_room(command),
+        Work::Commands(list) => list.iter().map(record_room).fold(
+            (0, WriteClass::Reserved),
+            |(bytes, class), (more, this)| {
+                let class = if this == WriteClass::Ordinary {
+                    this
+                } else {
+                    class
+                };
+                (bytes + more, class)
+            },
+        ),
+        Work::Replicated { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
+        Work::Query(_) => return true,
+    };
+    journal.admits(bytes, class)
 }
 
 /// One completion list per sink, each made with room for all of that sink's submissions in

@@ -48,6 +48,10 @@ pub struct ServiceFlags {
     #[arg(long, default_value_t = 30_000, hide = true,
           value_parser = clap::value_parser!(u64).range(100..))]
     pub ws_ping_ms: u64,
+    /// Size of each journal segment file in MiB (1 to 1024), allocated on disk before it is
+    /// written, so that a full disk is a refusal ahead of time, never a fault.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub segment_size_mb: u64,
 }
 
 /// The subcommands.

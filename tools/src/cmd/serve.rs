@@ -71,6 +71,7 @@ struct RunOptions {
     admin_token: Option<String>,
     max_connections_per_ip: usize,
     ws_ping_ms: u64,
+    segment_size_bytes: u64,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -93,6 +94,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
+        segment_size_bytes: args.service.segment_size_mb << 20,
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -121,6 +123,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
+        segment_size_bytes: args.service.segment_size_mb << 20,
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -256,8 +259,13 @@ fn run(options: RunOptions) -> Result<(), String> {
     println!("ladder: listening on {scheme}://{bound}");
 
     let started = Instant::now();
-    let (journal, report) =
-        Journal::open(&data_dir, JournalOptions::default()).map_err(|e| e.to_string())?;
+    let (journal, report) = Journal::open(
+        &data_dir,
+        JournalOptions {
+            segment_size_bytes: options.segment_size_bytes,
+        },
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(torn) = &report.torn_tail {
         tracing::warn!(segment = %torn.segment.display(), offset = torn.offset, bytes = torn.bytes_dropped, "cut a torn journal tail");
     }
@@ -445,6 +453,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         handle.stats.last_seq.load(Ordering::Acquire),
     );
     let mut failure = None;
+    let mut snapshot_backoff = Backoff::default();
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
             failure = Some(format!("standby: the primary refused replication: {why}"));
@@ -502,10 +511,20 @@ fn run(options: RunOptions) -> Result<(), String> {
             }
         }
         let seq = handle.stats.last_seq.load(Ordering::Acquire);
-        if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL && seq > last_snapshot.1 {
+        // No periodic snapshot while the journal is full: it would take space the journal
+        // needs, and the journal and the last snapshot already hold everything.
+        let journal_full = handle.stats.journal_full.load(Ordering::Relaxed);
+        if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL
+            && seq > last_snapshot.1
+            && !journal_full
+            && snapshot_backoff.due()
+        {
             match internal.snapshot(&data_dir) {
-                Ok(taken) => last_snapshot = (Instant::now(), taken.seq),
-                Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+                Ok(taken) => {
+                    last_snapshot = (Instant::now(), taken.seq);
+                    snapshot_backoff.succeeded();
+                }
+                Err(e) => snapshot_backoff.failed(&e),
             }
         }
     }
@@ -648,6 +667,39 @@ fn node_id(data_dir: &Path) -> Result<String, String> {
             Ok(id)
         }
         Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Periodic snapshots after a failure (a full disk, typically): tried again after 1 s, then
+/// twice as long each time up to 5 min; one warning per run of failures, not one per try.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    next_try: Option<Instant>,
+}
+
+/// The longest wait between two tries of a failing periodic snapshot.
+const SNAPSHOT_RETRY_MAX: Duration = Duration::from_secs(300);
+
+impl Backoff {
+    fn due(&self) -> bool {
+        self.next_try.is_none_or(|at| Instant::now() >= at)
+    }
+
+    fn failed(&mut self, error: &str) {
+        if self.failures == 0 {
+            tracing::warn!(%error, "snapshot failed; trying again with growing delays");
+        }
+        let wait = Duration::from_secs(1u64 << self.failures.min(9)).min(SNAPSHOT_RETRY_MAX);
+        self.failures += 1;
+        self.next_try = Some(Instant::now() + wait);
+    }
+
+    fn succeeded(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(failures = self.failures, "snapshot written again");
+        }
+        *self = Backoff::default();
     }
 }
 

@@ -59,6 +59,19 @@ impl Service {
         service
     }
 
+    /// A fresh service with `--demo` and `extra_args` on `data_dir` (kept by the caller).
+    pub fn start_on(data_dir: &Path, extra_args: &[&str]) -> Service {
+        let mut service = Service {
+            child: None,
+            url: String::new(),
+            data_dir: data_dir.to_path_buf(),
+            _dir: None,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        service.launch(None);
+        service
+    }
+
     fn launch(&mut self, port: Option<u16>) {
         let mut child = self
             .serve_command(port)

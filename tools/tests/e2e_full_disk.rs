@@ -1,0 +1,214 @@
+//! A full disk, end to end (API.md §18): the service on a small tmpfs (mounted by the test,
+//! which needs root; skipped with a message otherwise), the disk filled under it. Every order
+//! acknowledged before is kept (after a restart too); placements and key creations are 503
+//! `journal full: no space left on device` while cancels and reads go on; a restart on the
+//! full disk starts and refuses the same way; `journal verify` exits with a status, never a
+//! signal; freed space lets writes resume without a restart.
+
+mod helpers;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use helpers::*;
+use ladder_client::{post_orders_body, OrderBuilder};
+use ladder_protocol::wire::{OrderType, PostOrderRequest};
+use ladder_protocol::{Side, U256};
+use serde_json::Value;
+use support::*;
+
+const JOURNAL_FULL: &str = "journal full: no space left on device";
+
+/// A tmpfs of `size_kib` KiB on a fresh directory, unmounted on drop.
+struct SmallDisk {
+    mount: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size_kib: u64) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().ok()?;
+        let mount = dir.path().join("disk");
+        std::fs::create_dir(&mount).ok()?;
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_kib}k"), "tmpfs"])
+            .arg(&mount)
+            .output()
+            .ok()?;
+        if !mounted.status.success() {
+            eprintln!(
+                "skipped: cannot mount a tmpfs here ({}); the full-disk test needs root",
+                String::from_utf8_lossy(&mounted.stderr).trim()
+            );
+            return None;
+        }
+        Some(SmallDisk { mount, _dir: dir })
+    }
+
+    /// Fills what is left with a file; returns its path (remove it to free the space).
+    fn fill(&self) -> PathBuf {
+        let filler = self.mount.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0xa5u8; 64 << 10];
+        while std::io::Write::write_all(&mut file, &chunk).is_ok() {}
+        for _ in 0..4096 {
+            if std::io::Write::write_all(&mut file, &[0xa5]).is_err() {
+                break;
+            }
+        }
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .args(["-l"])
+            .arg(&self.mount)
+            .status();
+    }
+}
+
+/// A POST /orders body of 15 resting bids of 1 share at 0.01, salts from `salt`.
+fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
+    let requests: Vec<PostOrderRequest> = (salt..salt + 15)
+        .map(|s| PostOrderRequest {
+            order: OrderBuilder::new(yes(), Side::Buy, 100, 1)
+                .maker(trader.account)
+                .salt(U256::from(s))
+                .sign(&trader.wallet, &trader.exchange)
+                .unwrap(),
+            order_type: OrderType::Gtc,
+            post_only: false,
+        })
+        .collect();
+    (post_orders_body(&requests), requests.len())
+}
+
+fn metric(service: &Service, name: &str) -> String {
+    let r = public(service, "GET", "/metrics", None);
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
+        .unwrap_or_default()
+}
+
+fn open_count(trader: &mut ladder_client::Trader) -> usize {
+    let mut count = 0;
+    let mut cursor = String::new();
+    loop {
+        let r = trader
+            .send(
+                "GET",
+                &format!("/orders?limit=500&next_cursor={cursor}"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let page = r.json();
+        count += page["data"].as_array().unwrap().len();
+        cursor = page["next_cursor"].as_str().unwrap().to_string();
+        if cursor == "LTE=" {
+            return count;
+        }
+    }
+}
+
+fn verify_exit(data_dir: &Path) -> std::process::ExitStatus {
+    Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["journal", "verify", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap()
+        .status
+}
+
+#[test]
+fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itself() {
+    let Some(disk) = SmallDisk::mount(8 << 10) else {
+        return;
+    };
+    let data_dir = disk.mount.join("data");
+    let mut service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
+    let mut alice = service.trader(0);
+    let filler = disk.fill();
+
+    // Orders until the journal refuses: every batch is placed whole or refused whole.
+    let mut acknowledged = 0usize;
+    let mut salt = 1_000;
+    let refusal = loop {
+        let (body, n) = fifteen_bids(&alice, salt);
+        salt += n as u64;
+        let r = alice.send("POST", "/orders", Some(&body)).unwrap();
+        if r.status != 200 {
+            break r;
+        }
+        let results = r.json();
+        let placed = results
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["success"] == Value::Bool(true))
+            .count();
+        assert_eq!(placed, n, "{}", r.body);
+        acknowledged += placed;
+        assert!(acknowledged < 20_000, "never refused");
+    };
+    assert_eq!(refusal.status, 503, "{}", refusal.body);
+    assert_eq!(refusal.json()["error"], JOURNAL_FULL);
+    assert!(acknowledged > 0);
+    assert_eq!(metric(&service, "ladder_journal_full"), "1");
+    // A key creation is refused too; reads and cancels go on.
+    let r = alice.create_api_key(9).unwrap();
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (503, Value::from(JOURNAL_FULL))
+    );
+    assert_eq!(open_count(&mut alice), acknowledged);
+    let id = open_ids(&mut alice)[0];
+    let r = alice.cancel(id, market()).unwrap();
+    assert_eq!(
+        r.json()["canceled"][0],
+        Value::from(id.to_string()),
+        "{}",
+        r.body
+    );
+    let kept = acknowledged - 1;
+
+    // A restart on the full disk recovers, keeps every acknowledged order and refuses.
+    service.kill_and_restart();
+    assert_eq!(open_count(&mut alice), kept);
+    let (body, _) = fifteen_bids(&alice, salt);
+    let r = alice.send("POST", "/orders", Some(&body)).unwrap();
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (503, Value::from(JOURNAL_FULL))
+    );
+    let status = verify_exit(&data_dir);
+    assert!(
+        status.code().is_some(),
+        "journal verify died by a signal: {status:?}"
+    );
+
+    // Space returns: writes resume without a restart.
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (body, n) = fifteen_bids(&alice, salt);
+        salt += n as u64;
+        let r = alice.send("POST", "/orders", Some(&body)).unwrap();
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes did not resume: {}",
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(metric(&service, "ladder_journal_full"), "0");
+    assert_eq!(open_count(&mut alice), kept + 15);
+}
