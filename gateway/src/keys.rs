@@ -47,17 +47,26 @@ impl MasterKey {
                 Ok(MasterKey(key))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let key: [u8; 32] = rand::random();
-                std::fs::create_dir_all(data_dir)?;
-                let tmp = path.with_extension("tmp");
-                let mut file = open_private(&tmp)?;
-                file.write_all(&key)?;
-                file.sync_all()?;
-                std::fs::rename(&tmp, &path)?;
-                Ok(MasterKey(key))
+                let master = MasterKey(rand::random());
+                master.store(data_dir)?;
+                Ok(master)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Writes the key to `<data_dir>/master.key` durably (mode 0600): a temporary file,
+    /// synced, renamed into place, the directory synced. A power loss leaves the old key or
+    /// the new one, never a torn or missing file (a standby takes its primary's this way).
+    pub fn store(&self, data_dir: &Path) -> std::io::Result<()> {
+        let path = data_dir.join(MASTER_KEY_FILE);
+        ladder_journal::create_dir_durably(data_dir).map_err(std::io::Error::other)?;
+        let tmp = path.with_extension("tmp");
+        let mut file = open_private(&tmp)?;
+        file.write_all(&self.0)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        ladder_journal::sync_dir(data_dir).map_err(std::io::Error::other)
     }
 
     /// A master key from bytes (tests).
@@ -270,6 +279,20 @@ mod tests {
                 .secret,
             a.secret
         );
+    }
+
+    #[test]
+    fn a_stored_key_replaces_the_file_whole_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("new").join("data");
+        MasterKey::from_bytes([3; 32]).store(&data_dir).unwrap();
+        MasterKey::from_bytes([4; 32]).store(&data_dir).unwrap();
+        assert_eq!(MasterKey::load_or_create(&data_dir).unwrap().0, [4; 32]);
+        let names: Vec<_> = std::fs::read_dir(&data_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec![MASTER_KEY_FILE.to_string()]);
     }
 
     #[test]

@@ -142,8 +142,28 @@ pub(crate) fn remove_temp_files(journal_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Creates `dir` (and its missing parents) durably: each directory made is synced into its
+/// parent, so that a power loss right after cannot lose the directory with what is in it.
+pub fn create_dir_durably(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(()),
+        Err(error) => return Err(JournalError::io("create", dir)(error)),
+    }
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 /// Makes renames and removals in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|dir_file| dir_file.sync_all())
         .map_err(JournalError::io("sync directory", dir))

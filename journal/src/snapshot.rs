@@ -76,7 +76,7 @@ pub fn write_snapshot(data_dir: impl AsRef<Path>, seq: u64, payload: &[u8]) -> R
     }
     let data_dir = data_dir.as_ref();
     let dir = snapshot_dir(data_dir);
-    fs::create_dir_all(&dir).map_err(JournalError::io("create", &dir))?;
+    crate::segment::create_dir_durably(&dir)?;
     let path = snapshot_path(data_dir, seq);
     let mut temp_name = path.as_os_str().to_os_string();
     temp_name.push(TEMP_SUFFIX);

@@ -99,7 +99,7 @@ impl Journal {
         options.validate()?;
         let data_dir = data_dir.as_ref().to_path_buf();
         let journal_dir = journal_dir(&data_dir);
-        fs::create_dir_all(&journal_dir).map_err(JournalError::io("create", &journal_dir))?;
+        crate::segment::create_dir_durably(&journal_dir)?;
         let lock = WriterLock::acquire(&journal_dir)?;
         remove_temp_files(&journal_dir)?;
         let (scan, report) = recover(&data_dir)?;

@@ -310,7 +310,25 @@ pub fn start_with(
                 Ok(None) => {}
                 Err(why) => tracing::warn!(%why, "sequencer thread not pinned"),
             }
-            writer.run();
+            // A panic here could leave the engine half-applied, and the service would go on
+            // looking ready while answering nothing: the process stops instead, with one
+            // clear line (the journal holds everything acknowledged).
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.run()));
+            if let Err(panic) = ran {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic");
+                let seq = writer.engine.last_seq();
+                tracing::error!(
+                    seq,
+                    reason = what,
+                    "the sequencer panicked; stopping the service"
+                );
+                eprintln!("ladder: the sequencer panicked after sequence {seq}: {what}; stopping");
+                std::process::exit(70);
+            }
             writer.releases.finish();
             writer.engine
         })?;

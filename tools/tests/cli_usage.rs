@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 35] = [
+    let cases: [(&[&str], &str); 36] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -104,6 +104,18 @@ fn bad_usage_exits_2_naming_the_flag() {
         ),
         (&["journal", "dump", "--type", "nosuchtype"], "--type"),
         (&["journal", "dump", "--from", "10", "--to", "5"], "--from"),
+        (
+            &[
+                "serve",
+                "--replication-listen",
+                "127.0.0.1:9",
+                "--replicas",
+                "1",
+                "--durability",
+                "async",
+            ],
+            "--durability async",
+        ),
         // The replication link leaves loopback only with a secret.
         (
             &["serve", "--replication-listen", "0.0.0.0:9090"],

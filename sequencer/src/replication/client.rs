@@ -124,11 +124,28 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
         .ok();
     tracing::info!(primary = %f.primary, from = f.last_seq + 1, "following");
     let mut pending: Vec<(RecordMark, Command)> = Vec::new();
+    let followed = follow_stream(f, &mut pending, &mut reader, &mut writer);
+    if followed.is_err() {
+        // Records already handed to the sequencer are applied whatever became of the link:
+        // their completions are taken here, so that the next session resumes after them and
+        // never pairs them with its own records.
+        drain_pending(f, &mut pending);
+    }
+    followed
+}
+
+/// Reads, applies and acknowledges records until `stop` or a fault.
+fn follow_stream(
+    f: &mut Follower,
+    pending: &mut Vec<(RecordMark, Command)>,
+    reader: &mut BufReader<SecureReader>,
+    writer: &mut SecureWriter,
+) -> Result<(), SessionEnd> {
     loop {
         if f.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        match read_record(&mut reader)? {
+        match read_record(reader, &f.stop)? {
             Some((mark, command)) => {
                 let expected = f.last_seq + 1 + pending.len() as u64;
                 if mark.seq != expected {
@@ -137,10 +154,41 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
                 submit(f, mark.seq, mark.timestamp_ns, command.clone())?;
                 pending.push((mark, command));
                 if reader.buffer().is_empty() {
-                    settle(f, &mut pending, &mut writer)?;
+                    settle(f, pending, writer)?;
                 }
             }
-            None => settle(f, &mut pending, &mut writer)?,
+            None => settle(f, pending, writer)?,
+        }
+    }
+}
+
+/// Takes the completions of records submitted before the link failed (each is applied and
+/// durable here once its completion comes), without acknowledging them to anyone.
+fn drain_pending(f: &mut Follower, pending: &mut Vec<(RecordMark, Command)>) {
+    let mut in_order = true;
+    for (mark, command) in pending.drain(..) {
+        match f.completions.recv_timeout(Duration::from_secs(30)) {
+            Ok(Completion::Applied { seq, reply, .. }) if in_order && seq == mark.seq => {
+                (f.on_applied)(&command, &reply, mark.timestamp_ns);
+                f.last_seq = seq;
+                f.last_mark = Some(mark);
+            }
+            Ok(Completion::Refused { reason, .. }) => {
+                in_order = false;
+                tracing::warn!(
+                    seq = mark.seq,
+                    reason,
+                    "a replicated record was refused here"
+                );
+            }
+            Ok(_) => in_order = false,
+            Err(_) => {
+                tracing::warn!(
+                    seq = mark.seq,
+                    "a replicated record's completion never came"
+                );
+                return;
+            }
         }
     }
 }
@@ -148,6 +196,7 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
 /// The next record and its mark, or `None` when none arrives within the read timeout.
 fn read_record(
     reader: &mut BufReader<SecureReader>,
+    stop: &AtomicBool,
 ) -> Result<Option<(RecordMark, Command)>, String> {
     // Nothing buffered and nothing arriving within the read timeout: no record yet.
     match reader.fill_buf() {
@@ -157,7 +206,7 @@ fn read_record(
         Err(e) => return Err(format!("read: {e}")),
     }
     let mut head = [0u8; 22];
-    read_full(reader, &mut head)?;
+    read_full(reader, &mut head, stop)?;
     let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
     if len > RECORD_PAYLOAD_MAX {
         return Err(format!("record of {len} bytes"));
@@ -166,7 +215,7 @@ fn read_record(
     let timestamp_ns = u64::from_be_bytes(head[12..20].try_into().map_err(|_| "header")?);
     let record_type = u16::from_be_bytes([head[20], head[21]]);
     let mut payload = vec![0u8; len];
-    read_full(reader, &mut payload)?;
+    read_full(reader, &mut payload, stop)?;
     let command =
         decode_command(record_type, &payload).map_err(|e| format!("record {seq}: {e}"))?;
     let mark = RecordMark::of(&RecordRef {
@@ -185,15 +234,38 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
+/// How long a record that has started to arrive may go without a byte before the link is
+/// taken for dead (a primary that lost power after a record's head went out).
+pub const RECORD_STALL_MAX: Duration = Duration::from_secs(10);
+
 /// Reads exactly `buf.len()` bytes of a record that has started to arrive, waiting through
-/// read timeouts (a partial read is never dropped).
-fn read_full(reader: &mut BufReader<SecureReader>, buf: &mut [u8]) -> Result<(), String> {
+/// read timeouts (a partial read is never dropped), but not past [`RECORD_STALL_MAX`]
+/// without progress, nor once `stop` is set (a promotion must not wait on a dead primary).
+fn read_full(
+    reader: &mut BufReader<SecureReader>,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+) -> Result<(), String> {
     let mut filled = 0;
+    let mut last_progress = std::time::Instant::now();
     while filled < buf.len() {
         match reader.read(&mut buf[filled..]) {
             Ok(0) => return Err("the primary closed the stream mid-record".into()),
-            Ok(n) => filled += n,
-            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(n) => {
+                filled += n;
+                last_progress = std::time::Instant::now();
+            }
+            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
+                if stop.load(Ordering::Acquire) {
+                    return Err("stopped mid-record".into());
+                }
+                if last_progress.elapsed() >= RECORD_STALL_MAX {
+                    return Err(format!(
+                        "the primary sent nothing for {} s in the middle of a record",
+                        RECORD_STALL_MAX.as_secs()
+                    ));
+                }
+            }
             Err(e) => return Err(format!("read: {e}")),
         }
     }
@@ -237,6 +309,12 @@ fn settle(
     for (mark, command) in pending.drain(..) {
         match f.completions.recv_timeout(Duration::from_secs(30)) {
             Ok(Completion::Applied { seq, reply, .. }) => {
+                if seq != mark.seq {
+                    return Err(format!(
+                        "the completion of record {seq} came for record {}",
+                        mark.seq
+                    ));
+                }
                 (f.on_applied)(&command, &reply, mark.timestamp_ns);
                 f.last_seq = seq;
                 f.last_mark = Some(mark);

@@ -320,6 +320,15 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
         }
+        Command::Serve(args)
+            if args.replicas > 0 && args.durability == ladder_journal::Durability::Async =>
+        {
+            Some(
+                "--durability async with --replicas: the primary would acknowledge what its own \
+                 disk may lose; use --durability sync"
+                    .into(),
+            )
+        }
         Command::Serve(args) => args.replication_listen.as_deref().and_then(|address| {
             args.replication_secret
                 .unsecured_beyond_loopback(address, "--replication-listen")

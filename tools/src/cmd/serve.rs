@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use ladder_engine::{Command, Engine, EngineLimits, Reply};
 use ladder_gateway::app::{App, AppConfig, ServiceState, SnapshotTaken};
-use ladder_gateway::keys::{KeyTable, MasterKey, MASTER_KEY_FILE};
+use ladder_gateway::keys::{KeyTable, MasterKey};
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
 use ladder_gateway::ws::feed::MarketIds;
@@ -177,7 +177,7 @@ fn ask_main_loop<T: Send + 'static>(
 fn run(options: RunOptions) -> Result<(), String> {
     let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
     let data_dir = options.data_dir.clone();
-    std::fs::create_dir_all(&data_dir)
+    ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
     let exchange = Address::parse_ignoring_checksum(&options.chain.exchange_address)
         .map_err(|e| format!("--exchange-address: {e}"))?;
@@ -268,6 +268,19 @@ fn run(options: RunOptions) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     if let Some(torn) = &report.torn_tail {
         tracing::warn!(segment = %torn.segment.display(), offset = torn.offset, bytes = torn.bytes_dropped, "cut a torn journal tail");
+    }
+    // A snapshot past the journal's end (an `async` journal's unflushed tail lost with the
+    // power, while the snapshot file was synced) cannot be followed by the journal: it is set
+    // aside (`.snap.bad`) and the state rebuilt from what the journal holds, without a person.
+    let past_end = ladder_journal::latest_valid_snapshot(&data_dir).map_err(|e| e.to_string())?;
+    if past_end.is_some_and(|snapshot| snapshot.seq > journal.last_seq()) {
+        let journal_end = journal.last_seq();
+        let set_aside = ladder_journal::set_aside_snapshots_after(
+            &data_dir,
+            Some(journal_end).filter(|&s| s > 0),
+        )
+        .map_err(|e| e.to_string())?;
+        tracing::error!(journal_end, snapshots = ?set_aside, "snapshots past the journal's end (its unflushed tail was lost): set aside, recovering from the journal");
     }
     let (engine, recovered) = recover_engine(&data_dir, EngineLimits::default(), None)?;
     state.board.fill(&engine);
@@ -590,7 +603,7 @@ fn start_follower(
     let stop = Arc::new(AtomicBool::new(false));
     let applied_keys = keys.clone();
     let master_keys = keys.clone();
-    let key_path = data_dir.join(MASTER_KEY_FILE);
+    let key_dir = data_dir.to_path_buf();
     let last_mark = match last_seq {
         0 => None,
         seq => Some(
@@ -637,10 +650,11 @@ fn start_follower(
         }),
         on_master_key: Box::new(move |key| {
             if master_keys.master_bytes() != key {
-                master_keys.replace_master(MasterKey::from_bytes(key));
-                if let Err(e) = std::fs::write(&key_path, key) {
+                let master = MasterKey::from_bytes(key);
+                if let Err(e) = master.store(&key_dir) {
                     tracing::warn!(error = %e, "could not keep the primary's master key");
                 }
+                master_keys.replace_master(master);
             }
         }),
     };
