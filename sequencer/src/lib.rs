@@ -23,7 +23,7 @@ pub use board::{
 pub use codec::{decode_command, encode_command, CommandEncoder, RECORD_COMMAND_V1};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
-pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_ACK_TIMEOUT, REPLICA_UNAVAILABLE};
+pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};
 pub use sequencer::{
     rings, start, start_with, BatchEvents, FlushTimes, Published, PublishedBatch, Rings,
     SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, FLUSH_BUCKETS_NS,

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{bounded, Sender};
 use ladder_journal::FlushTicket;
@@ -22,12 +22,12 @@ use crate::replication::ReplicationHub;
 use crate::sequencer::{BatchEvents, PublishedBatch, SequencerStats};
 use crate::submission::{Completion, CompletionSink};
 
-/// How long a batch waits for the required standbys before its writes are answered
-/// `replica unavailable`.
-pub const REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Why a write was refused for want of standbys (API.md §19).
+/// Why a write was refused for want of standbys (API.md §19): nothing changed.
 pub const REPLICA_UNAVAILABLE: &str = "replica unavailable";
+
+/// Why a write was not confirmed: it was journaled and applied on the primary, but fewer
+/// than the required standbys stayed connected to hold it (API.md §19).
+pub const REPLICA_LOST: &str = "replica lost: applied on the primary, not confirmed by a standby";
 
 /// Why a write was refused when the journal cannot reserve the space it needs (API.md §18):
 /// nothing was journaled, applied or acknowledged.
@@ -130,14 +130,15 @@ impl Releaser {
             released.push((batch.per_sink, batch.published, batch.board));
         }
         self.stats.last_seq.store(last_seq, Ordering::Release);
-        let mut held = true;
-        if let Some(hub) = &self.replication {
-            held =
-                hub.connected() >= hub.required() && hub.wait_acks(last_seq, REPLICA_ACK_TIMEOUT);
-        }
+        // Answers, settlement and the feeds wait for the required standbys for as long as
+        // they stay connected; a batch they did not all live to hold is answered as lost.
+        let held = self
+            .replication
+            .as_ref()
+            .is_none_or(|hub| hub.wait_held(last_seq));
         for (mut per_sink, published, board) in released {
             if !held && any_writes {
-                refuse_applied(&mut per_sink, REPLICA_UNAVAILABLE);
+                refuse_applied(&mut per_sink, REPLICA_LOST);
             }
             // The read side first: a client answered below must find its order there.
             if let Some(read_side) = &self.board {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Default)]
 struct HubState {
@@ -13,6 +13,10 @@ struct HubState {
     acks: HashMap<u64, u64>,
     next_id: u64,
 }
+
+/// How often a wait for acknowledgements looks again without being woken (every change
+/// wakes it; this only bounds a missed wake-up).
+const HELD_RECHECK: Duration = Duration::from_millis(100);
 
 /// Written and acknowledged sequences.
 #[derive(Debug)]
@@ -112,24 +116,23 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
-    /// Waits until `required` standbys hold `seq`; false on `timeout`.
-    pub fn wait_acks(&self, seq: u64, timeout: Duration) -> bool {
+    /// Waits until `required` standbys hold `seq` (true), for as long as that many stay
+    /// connected, however slow they are; false as soon as fewer are connected.
+    pub fn wait_held(&self, seq: u64) -> bool {
         if self.required == 0 {
             return true;
         }
-        let deadline = Instant::now() + timeout;
         let mut state = self.lock();
         loop {
             if state.acks.values().filter(|&&a| a >= seq).count() >= self.required {
                 return true;
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if state.acks.len() < self.required {
                 return false;
             }
             state = self
                 .changed
-                .wait_timeout(state, deadline - now)
+                .wait_timeout(state, HELD_RECHECK)
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .0;
         }
@@ -142,13 +145,32 @@ mod tests {
 
     #[test]
     fn answers_wait_for_the_required_acknowledgements() {
-        let hub = ReplicationHub::new(1, 0);
-        assert!(!hub.wait_acks(5, Duration::from_millis(10)), "no standby");
+        let hub = std::sync::Arc::new(ReplicationHub::new(1, 0));
+        assert!(!hub.wait_held(5), "no standby: lost at once");
         let id = hub.register(1);
         hub.ack(id, 4);
-        assert!(!hub.wait_acks(5, Duration::from_millis(10)));
+        // A connected standby that has not reached 5 is waited for, however long.
+        let waiter = {
+            let hub = hub.clone();
+            std::thread::spawn(move || hub.wait_held(5))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !waiter.is_finished(),
+            "still waiting while the standby is connected"
+        );
         hub.ack(id, 5);
-        assert!(hub.wait_acks(5, Duration::from_millis(10)));
+        assert!(waiter.join().unwrap());
+        // A standby that leaves before holding it: the wait ends, not held.
+        let waiter = {
+            let hub = hub.clone();
+            std::thread::spawn(move || hub.wait_held(6))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        hub.unregister(id);
+        assert!(!waiter.join().unwrap());
+        let id = hub.register(6);
+        hub.ack(id, 6);
         hub.unregister(id);
         assert_eq!(hub.connected(), 0);
         hub.written(9);
