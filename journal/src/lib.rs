@@ -39,7 +39,7 @@ pub use options::{Durability, JournalOptions};
 pub use reader::JournalReader;
 pub use record::{Record, RecordRef};
 pub use recovery::{RecoveryReport, TornTail};
-pub use repair::{repair, truncate_after, RepairReport, RepairedDamage};
+pub use repair::{quarantine_after, repair, truncate_after, RepairReport, RepairedDamage};
 pub use segment::{create_dir_durably, journal_dir, sync_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
 pub use snapshot::{
     latest_valid_snapshot, prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,

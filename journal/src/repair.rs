@@ -92,10 +92,22 @@ pub fn repair(data_dir: impl AsRef<Path>) -> Result<RepairReport> {
 /// kept). Used by tests and to resynchronise a standby. Fails on corruption before `seq + 1`
 /// and when the journal starts after `seq + 1`.
 pub fn truncate_after(data_dir: impl AsRef<Path>, seq: u64) -> Result<()> {
-    let data_dir = data_dir.as_ref();
+    cut_after(data_dir.as_ref(), seq, Disposal::Delete).map(|_| ())
+}
+
+/// Quarantines the records after `seq` (a record that makes every replay fail, and what
+/// followed it): the journal ends at `seq`, the cut segment is kept as `<segment>.bad` and
+/// later segments are moved to `.bad` names; snapshots past `seq` are set aside. Returns the
+/// `.bad` files kept. Fails like [`truncate_after`].
+pub fn quarantine_after(data_dir: impl AsRef<Path>, seq: u64) -> Result<Vec<PathBuf>> {
+    cut_after(data_dir.as_ref(), seq, Disposal::KeepAsBad)
+}
+
+/// Cuts after `seq`, disposing of what is cut as `disposal` says; the `.bad` files kept.
+fn cut_after(data_dir: &Path, seq: u64, disposal: Disposal) -> Result<Vec<PathBuf>> {
     let journal_dir = journal_dir(data_dir);
     if !journal_dir.is_dir() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let _lock = WriterLock::acquire(&journal_dir)?;
     let mut cut_location: Option<RecordLocation> = None;
@@ -112,23 +124,20 @@ pub fn truncate_after(data_dir: impl AsRef<Path>, seq: u64) -> Result<()> {
             });
         }
     }
+    let mut kept = Vec::new();
     if let Some(location) = cut_location {
-        cut_at(
-            &scan,
-            location.segment_index,
-            location.offset,
-            Disposal::Delete,
-        )?;
-        set_aside_snapshots_after(data_dir, Some(seq))?;
-        return Ok(());
+        let cut = cut_at(&scan, location.segment_index, location.offset, disposal)?;
+        kept.extend(cut.backups);
+    } else {
+        // Nothing after `seq` is valid; what remains is damage after the last good record.
+        if let Some(error) = scan.corruption_error() {
+            return Err(error);
+        }
+        if let Some(damage) = &scan.damage {
+            let cut = cut_at(&scan, damage.segment_index, damage.offset, disposal)?;
+            kept.extend(cut.backups);
+        }
     }
-    // Nothing after `seq` is valid; what remains is damage after the last good record.
-    if let Some(error) = scan.corruption_error() {
-        return Err(error);
-    }
-    if let Some(damage) = &scan.damage {
-        cut_at(&scan, damage.segment_index, damage.offset, Disposal::Delete)?;
-    }
-    set_aside_snapshots_after(data_dir, Some(seq))?;
-    Ok(())
+    kept.extend(set_aside_snapshots_after(data_dir, Some(seq))?);
+    Ok(kept)
 }

@@ -186,3 +186,44 @@ fn a_snapshot_on_command_is_written_at_once_and_a_restart_keeps_the_state() {
     let r = service.admin("GET", "/admin/snapshot", None);
     assert_eq!(r.header("Allow"), Some("POST"));
 }
+
+/// `repair --truncate-after SEQ` quarantines the records after SEQ (as for a record every
+/// replay fails on): the journal ends at SEQ, a `.bad` copy keeps what was cut, and the
+/// service starts at SEQ's state.
+#[test]
+fn repair_truncate_after_quarantines_later_records_and_keeps_a_copy() {
+    let mut service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    alice
+        .place(yes(), Side::Buy, 1_000, 1, OrderType::Gtc)
+        .unwrap();
+    let kept = admin_state_hash(&service);
+    let kept_seq = kept["seq"].as_u64().unwrap();
+    alice
+        .place(yes(), Side::Buy, 1_100, 1, OrderType::Gtc)
+        .unwrap();
+    service.kill();
+    let data_dir = service.data_dir().to_path_buf();
+    let out = journal(
+        &["repair", "--truncate-after", &kept_seq.to_string()],
+        &data_dir,
+    );
+    let report = &lines(&out)[0];
+    assert_eq!(report["truncated_after"], kept_seq);
+    let copies = report["kept"].as_array().unwrap();
+    assert!(
+        copies
+            .iter()
+            .any(|p| p.as_str().unwrap().ends_with(".seg.bad")),
+        "{report}"
+    );
+    let hash = journal(&["state-hash"], &data_dir);
+    let hash_line = String::from_utf8_lossy(&hash.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    assert_eq!(hash_line, kept["state_hash"].as_str().unwrap());
+    service.restart();
+    assert_eq!(admin_state_hash(&service), kept);
+}

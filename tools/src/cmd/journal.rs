@@ -22,8 +22,20 @@ pub enum JournalCommand {
     Tail(TailArgs),
     /// Replay to a sequence and print the state hash.
     StateHash(StateHashArgs),
-    /// Keep a copy of the damaged segment, then truncate at the first bad frame.
-    Repair(DataDir),
+    /// Keep a copy of the damaged segment, then truncate at the first bad frame (or, with
+    /// --truncate-after SEQ, quarantine every record after SEQ).
+    Repair(RepairArgs),
+}
+
+/// `ladder journal repair`.
+#[derive(Args, Debug, Clone)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    pub dir: DataDir,
+    /// Quarantine the records after SEQ (a record every replay fails on, and those after it):
+    /// the journal ends at SEQ, the cut segment is kept as `.bad`, later ones renamed `.bad`.
+    #[arg(long, value_name = "SEQ")]
+    pub truncate_after: Option<u64>,
 }
 
 /// `--data-dir`.
@@ -81,7 +93,10 @@ pub fn run(command: JournalCommand) -> Result<(), String> {
         JournalCommand::Stats(dir) => stats(&dir.data_dir),
         JournalCommand::Tail(args) => tail(&args),
         JournalCommand::StateHash(args) => state_hash(&args.dir.data_dir, args.at),
-        JournalCommand::Repair(dir) => repair(&dir.data_dir),
+        JournalCommand::Repair(args) => match args.truncate_after {
+            None => repair(&args.dir.data_dir),
+            Some(seq) => quarantine(&args.dir.data_dir, seq),
+        },
     }
 }
 
@@ -268,6 +283,17 @@ fn state_hash(data_dir: &Path, at: Option<u64>) -> Result<(), String> {
 /// Paths as the text JSON reports show.
 fn paths(paths: &[std::path::PathBuf]) -> Vec<String> {
     paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+fn quarantine(data_dir: &Path, seq: u64) -> Result<(), String> {
+    require_journal(data_dir)?;
+    let kept = ladder_journal::quarantine_after(data_dir, seq)
+        .map_err(|e| format!("repair --truncate-after {seq} failed: {e}"))?;
+    println!(
+        "{}",
+        serde_json::json!({ "truncated_after": seq, "kept": paths(&kept) })
+    );
+    Ok(())
 }
 
 fn repair(data_dir: &Path) -> Result<(), String> {
