@@ -19,7 +19,7 @@ cargo_fuzz_version="${CARGO_FUZZ_VERSION:-0.13.2}"
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else
-  targets=(http_request post_order ws_subscribe replication_handshake)
+  targets=(http_request post_order ws_subscribe replication_handshake engine_commands)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -41,6 +41,7 @@ for target in "${targets[@]}"; do
   case "$target" in
     http_request) dict=dict/http_request.dict max_len=20000 ;;
     replication_handshake) dict=dict/replication.dict max_len=4096 ;;
+    engine_commands) dict=dict/engine.dict max_len=4096 ;;
     *) dict=dict/json.dict max_len=4096 ;;
   esac
   scratch="target/corpus/$target"

@@ -20,7 +20,10 @@ pub use board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
     HISTORY_BUCKETS_MAX,
 };
-pub use codec::{decode_command, encode_command, CommandEncoder, RECORD_COMMAND_V1};
+pub use codec::{
+    decode_command, decode_command_prefix, encode_command, CommandEncoder, DECODE_CLAIM_MAX_BYTES,
+    RECORD_COMMAND_V1,
+};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};

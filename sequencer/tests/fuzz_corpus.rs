@@ -1,17 +1,29 @@
-//! Runs the seed corpus of the `replication_handshake` fuzz target
-//! (`fuzz/corpus/replication_handshake/`) through the same checks the fuzzer runs
-//! (`fuzz/src/replication_handshake.rs`), so they are exercised on every test run, with or
-//! without cargo-fuzz.
+//! Runs the seed corpora of the `replication_handshake` and `engine_commands` fuzz targets
+//! (`fuzz/corpus/<target>/`) through the same checks the fuzzer runs (`fuzz/src/<target>.rs`),
+//! so they are exercised on every test run, with or without cargo-fuzz.
 
 use std::path::PathBuf;
 
+#[path = "../../fuzz/src/engine_commands.rs"]
+mod engine_commands;
 #[path = "../../fuzz/src/replication_handshake.rs"]
 mod replication_handshake;
 
 #[test]
 fn the_replication_handshake_corpus_passes_the_fuzz_checks() {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/replication_handshake");
+    run_corpus("replication_handshake", replication_handshake::check);
+}
+
+#[test]
+fn the_engine_commands_corpus_passes_the_fuzz_checks() {
+    run_corpus("engine_commands", engine_commands::check);
+}
+
+/// Runs `check` on every file of `fuzz/corpus/<target>/`, naming the file that fails.
+fn run_corpus(target: &str, check: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -25,7 +37,7 @@ fn the_replication_handshake_corpus_passes_the_fuzz_checks() {
     );
     for path in files {
         let data = std::fs::read(&path).unwrap();
-        if let Err(panic) = std::panic::catch_unwind(|| replication_handshake::check(&data)) {
+        if let Err(panic) = std::panic::catch_unwind(|| check(&data)) {
             let message = panic
                 .downcast_ref::<String>()
                 .cloned()
