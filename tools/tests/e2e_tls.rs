@@ -87,3 +87,70 @@ fn a_tls_handshake_that_stalls_is_cut_after_10_s() {
         "{waited:?}"
     );
 }
+
+/// A standby serves its client listener over TLS with the same flags as `serve`.
+#[test]
+fn a_standby_answers_over_https_with_the_configured_certificate() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let replication = support::free_port();
+    let _primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let mut standby = support::standby_command(replication, &dir.path().join("standby"))
+        .args(["--tls-cert", cert_path.to_str().unwrap()])
+        .args(["--tls-key", key_path.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let stdout = standby.stdout.take().unwrap();
+    let url = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.strip_prefix("ladder: listening on ")
+                .map(str::to_string)
+        })
+        .expect("the standby's address");
+    assert!(url.starts_with("https://"), "{url}");
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(certified.cert.der().to_vec()))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let text = loop {
+        let connection = rustls::ClientConnection::new(
+            config.clone(),
+            ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        let socket = TcpStream::connect(url.trim_start_matches("https://")).unwrap();
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut tls = rustls::StreamOwned::new(connection, socket);
+        let _ =
+            tls.write_all(b"GET /time HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let mut response = Vec::new();
+        let _ = tls.read_to_end(&mut response);
+        let text = String::from_utf8_lossy(&response).to_string();
+        if text.starts_with("HTTP/1.1 200") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = standby.kill();
+    let _ = standby.wait();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+}
