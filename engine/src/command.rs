@@ -137,11 +137,31 @@ pub enum Command {
         /// Keys created before it for the same address and nonce.
         creations_before: u32,
     },
+    /// Start (or restart) the heartbeats of an API key (API.md §16).
+    StartHeartbeats {
+        /// The key.
+        key_id: [u8; 16],
+        /// Its address.
+        address: Address,
+    },
+    /// Stop the heartbeats of an API key; nothing is cancelled.
+    StopHeartbeats {
+        /// The key.
+        key_id: [u8; 16],
+    },
+    /// No beat came in time: cancel every open order of the key's address and stop its
+    /// heartbeats (stamped with the sequencer's time, like a tick).
+    HeartbeatsExpired {
+        /// The key.
+        key_id: [u8; 16],
+        /// Its address.
+        address: Address,
+    },
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 19] = [
+    pub const TYPE_NAMES: [&'static str; 22] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -161,6 +181,9 @@ impl Command {
         "settlement_update",
         "record_redemption",
         "create_api_key",
+        "start_heartbeats",
+        "stop_heartbeats",
+        "heartbeats_expired",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -185,6 +208,9 @@ impl Command {
             Command::SettlementUpdate { .. } => "settlement_update",
             Command::RecordRedemption { .. } => "record_redemption",
             Command::CreateCountedApiKey { .. } => "create_api_key",
+            Command::StartHeartbeats { .. } => "start_heartbeats",
+            Command::StopHeartbeats { .. } => "stop_heartbeats",
+            Command::HeartbeatsExpired { .. } => "heartbeats_expired",
         }
     }
 }

@@ -101,6 +101,8 @@ pub struct Engine {
     /// Keys ever created per address and L1 nonce (API.md §7: the next key's id derives
     /// from it, so a deleted key never comes back).
     pub(crate) api_key_creations: FxHashMap<(Address, Bytes32), u32>,
+    /// API keys with heartbeats running, and their addresses (see `heartbeats.rs`).
+    pub(crate) heartbeats: std::collections::BTreeMap<[u8; 16], Address>,
     pub(crate) now_ns: TimestampNs,
     pub(crate) last_seq: u64,
     pub(crate) collateral_deposited_units: u128,
@@ -136,6 +138,7 @@ impl Engine {
             controllers: FxHashSet::default(),
             api_keys: FxHashMap::default(),
             api_key_creations: FxHashMap::default(),
+            heartbeats: std::collections::BTreeMap::new(),
             now_ns: 0,
             last_seq: 0,
             collateral_deposited_units: 0,
@@ -182,6 +185,13 @@ impl Engine {
                 self.cancel_market(requester, condition_id, token_id.as_ref(), signer_controls)
             }
             Command::CancelAll { requester } => Reply::Canceled(self.cancel_all(requester)),
+            Command::StartHeartbeats { key_id, address } => {
+                self.start_heartbeats(*key_id, *address)
+            }
+            Command::StopHeartbeats { key_id } => self.stop_heartbeats(key_id),
+            Command::HeartbeatsExpired { key_id, address } => {
+                self.expire_heartbeats(key_id, address)
+            }
             Command::Tick => Reply::Ok,
             other => self
                 .apply_admin(other)
@@ -266,6 +276,9 @@ impl Engine {
             | Command::CancelOrder { .. }
             | Command::CancelMarket { .. }
             | Command::CancelAll { .. }
+            | Command::StartHeartbeats { .. }
+            | Command::StopHeartbeats { .. }
+            | Command::HeartbeatsExpired { .. }
             | Command::Tick => unreachable!("handled by apply"),
         }
     }
@@ -463,6 +476,8 @@ impl Engine {
             _ => return Err(Reject::UnknownApiKey),
         }
         self.api_keys.remove(key_id);
+        // A deleted key's heartbeats end with it (its orders stay).
+        self.heartbeats.remove(key_id);
         if let Some(account) = self.ledger.find(address) {
             self.ledger
                 .account_mut(account)

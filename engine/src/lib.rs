@@ -32,6 +32,7 @@ mod engine;
 mod event;
 mod fill;
 mod hash_index;
+mod heartbeats;
 mod hints;
 mod invariants;
 mod ledger;

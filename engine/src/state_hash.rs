@@ -97,6 +97,11 @@ impl Engine {
             h.bytes(&record.address.0);
             h.bytes(&record.nonce.0);
         }
+        h.u64(self.heartbeats.len() as u64);
+        for (key, address) in &self.heartbeats {
+            h.bytes(key);
+            h.bytes(&address.0);
+        }
         let mut creations: Vec<_> = self.api_key_creations.iter().collect();
         creations.sort_unstable();
         h.u64(creations.len() as u64);

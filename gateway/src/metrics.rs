@@ -78,6 +78,7 @@ pub const ROUTES: &[&str] = &[
     "/auth/api-keys",
     "/order",
     "/orders",
+    "/heartbeats",
     "/cancel-market-orders",
     "/cancel-all",
     "/trades",
@@ -199,6 +200,13 @@ impl Metrics {
                 "# TYPE ladder_journal_full gauge\nladder_journal_full {}",
                 u8::from(stats.journal_full.load(Ordering::Relaxed))
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_heartbeat_expiries_total counter\nladder_heartbeat_expiries_total {}\n\
+                 # TYPE ladder_heartbeats_running gauge\nladder_heartbeats_running {}",
+                stats.heartbeat_expiries.load(Ordering::Relaxed),
+                stats.heartbeats_running.load(Ordering::Relaxed)
+            );
             render_flushes(&mut out, &stats.flushes);
         }
         out.push_str("# TYPE ladder_ring_depth gauge\n");
@@ -243,6 +251,12 @@ impl Metrics {
                 "# TYPE ladder_connection_first_bytes_timeouts_total counter\n\
                  ladder_connection_first_bytes_timeouts_total {}",
                 server.first_bytes_timeouts.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_cancel_on_disconnect_total counter\n\
+                 ladder_cancel_on_disconnect_total {}",
+                server.cancels_on_disconnect.load(Ordering::Relaxed)
             );
             let _ = writeln!(
                 out,

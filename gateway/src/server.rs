@@ -225,6 +225,9 @@ pub struct ServerShared {
     pub refused_full: AtomicU64,
     /// Connections closed for sending no request (or finishing no TLS handshake) in time.
     pub first_bytes_timeouts: AtomicU64,
+    /// `/ws/user` connections with `cancel_on_disconnect` that ended (each cancelled its
+    /// account's open orders).
+    pub cancels_on_disconnect: AtomicU64,
 }
 
 impl ServerShared {
@@ -271,6 +274,7 @@ pub fn spawn(
             sockets_free: Vec::new(),
             routes: FeedRoutes::default(),
             ws_tickets: HashMap::new(),
+            disconnect_cancels: Vec::new(),
         };
         let name = format!("gateway-{}", worker.lp.sink_index);
         handles.push(
@@ -300,6 +304,8 @@ struct Worker {
     sockets_free: Vec<usize>,
     routes: FeedRoutes,
     ws_tickets: HashMap<u64, (usize, u32)>,
+    /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
+    disconnect_cancels: Vec<ladder_engine::Address>,
 }
 
 impl Worker {
@@ -333,6 +339,9 @@ impl Worker {
                 }
             }
             self.take_completions();
+            if !self.disconnect_cancels.is_empty() {
+                self.submit_disconnect_cancels();
+            }
             if last_sweep.elapsed() >= Duration::from_millis(500) {
                 self.sweep_timeouts();
                 self.sweep_sockets();
@@ -811,10 +820,14 @@ impl Worker {
 
     fn act(&mut self, slot: usize, action: Action) {
         match action {
-            Action::AuthenticateUser { auth, markets } => {
+            Action::AuthenticateUser {
+                auth,
+                markets,
+                cancel_on_disconnect,
+            } => {
                 let result = self.service.ws_user_auth(&auth);
                 if let Some(socket) = self.sockets[slot].as_mut() {
-                    socket.authenticated(result, markets);
+                    socket.authenticated(result, markets, cancel_on_disconnect);
                 }
             }
             Action::Snapshot(tokens) => {
@@ -905,9 +918,48 @@ impl Worker {
                     .websockets_of(socket.kind)
                     .fetch_sub(1, Ordering::SeqCst);
                 self.shared.connection_closed(socket.peer_ip);
+                // Every way a connection ends counts but a service shutdown (API.md §16).
+                if let Some(address) = socket.cancel_on_disconnect() {
+                    if !self.shared.stop.load(Ordering::Acquire) {
+                        self.shared
+                            .cancels_on_disconnect
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.disconnect_cancels.push(address);
+                        self.submit_disconnect_cancels();
+                    }
+                }
             }
             self.sockets_free.push(slot);
             self.shared.websockets.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Submits the cancels of accounts whose cancel-on-disconnect connection ended: one
+    /// journaled cancel-all each, answered to no one; kept for the next turn of the loop
+    /// while the ring is full.
+    fn submit_disconnect_cancels(&mut self) {
+        while let Some(&requester) = self.disconnect_cancels.first() {
+            let token = self.next_ticket;
+            let submission = Submission {
+                ticket: Ticket {
+                    sink: self.lp.sink_index,
+                    token,
+                },
+                work: ladder_sequencer::Work::Command(ladder_engine::Command::CancelAll {
+                    requester,
+                }),
+            };
+            match self.submitter.try_submit(submission) {
+                Ok(()) => {
+                    self.next_ticket += 1;
+                    self.disconnect_cancels.remove(0);
+                }
+                Err(ladder_sequencer::SubmitError::Full(_)) => return,
+                Err(ladder_sequencer::SubmitError::Stopped(_)) => {
+                    self.disconnect_cancels.clear();
+                    return;
+                }
+            }
         }
     }
 

@@ -140,7 +140,7 @@ mod tests {
         } else {
             Asset::Collateral
         };
-        match kind % 21 {
+        match kind % 24 {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
                 yes_token_id: Bytes32([p.byte; 32]),
@@ -258,6 +258,17 @@ mod tests {
                 address: p.address,
                 condition_id: p.bytes,
             },
+            21 => Command::StartHeartbeats {
+                key_id: [p.byte; 16],
+                address: p.address,
+            },
+            22 => Command::StopHeartbeats {
+                key_id: [p.byte; 16],
+            },
+            23 => Command::HeartbeatsExpired {
+                key_id: [p.byte; 16],
+                address: p.address,
+            },
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,
@@ -276,7 +287,7 @@ mod tests {
         /// back; and they decode to the command.
         #[test]
         fn the_codec_writes_the_serde_bytes_of_every_kind_of_command(
-            kind in 0u8..21,
+            kind in 0u8..24,
             p in parts(),
         ) {
             let command = command(kind, &p);
@@ -298,7 +309,7 @@ mod tests {
     fn the_type_names_are_those_of_every_kind_of_command() {
         let p = Parts::default();
         let named: std::collections::BTreeSet<&str> =
-            (0..21).map(|kind| command(kind, &p).type_name()).collect();
+            (0..24).map(|kind| command(kind, &p).type_name()).collect();
         let listed: std::collections::BTreeSet<&str> =
             Command::TYPE_NAMES.iter().copied().collect();
         assert_eq!(named, listed);

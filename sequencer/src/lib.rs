@@ -9,6 +9,7 @@
 
 mod board;
 mod codec;
+mod heartbeats;
 mod pin;
 mod recovery;
 mod release;
@@ -24,6 +25,7 @@ pub use codec::{
     decode_command, decode_command_prefix, encode_command, CommandEncoder, DECODE_CLAIM_MAX_BYTES,
     RECORD_COMMAND_V1,
 };
+pub use heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};

@@ -16,6 +16,7 @@ use crate::board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
 };
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
+use crate::heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, HeartbeatTimers};
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases, JOURNAL_FULL, REPLICA_UNAVAILABLE};
 use crate::replication::ReplicationHub;
@@ -46,6 +47,9 @@ pub struct SequencerConfig {
     /// `replica unavailable` then changed nothing); the other sinks' work (the runtime's,
     /// the settlement thread's) is applied regardless.
     pub client_sinks: usize,
+    /// A key with heartbeats running that does not beat within this time has every open
+    /// order of its address cancelled (`--heartbeat-timeout-ms`).
+    pub heartbeat_timeout: Duration,
 }
 
 impl Default for SequencerConfig {
@@ -58,6 +62,7 @@ impl Default for SequencerConfig {
             follower: Arc::new(AtomicBool::new(false)),
             pin: CorePin::None,
             client_sinks: usize::MAX,
+            heartbeat_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -144,6 +149,10 @@ pub struct SequencerStats {
     pub unjournaled_cancels: AtomicU64,
     /// The journal cannot reserve its next segment and refuses ordinary writes (1) or not.
     pub journal_full: AtomicBool,
+    /// Keys whose heartbeats ran out (each cancelled its address's open orders).
+    pub heartbeat_expiries: AtomicU64,
+    /// Keys with heartbeats running now.
+    pub heartbeats_running: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -283,6 +292,7 @@ pub fn start_with(
         ),
         pipelined,
     )?;
+    let config_heartbeat_timeout = config.heartbeat_timeout;
     let mut writer = Writer {
         config,
         engine: parts.engine,
@@ -300,6 +310,11 @@ pub fn start_with(
         fresh_trades: Vec::new(),
         trades_seen: 0,
         stats: stats.clone(),
+        heartbeats: HeartbeatTimers::new(
+            u64::try_from(config_heartbeat_timeout.as_nanos()).unwrap_or(u64::MAX),
+            wall_clock_ns(),
+        ),
+        heartbeats_armed: false,
     };
     writer.trades_seen = writer.engine.all_trades().len() as u64;
     let thread = std::thread::Builder::new()
@@ -363,6 +378,11 @@ struct Writer {
     /// Trades made so far (a trade event of an older one is a settlement change).
     trades_seen: u64,
     stats: Arc<SequencerStats>,
+    /// Deadlines of the running heartbeats (kept while this is the primary).
+    heartbeats: HeartbeatTimers,
+    /// Whether the running heartbeats have their deadlines (armed when this first runs as
+    /// the primary: at start, or at a promotion).
+    heartbeats_armed: bool,
 }
 
 impl Writer {
@@ -373,12 +393,13 @@ impl Writer {
                 self.journal.retry_space();
                 self.note_journal_space();
             }
+            if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
+                let now_ns = self.now_ns();
+                self.arm_heartbeats(now_ns);
+            }
             self.drain(&mut batch);
             let timer_due = !self.config.follower.load(Ordering::Acquire)
-                && self
-                    .engine
-                    .next_deadline_ns()
-                    .is_some_and(|d| d <= self.now_ns());
+                && self.next_deadline_ns().is_some_and(|d| d <= self.now_ns());
             if batch.is_empty() && !timer_due {
                 if self.stop.load(Ordering::Acquire) {
                     return;
@@ -407,9 +428,20 @@ impl Writer {
         }
     }
 
+    /// The earliest timer: a GTD expiry or taker delay of the engine, or a heartbeat deadline.
+    fn next_deadline_ns(&self) -> Option<u64> {
+        match (
+            self.engine.next_deadline_ns(),
+            self.heartbeats.next_deadline_ns(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn wait(&self) {
         let now = self.now_ns();
-        let wait = match self.engine.next_deadline_ns() {
+        let wait = match self.next_deadline_ns() {
             Some(deadline) => {
                 Duration::from_nanos(deadline.saturating_sub(now)).min(self.config.idle_wait)
             }
@@ -424,11 +456,7 @@ impl Writer {
     }
 
     fn now_ns(&self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        wall.max(self.last_now_ns)
+        wall_clock_ns().max(self.last_now_ns)
     }
 
     fn process(&mut self, batch: &mut Vec<Submission>) {
@@ -449,6 +477,9 @@ impl Writer {
         {
             commands += 1;
             self.apply(now_ns, &Command::Tick, &mut published);
+        }
+        if !follower {
+            commands += self.expire_heartbeats(now_ns, &mut published);
         }
         let submissions = batch.len();
         let replicas_missing = self
@@ -500,6 +531,13 @@ impl Writer {
                         self.last_now_ns = self.last_now_ns.max(timestamp_ns);
                         let (seq, reply) = self.apply(timestamp_ns, command, &mut published);
                         Completion::Applied { ticket, seq, reply }
+                    }
+                }
+                Work::Heartbeat(request) => {
+                    let answer = self.heartbeat(now_ns, request, &mut published);
+                    Completion::Answered {
+                        ticket,
+                        output: Box::new(answer),
                     }
                 }
                 Work::Query(query) => {
@@ -567,10 +605,97 @@ impl Writer {
         }
     }
 
+    /// Gives the heartbeats the engine says run a full timeout from `now_ns`, once, when this
+    /// first runs as the primary (at start, or at a promotion): beats are not journaled, so
+    /// no deadline survives a restart.
+    fn arm_heartbeats(&mut self, now_ns: u64) {
+        if !self.heartbeats_armed {
+            self.heartbeats_armed = true;
+            self.heartbeats
+                .arm_all(self.engine.running_heartbeats(), now_ns);
+        }
+    }
+
+    /// Journals the expiry of every heartbeat whose deadline has passed (each cancels its
+    /// address's open orders); arms the running heartbeats first when this has just become
+    /// the primary (start or promotion). The number of commands applied.
+    fn expire_heartbeats(&mut self, now_ns: u64, published: &mut BatchEvents) -> u64 {
+        self.arm_heartbeats(now_ns);
+        if self
+            .heartbeats
+            .next_deadline_ns()
+            .is_none_or(|d| d > now_ns)
+        {
+            return 0;
+        }
+        let mut applied = 0;
+        for (key_id, address) in self.heartbeats.take_due(now_ns) {
+            if !self.engine.heartbeats_running(&key_id)
+                || !self
+                    .journal
+                    .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
+            {
+                continue;
+            }
+            self.apply(
+                now_ns,
+                &Command::HeartbeatsExpired { key_id, address },
+                published,
+            );
+            self.stats
+                .heartbeat_expiries
+                .fetch_add(1, Ordering::Relaxed);
+            applied += 1;
+        }
+        applied
+    }
+
+    /// Carries out a heartbeat request: a start or a stop is journaled and applied, a beat
+    /// only moves the deadline.
+    fn heartbeat(
+        &mut self,
+        now_ns: u64,
+        request: &HeartbeatRequest,
+        published: &mut BatchEvents,
+    ) -> HeartbeatAnswer {
+        let HeartbeatRequest {
+            key_id,
+            address,
+            op,
+        } = request;
+        match op {
+            HeartbeatOp::Start => {
+                let start = Command::StartHeartbeats {
+                    key_id: *key_id,
+                    address: *address,
+                };
+                match self.apply(now_ns, &start, published).1 {
+                    ladder_engine::Reply::Ok => HeartbeatAnswer::Beating {
+                        heartbeat_id: self.heartbeats.start(*key_id, *address, now_ns),
+                    },
+                    _ => HeartbeatAnswer::WrongId { current: None },
+                }
+            }
+            HeartbeatOp::Beat(id) => match self.heartbeats.beat(key_id, id, now_ns) {
+                Ok(heartbeat_id) => HeartbeatAnswer::Beating { heartbeat_id },
+                Err(current) => HeartbeatAnswer::WrongId { current },
+            },
+            HeartbeatOp::Stop => {
+                self.heartbeats.remove(key_id);
+                let stop = Command::StopHeartbeats { key_id: *key_id };
+                self.apply(now_ns, &stop, published);
+                HeartbeatAnswer::Stopped
+            }
+        }
+    }
+
     /// Publishes whether the journal refuses ordinary writes (`ladder_journal_full`).
     fn note_journal_space(&self) {
         let full = self.journal.is_full();
         self.stats.journal_full.store(full, Ordering::Relaxed);
+        self.stats
+            .heartbeats_running
+            .store(self.heartbeats.len() as u64, Ordering::Relaxed);
     }
 
     /// Applies a client's or the service's own command, except a cancel that would change
@@ -627,6 +752,14 @@ impl Writer {
     }
 }
 
+/// The wall clock in ns since the Unix epoch (0 before it).
+fn wall_clock_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 /// Room a journal record of an ordinary command takes at most (frame included); an order
 /// adds its signature's bytes.
 const RECORD_BYTES_ESTIMATE: usize = 512;
@@ -664,7 +797,9 @@ fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
                 (bytes + more, class)
             },
         ),
-        Work::Replicated { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
+        Work::Replicated { .. } | Work::Heartbeat(_) => {
+            (RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
+        }
         Work::Query(_) => return true,
     };
     journal.admits(bytes, class)

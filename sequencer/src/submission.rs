@@ -38,6 +38,9 @@ pub enum Work {
     },
     /// A read: run against the engine, not journaled.
     Query(Query),
+    /// A heartbeat start, beat or stop (starts and stops are journaled, beats are not);
+    /// answered with a [`crate::HeartbeatAnswer`] as a query's output.
+    Heartbeat(crate::HeartbeatRequest),
 }
 
 impl Work {
@@ -48,7 +51,7 @@ impl Work {
         match self {
             Work::Command(command) | Work::Replicated { command, .. } => Some(command),
             Work::Commands(list) => list.first(),
-            Work::Query(_) => None,
+            Work::Query(_) | Work::Heartbeat(_) => None,
         }
     }
 }
@@ -150,6 +153,7 @@ impl std::fmt::Debug for Submission {
             Work::Commands(_) => "commands",
             Work::Replicated { .. } => "replicated",
             Work::Query(_) => "query",
+            Work::Heartbeat(_) => "heartbeat",
         };
         write!(f, "Submission({:?}, {kind})", self.ticket)
     }

@@ -11,6 +11,7 @@ pub fn allowed(path: &str) -> Option<&'static str> {
         "/orders" => "GET, HEAD, POST, DELETE",
         "/order" | "/auth/api-key" => "POST, DELETE",
         "/cancel-market-orders" | "/cancel-all" => "DELETE",
+        "/heartbeats" => "POST, DELETE",
         "/time"
         | "/markets"
         | "/sampling-markets"

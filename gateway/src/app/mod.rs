@@ -4,6 +4,7 @@
 mod admin;
 mod allow;
 mod credentials;
+mod heartbeats;
 mod orders;
 pub(crate) mod present;
 mod public;
@@ -162,6 +163,7 @@ impl App {
         public::route(self, method, path, request)
             .or_else(|| credentials::route(self, method, path, request))
             .or_else(|| orders::route(self, method, path, request))
+            .or_else(|| heartbeats::route(self, method, path, request))
             .or_else(|| trades::route(self, method, path, request))
             .unwrap_or_else(|| not_found_or_405(path))
     }

@@ -46,6 +46,8 @@ pub enum Action {
         auth: Value,
         /// Markets to follow.
         markets: Vec<Bytes32>,
+        /// Cancel the account's open orders when the connection ends.
+        cancel_on_disconnect: bool,
     },
     /// Read the books of these tokens (subscribe or snapshot request).
     Snapshot(Vec<Bytes32>),
@@ -68,6 +70,7 @@ struct UserSub {
     address: ladder_engine::Address,
     markets: Vec<Bytes32>,
     next_seq: u64,
+    cancel_on_disconnect: bool,
 }
 
 /// A WebSocket connection.
@@ -180,6 +183,15 @@ impl WsConn {
         }
     }
 
+    /// The account whose open orders go when this connection ends (`/ws/user` with
+    /// `"cancel_on_disconnect": true`, authenticated).
+    pub fn cancel_on_disconnect(&self) -> Option<ladder_engine::Address> {
+        self.user
+            .as_ref()
+            .filter(|user| user.cancel_on_disconnect)
+            .map(|user| user.address)
+    }
+
     /// Whether the subscribe message has arrived.
     pub fn subscribed(&self) -> bool {
         self.first_message_seen
@@ -224,8 +236,12 @@ impl WsConn {
         match self.kind {
             WsKind::User if !self.first_message_seen => {
                 self.first_message_seen = true;
-                match parse_user_subscribe(text) {
-                    Ok((auth, markets)) => actions.push(Action::AuthenticateUser { auth, markets }),
+                match parse_user_subscription(text) {
+                    Ok(s) => actions.push(Action::AuthenticateUser {
+                        auth: s.auth,
+                        markets: s.markets,
+                        cancel_on_disconnect: s.cancel_on_disconnect,
+                    }),
                     Err(e) => self.fail(CloseCode::Policy, &e),
                 }
             }
@@ -309,6 +325,7 @@ impl WsConn {
         &mut self,
         result: Result<ladder_engine::Address, String>,
         markets: Vec<Bytes32>,
+        cancel_on_disconnect: bool,
     ) {
         match result {
             Ok(address) => {
@@ -316,6 +333,7 @@ impl WsConn {
                     address,
                     markets,
                     next_seq: 1,
+                    cancel_on_disconnect,
                 });
             }
             Err(e) => self.fail(CloseCode::Policy, &e),
@@ -493,8 +511,30 @@ impl WsConn {
 
 /// Parses `{"type":"user","auth":{...},"markets":[...]}`.
 pub fn parse_user_subscribe(text: &str) -> Result<(Value, Vec<Bytes32>), String> {
+    parse_user_subscription(text).map(|s| (s.auth, s.markets))
+}
+
+/// A `/ws/user` subscribe message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UserSubscription {
+    /// The `auth` object.
+    pub auth: Value,
+    /// Markets to follow (empty: all).
+    pub markets: Vec<Bytes32>,
+    /// `"cancel_on_disconnect": true`: when the connection ends for any reason but a
+    /// service shutdown, every open order of the key's address is cancelled (API.md §16).
+    pub cancel_on_disconnect: bool,
+}
+
+/// Reads a `/ws/user` subscribe message, `cancel_on_disconnect` included.
+pub fn parse_user_subscription(text: &str) -> Result<UserSubscription, String> {
     let value: Value =
         serde_json::from_str(text).map_err(|_| "subscribe: expected a JSON object".to_string())?;
+    let cancel_on_disconnect = match value.get("cancel_on_disconnect") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => return Err("cancel_on_disconnect: expected true or false".into()),
+    };
     match value.get("type").and_then(Value::as_str) {
         Some("user" | "USER") => {}
         _ => return Err("type: expected \"user\"".into()),
@@ -520,5 +560,9 @@ pub fn parse_user_subscribe(text: &str) -> Result<(Value, Vec<Bytes32>), String>
             .collect::<Result<Vec<_>, String>>()?,
         Some(_) => return Err("markets: expected an array of condition ids".into()),
     };
-    Ok((auth, markets))
+    Ok(UserSubscription {
+        auth,
+        markets,
+        cancel_on_disconnect,
+    })
 }

@@ -52,6 +52,10 @@ pub struct ServiceFlags {
     /// written, so that a full disk is a refusal ahead of time, never a fault.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub segment_size_mb: u64,
+    /// A key whose heartbeats run (POST /heartbeats) and that does not beat within this many
+    /// ms has every open order of its address cancelled.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_timeout_ms: u64,
 }
 
 /// The subcommands.

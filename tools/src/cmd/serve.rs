@@ -72,6 +72,7 @@ struct RunOptions {
     max_connections_per_ip: usize,
     ws_ping_ms: u64,
     segment_size_bytes: u64,
+    heartbeat_timeout_ms: u64,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -95,6 +96,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
         segment_size_bytes: args.service.segment_size_mb << 20,
+        heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -124,6 +126,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
         segment_size_bytes: args.service.segment_size_mb << 20,
+        heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -227,6 +230,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         pin: options.sequencer_core,
         // The gateway threads' sinks come first (see `sinks` below).
         client_sinks: threads,
+        heartbeat_timeout: Duration::from_millis(options.heartbeat_timeout_ms),
         ..SequencerConfig::default()
     };
     seq_config.follower.store(standby, Ordering::Release);

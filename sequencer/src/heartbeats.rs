@@ -1,0 +1,216 @@
+//! The deadlines of running heartbeats, kept by the sequencer's clock (API.md §16): a start
+//! or a beat sets a key's deadline to now + the timeout and gives it a new heartbeat id; a
+//! beat must name the key's current id. A deadline that passes becomes one journaled
+//! `HeartbeatsExpired` (the sequencer applies it like a tick). Beats are not journaled: after
+//! a restart (or a promotion) every key the engine says runs gets a full timeout from then.
+//! A start, a beat or a stop costs O(log n) in the keys running.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ladder_engine::Address;
+
+/// What a gateway asks about a key's heartbeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeartbeatOp {
+    /// Start (or restart) them.
+    Start,
+    /// A beat naming the id of the last answer.
+    Beat(String),
+    /// Stop them.
+    Stop,
+}
+
+/// A heartbeat request of API key `key_id` of `address`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatRequest {
+    /// The key that signed the request.
+    pub key_id: [u8; 16],
+    /// Its address.
+    pub address: Address,
+    /// What it asks.
+    pub op: HeartbeatOp,
+}
+
+/// The answer to a heartbeat request (the output of its `Completion::Answered`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeartbeatAnswer {
+    /// Running; the next beat must name this id.
+    Beating {
+        /// The new heartbeat id.
+        heartbeat_id: String,
+    },
+    /// The beat named another id than the current one and did not count.
+    WrongId {
+        /// The current id (`None`: the key has no heartbeats running).
+        current: Option<String>,
+    },
+    /// Stopped (nothing cancelled).
+    Stopped,
+}
+
+/// A key whose heartbeats run.
+#[derive(Clone, Debug)]
+struct Running {
+    address: Address,
+    deadline_ns: u64,
+    id: String,
+}
+
+/// Deadlines of the running heartbeats, by key and in time order.
+#[derive(Debug)]
+pub(crate) struct HeartbeatTimers {
+    timeout_ns: u64,
+    by_key: HashMap<[u8; 16], Running>,
+    by_deadline: BTreeSet<(u64, [u8; 16])>,
+    /// Heartbeat ids are `salt` and a counter as a UUID: unique per process and across
+    /// restarts (the salt is the start time), not secret (requests are L2-authenticated).
+    salt: u64,
+    issued: u64,
+}
+
+impl HeartbeatTimers {
+    /// Timers with `timeout_ns` between beats; `salt` makes this process's ids its own.
+    pub fn new(timeout_ns: u64, salt: u64) -> HeartbeatTimers {
+        HeartbeatTimers {
+            timeout_ns,
+            by_key: HashMap::new(),
+            by_deadline: BTreeSet::new(),
+            salt,
+            issued: 0,
+        }
+    }
+
+    fn new_id(&mut self) -> String {
+        self.issued += 1;
+        uuid::Uuid::from_u64_pair(self.salt, self.issued).to_string()
+    }
+
+    /// Starts (or restarts) `key`'s heartbeats at `now_ns`; its new id.
+    pub fn start(&mut self, key: [u8; 16], address: Address, now_ns: u64) -> String {
+        self.remove(&key);
+        let id = self.new_id();
+        let deadline_ns = now_ns.saturating_add(self.timeout_ns);
+        self.by_deadline.insert((deadline_ns, key));
+        self.by_key.insert(
+            key,
+            Running {
+                address,
+                deadline_ns,
+                id: id.clone(),
+            },
+        );
+        id
+    }
+
+    /// A beat of `key` naming `id` at `now_ns`: the new id, or (the id is not the current
+    /// one, or nothing runs) the current id, and the deadline stays.
+    pub fn beat(
+        &mut self,
+        key: &[u8; 16],
+        id: &str,
+        now_ns: u64,
+    ) -> Result<String, Option<String>> {
+        let (address, current) = match self.by_key.get(key) {
+            Some(running) if running.id == id => (running.address, running.id.clone()),
+            Some(running) => return Err(Some(running.id.clone())),
+            None => return Err(None),
+        };
+        debug_assert_eq!(current, id);
+        Ok(self.start(*key, address, now_ns))
+    }
+
+    /// Stops `key`'s heartbeats.
+    pub fn remove(&mut self, key: &[u8; 16]) {
+        if let Some(running) = self.by_key.remove(key) {
+            self.by_deadline.remove(&(running.deadline_ns, *key));
+        }
+    }
+
+    /// The earliest deadline.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        self.by_deadline.first().map(|(deadline, _)| *deadline)
+    }
+
+    /// Takes the keys whose deadline is at or before `now_ns`, earliest first.
+    pub fn take_due(&mut self, now_ns: u64) -> Vec<([u8; 16], Address)> {
+        let mut due = Vec::new();
+        while let Some(&(deadline, key)) = self.by_deadline.first() {
+            if deadline > now_ns {
+                break;
+            }
+            self.by_deadline.pop_first();
+            if let Some(running) = self.by_key.remove(&key) {
+                due.push((key, running.address));
+            }
+        }
+        due
+    }
+
+    /// Gives every key in `running` a full timeout from `now_ns` (at start-up and at a
+    /// promotion: beats were not journaled, so no deadline survives a restart).
+    pub fn arm_all(&mut self, running: Vec<([u8; 16], Address)>, now_ns: u64) {
+        for (key, address) in running {
+            self.start(key, address, now_ns);
+        }
+    }
+
+    /// Keys running.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn beats_chain_ids_and_push_the_deadline_and_a_wrong_id_changes_nothing() {
+        let mut timers = HeartbeatTimers::new(10 * SECOND, 7);
+        let key = [1; 16];
+        let address = Address([9; 20]);
+        let first = timers.start(key, address, 0);
+        assert_eq!(timers.next_deadline_ns(), Some(10 * SECOND));
+        assert_eq!(
+            timers.beat(&key, "nope", 5 * SECOND),
+            Err(Some(first.clone()))
+        );
+        assert_eq!(
+            timers.next_deadline_ns(),
+            Some(10 * SECOND),
+            "a wrong id does not count"
+        );
+        let second = timers.beat(&key, &first, 5 * SECOND).unwrap();
+        assert_ne!(second, first);
+        assert_eq!(timers.next_deadline_ns(), Some(15 * SECOND));
+        assert!(timers.take_due(14 * SECOND).is_empty());
+        assert_eq!(timers.take_due(15 * SECOND), vec![(key, address)]);
+        assert_eq!(timers.len(), 0);
+        assert_eq!(
+            timers.beat(&key, &second, 16 * SECOND),
+            Err(None),
+            "expired: nothing runs"
+        );
+    }
+
+    #[test]
+    fn stops_and_restarts_replace_the_deadline_and_due_keys_come_in_time_order() {
+        let mut timers = HeartbeatTimers::new(10 * SECOND, 7);
+        let (a, b, c) = ([1; 16], [2; 16], [3; 16]);
+        timers.start(a, Address([1; 20]), 3 * SECOND);
+        timers.start(b, Address([2; 20]), SECOND);
+        timers.start(c, Address([3; 20]), 2 * SECOND);
+        timers.remove(&c);
+        timers.start(b, Address([2; 20]), 4 * SECOND);
+        let due: Vec<_> = timers
+            .take_due(20 * SECOND)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(due, vec![a, b]);
+        timers.arm_all(vec![(a, Address([1; 20]))], 30 * SECOND);
+        assert_eq!(timers.next_deadline_ns(), Some(40 * SECOND));
+    }
+}

@@ -1,0 +1,230 @@
+//! The market makers' dead-man switch end to end (API.md §16): heartbeats with chained ids,
+//! the expiry that cancels every open order of the key's address (journaled, so a replay
+//! agrees), a stop that cancels nothing, a fresh full timeout after a restart, and
+//! `/ws/user` cancel-on-disconnect.
+
+mod helpers;
+mod support;
+
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use helpers::*;
+use ladder_client::{unix_now_s, Trader};
+use ladder_protocol::{L2Secret, Side};
+use serde_json::{json, Value};
+use support::*;
+use tungstenite::{connect, Message, WebSocket};
+
+type Ws = WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+/// POST /heartbeats with `id` (None: a start); (status, body).
+fn beat(trader: &mut Trader, id: Option<&str>) -> (u16, Value) {
+    let body = json!({ "heartbeat_id": id }).to_string();
+    let r = trader.send("POST", "/heartbeats", Some(&body)).unwrap();
+    (r.status, r.json())
+}
+
+fn start(trader: &mut Trader) -> String {
+    let (status, body) = beat(trader, None);
+    assert_eq!(status, 200, "{body}");
+    body["heartbeat_id"].as_str().unwrap().to_string()
+}
+
+/// Waits up to `within` for `trader` to have no open order; panics otherwise.
+fn wait_until_no_orders(trader: &mut Trader, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !open_ids(trader).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "orders still open: {:?}",
+            open_ids(trader)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn metric(service: &Service, name: &str) -> String {
+    let r = public(service, "GET", "/metrics", None);
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
+        .unwrap_or_default()
+}
+
+fn user_ws(service: &Service, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
+    let url = format!("{}/ws/user", service.url.replace("http://", "ws://"));
+    let (mut ws, _) = connect(url).unwrap();
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    let creds = trader.credentials.as_ref().unwrap();
+    let ts = unix_now_s().to_string();
+    let signature = L2Secret::from_base64(&creds.secret)
+        .unwrap()
+        .sign(&ts, "GET", "/ws/user", b"");
+    let subscribe = json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(),
+        "passphrase": creds.passphrase, "timestamp": ts, "signature": signature },
+        "markets": [], "cancel_on_disconnect": cancel_on_disconnect });
+    ws.send(Message::text(subscribe.to_string())).unwrap();
+    ws
+}
+
+/// The `order` events of type CANCELLATION read from `ws` until `n` arrived (5 s at most).
+fn cancellations(ws: &mut Ws, n: usize) -> Vec<Value> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let Message::Text(text) = ws.read().expect("an event") else {
+            continue;
+        };
+        let value: Value = serde_json::from_str(text.as_str()).unwrap();
+        let events = match value {
+            Value::Array(list) => list,
+            one => vec![one],
+        };
+        got.extend(
+            events
+                .into_iter()
+                .filter(|e| e["event_type"] == "order" && e["type"] == "CANCELLATION"),
+        );
+    }
+    got
+}
+
+#[test]
+fn beats_keep_orders_and_a_key_that_stops_beating_loses_its_orders_only() {
+    let service = Service::start(&["--heartbeat-timeout-ms", "1000"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    rest(&mut alice, yes(), Side::Buy, 1_100, 1);
+    rest(&mut bob, yes(), Side::Buy, 1_200, 1);
+    let mut ws = user_ws(&service, &alice, false);
+
+    // Beats for 2.5 s, 2.5 timeouts: nothing is cancelled.
+    let mut id = start(&mut alice);
+    let until = Instant::now() + Duration::from_millis(2_500);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(300));
+        let (status, body) = beat(&mut alice, Some(&id));
+        assert_eq!(status, 200, "{body}");
+        let next = body["heartbeat_id"].as_str().unwrap().to_string();
+        assert_ne!(next, id, "each beat gets a new id");
+        id = next;
+    }
+    assert_eq!(open_ids(&mut alice).len(), 2);
+    // A wrong id is a 400 with the current id and does not count as a beat.
+    let (status, body) = beat(&mut alice, Some("not-the-id"));
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        json!({ "error": "invalid heartbeat id", "heartbeat_id": id })
+    );
+
+    // No more beats: within the timeout and a second, alice's orders go, bob's stay.
+    wait_until_no_orders(&mut alice, Duration::from_millis(2_000));
+    assert_eq!(open_ids(&mut bob).len(), 1);
+    assert_eq!(cancellations(&mut ws, 2).len(), 2);
+    assert_eq!(metric(&service, "ladder_heartbeat_expiries_total"), "1");
+    // Its heartbeats stopped: the last id is no longer current.
+    let (status, body) = beat(&mut alice, Some(&id));
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        json!({ "error": "invalid heartbeat id", "heartbeat_id": null })
+    );
+}
+
+#[test]
+fn delete_stops_the_heartbeats_without_cancelling() {
+    let service = Service::start(&["--heartbeat-timeout-ms", "500"]);
+    let mut alice = service.trader(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    start(&mut alice);
+    let r = alice.send("DELETE", "/heartbeats", None).unwrap();
+    assert_eq!((r.status, r.json()), (200, json!({ "stopped": true })));
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(open_ids(&mut alice).len(), 1);
+}
+
+#[test]
+fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_the_same_state() {
+    let mut service = Service::start(&["--heartbeat-timeout-ms", "3000"]);
+    let mut alice = service.trader(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    start(&mut alice);
+    std::thread::sleep(Duration::from_millis(2_000));
+    service.kill_and_restart();
+    let ready = Instant::now();
+    // The old deadline (3 s after the start) passes here; the fresh one is 3 s after ready.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(
+        open_ids(&mut alice).len(),
+        1,
+        "a fresh full timeout after the restart"
+    );
+    wait_until_no_orders(&mut alice, Duration::from_millis(4_000));
+    assert!(ready.elapsed() >= Duration::from_millis(2_900));
+    // The expiry is a journaled command: the journal's replay gives the live state.
+    let live = service.admin("GET", "/admin/state-hash", None).json();
+    service.kill();
+    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["journal", "state-hash", "--data-dir"])
+        .arg(service.data_dir())
+        .output()
+        .unwrap();
+    let replayed = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    assert_eq!(live["state_hash"], json!(replayed));
+    let dump = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "journal",
+            "dump",
+            "--type",
+            "heartbeats_expired",
+            "--data-dir",
+        ])
+        .arg(service.data_dir())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&dump.stdout).lines().count(), 1);
+}
+
+#[test]
+fn a_user_connection_with_cancel_on_disconnect_cancels_when_it_ends_and_one_without_does_not() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    rest(&mut alice, yes(), Side::Buy, 1_100, 1);
+    rest(&mut bob, yes(), Side::Buy, 1_200, 1);
+
+    // Without the flag: closing changes nothing.
+    let mut plain = user_ws(&service, &bob, false);
+    std::thread::sleep(Duration::from_millis(200));
+    plain.close(None).unwrap();
+    let _ = plain.flush();
+    drop(plain);
+
+    // With it: a clean close cancels alice's orders...
+    let mut ws = user_ws(&service, &alice, true);
+    std::thread::sleep(Duration::from_millis(200));
+    ws.close(None).unwrap();
+    let _ = ws.flush();
+    drop(ws);
+    wait_until_no_orders(&mut alice, Duration::from_secs(3));
+    assert_eq!(open_ids(&mut bob).len(), 1, "bob's connection had no flag");
+
+    // ...and so does a connection that just vanishes (the client process killed: its
+    // socket closed without a close frame).
+    rest(&mut alice, yes(), Side::Buy, 1_300, 1);
+    let ws = user_ws(&service, &alice, true);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(ws);
+    wait_until_no_orders(&mut alice, Duration::from_secs(3));
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "2");
+}
