@@ -228,3 +228,45 @@ fn a_user_connection_with_cancel_on_disconnect_cancels_when_it_ends_and_one_with
     wait_until_no_orders(&mut alice, Duration::from_secs(3));
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "2");
 }
+
+#[test]
+fn ladder_client_heartbeat_beats_with_chained_ids() {
+    let service = Service::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials.json");
+    let client = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args([
+                "client",
+                "--url",
+                &service.url,
+                "--trader",
+                "0",
+                "--credentials",
+            ])
+            .arg(&credentials)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(client(&["create-key"]).status.success());
+    let out = client(&["heartbeat", "--every", "0.2", "--count", "3"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["heartbeat_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids[0] != ids[1] && ids[1] != ids[2]);
+    let out = client(&["stop-heartbeats"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"stopped\": true"));
+}

@@ -206,6 +206,49 @@ impl Trader {
         self.http.request(method, path, &headers, body)
     }
 
+    /// POST /heartbeats: starts the key's heartbeats (`id` None) or beats with the id of the
+    /// last answer; the answer carries the next id (API.md §16).
+    pub fn heartbeat(&mut self, id: Option<&str>) -> Result<HttpResponse, String> {
+        let body = serde_json::json!({ "heartbeat_id": id }).to_string();
+        self.send("POST", "/heartbeats", Some(&body))
+    }
+
+    /// Beats every `every` until `stop` is set (or after `beats` beats, when given), from a
+    /// fresh start, resynchronising on the id a 400 returns; calls `each` with every answer.
+    /// A market maker's dead-man switch: while this runs its orders stay, and once it stops
+    /// (the process dies, the network goes) the service cancels them after its timeout.
+    pub fn keep_beating(
+        &mut self,
+        every: std::time::Duration,
+        beats: Option<u64>,
+        stop: &std::sync::atomic::AtomicBool,
+        mut each: impl FnMut(&HttpResponse),
+    ) -> Result<(), String> {
+        let mut id: Option<String> = None;
+        let mut sent = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Acquire) && beats.is_none_or(|n| sent < n) {
+            let response = self.heartbeat(id.as_deref())?;
+            each(&response);
+            sent += 1;
+            let next = response.json()["heartbeat_id"].as_str().map(str::to_string);
+            match response.status {
+                200 => id = next,
+                // The current id, or none (expired or never started): start again with it.
+                400 => id = next,
+                status => {
+                    return Err(format!(
+                        "POST /heartbeats: HTTP {status}: {}",
+                        response.body
+                    ))
+                }
+            }
+            if beats.is_none_or(|n| sent < n) {
+                std::thread::sleep(every);
+            }
+        }
+        Ok(())
+    }
+
     /// A signed order body for `spec`.
     pub fn order_body(&self, spec: &OrderSpec) -> Result<String, String> {
         let order = OrderBuilder::new(spec.token, spec.side, spec.price_ticks, spec.shares)

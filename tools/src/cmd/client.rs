@@ -94,6 +94,18 @@ pub enum ClientAction {
     },
     /// DELETE /cancel-all.
     CancelAll,
+    /// POST /heartbeats every --every seconds until stopped (Ctrl-C) or --count beats: the
+    /// dead-man switch (the service cancels the account's orders once beats stop).
+    Heartbeat {
+        /// Seconds between beats (below the service's --heartbeat-timeout-ms).
+        #[arg(long, default_value_t = 5.0)]
+        every: f64,
+        /// Stop after this many beats (default: until Ctrl-C).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// DELETE /heartbeats: stop the heartbeats without cancelling anything.
+    StopHeartbeats,
     /// GET /trades.
     Trades,
     /// GET /balance-allowance for collateral (or a token with --token).
@@ -150,6 +162,23 @@ fn trader(args: &ClientArgs) -> Result<(Trader, PathBuf), String> {
     Ok((trader, path))
 }
 
+/// `ladder client heartbeat`: beats until Ctrl-C (or `count` beats), one line per answer.
+fn heartbeat(trader: &mut Trader, every_s: f64, count: Option<u64>) -> Result<(), String> {
+    if !(every_s.is_finite() && every_s > 0.0) {
+        return Err("--every: a positive number of seconds".into());
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    trader.keep_beating(
+        std::time::Duration::from_secs_f64(every_s),
+        count,
+        &stop,
+        |response| println!("{}", response.body),
+    )
+}
+
 /// Runs a client action and prints the answer.
 pub fn run(args: ClientArgs) -> Result<(), String> {
     let (mut trader, path) = trader(&args)?;
@@ -177,6 +206,8 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
         ClientAction::Orders => trader.send("GET", "/orders", None)?,
         ClientAction::Cancel { id, market } => trader.cancel(*id, *market)?,
         ClientAction::CancelAll => trader.send("DELETE", "/cancel-all", None)?,
+        ClientAction::Heartbeat { every, count } => return heartbeat(&mut trader, *every, *count),
+        ClientAction::StopHeartbeats => trader.send("DELETE", "/heartbeats", None)?,
         ClientAction::Trades => trader.send("GET", "/trades", None)?,
         ClientAction::Balance { token } => {
             let path = match token {
