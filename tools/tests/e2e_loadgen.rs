@@ -82,8 +82,26 @@ fn an_open_loop_mm_run_keeps_the_offered_rate_without_errors_and_writes_its_plot
         "--scenario",
         "mm",
     ];
-    let line = result_line(&loadgen(&service, &flags, out.path()));
+    let output = loadgen(&service, &flags, out.path());
+    let line = result_line(&output);
     assert_eq!(line["offered_rate"], 200, "{line}");
+    // The makers beat their dead-man switch all along, none refused, and stopped it after.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let beats = stderr
+        .lines()
+        .find(|l| l.starts_with("loadgen: heartbeats of 2 makers"))
+        .unwrap_or_else(|| panic!("no heartbeat line: {stderr}"));
+    assert!(beats.ends_with(", 0 refused or lost"), "{beats}");
+    let public_metrics = service
+        .http()
+        .request("GET", "/metrics", &[], None)
+        .unwrap()
+        .body;
+    assert!(
+        public_metrics.contains("ladder_heartbeats_running 0"),
+        "stopped at the end"
+    );
+    assert!(public_metrics.contains("ladder_heartbeat_expiries_total 0"));
     assert_eq!(int(&line, "errors"), 0, "{line}");
     assert_eq!(
         int(&line, "ok"),

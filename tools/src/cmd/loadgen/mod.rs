@@ -19,6 +19,7 @@
 mod ceiling;
 mod driver;
 mod feed;
+mod heartbeats;
 mod plan;
 mod presign;
 mod report;
@@ -165,7 +166,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         })
         .collect();
     let config = driver::DriveConfig {
-        host,
+        host: host.clone(),
         rate: args.rate,
         connections: n,
         duration: Duration::from_secs(args.duration),
@@ -179,7 +180,21 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             std::thread::spawn(move || f.run(start, &shared))
         })
         .collect();
+    // Market makers beat their dead-man switch all along (`mm`).
+    let heartbeats = (scenario == Scenario::Mm).then(|| {
+        let auths = (0..n).map(|c| wire::Auth::new(&accounts[c])).collect();
+        heartbeats::Heartbeats::start(&host, auths)
+    });
     let driven = driver::drive(&config, conns, start);
+    if let Some(heartbeats) = heartbeats {
+        let counts = heartbeats.finish();
+        eprintln!(
+            "loadgen: heartbeats of {n} makers every {} s: {} beats, {} refused or lost",
+            heartbeats::BEAT_EVERY.as_secs(),
+            counts.ok.load(Ordering::Relaxed),
+            counts.failed.load(Ordering::Relaxed)
+        );
+    }
     std::thread::sleep(FEED_DRAIN);
     shared.stop.store(true, Ordering::Release);
     for t in feed_threads {
