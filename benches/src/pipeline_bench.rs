@@ -36,6 +36,10 @@ pub struct SequencerResult {
     pub p99_us: f64,
     /// 99.9th percentile.
     pub p999_us: f64,
+    /// API keys beating their heartbeats once a second beside the stream (0: none).
+    pub heartbeat_keys: usize,
+    /// Beats answered during the run.
+    pub beats: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -43,7 +47,9 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// Drives `commands` stream commands through a sequencer on a journal in `dir` from
-/// `producers` threads, each keeping at most `window` submissions in flight.
+/// `producers` threads, each keeping at most `window` submissions in flight; with
+/// `heartbeat_keys` > 0, that many API keys also beat their heartbeats once a second each
+/// (spread evenly) from a thread of their own, as market makers' bots would.
 pub fn sequencer(
     dir: &Path,
     commands: usize,
@@ -51,6 +57,7 @@ pub fn sequencer(
     durability: Durability,
     window: usize,
     pin: CorePin,
+    heartbeat_keys: usize,
 ) -> SequencerResult {
     let stream = generate(&StreamSpec {
         commands,
@@ -58,7 +65,8 @@ pub fn sequencer(
     });
     // The set-up is applied directly; the journal holds the measured commands only (the
     // sequencer numbers them from the journal, the engine does not care).
-    let (engine, _) = prepared_engine(&stream);
+    let (mut engine, next_seq) = prepared_engine(&stream);
+    let keys = heartbeat::create_keys(&mut engine, next_seq, heartbeat_keys);
     let options = JournalOptions {
         segment_size_bytes: 256 << 20,
     };
@@ -70,6 +78,8 @@ pub fn sequencer(
         sinks.push(Box::new(BatchChannelSink(tx)));
         receivers.push(rx);
     }
+    let (beats_tx, beats_rx) = unbounded();
+    sinks.push(Box::new(BatchChannelSink(beats_tx)));
     let config = SequencerConfig {
         durability,
         pin,
@@ -83,7 +93,14 @@ pub fn sequencer(
         replication: None,
         board: None,
     };
-    let (handle, submitters) = start(config, parts, producers).expect("start sequencer");
+    let (handle, mut submitters) = start(config, parts, producers + 1).expect("start sequencer");
+    let beater_ring = submitters.pop().expect("the beater's ring");
+    let beating = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let beater = {
+        let beating = beating.clone();
+        let sink = producers as u16;
+        std::thread::spawn(move || heartbeat::beat(keys, &beater_ring, sink, &beats_rx, &beating))
+    };
     let commands_list: Arc<Vec<Command>> = Arc::new(stream.measured);
     let started = Instant::now();
     let threads: Vec<_> = submitters
@@ -134,6 +151,8 @@ pub fn sequencer(
         all.add(t.join().expect("producer")).expect("same bounds");
     }
     let elapsed = started.elapsed().as_secs_f64();
+    beating.store(false, std::sync::atomic::Ordering::Release);
+    let beats = beater.join().expect("beater");
     let batches = handle
         .stats
         .batches
@@ -148,6 +167,118 @@ pub fn sequencer(
         p50_us: all.value_at_quantile(0.5) as f64 / 1e3,
         p99_us: all.value_at_quantile(0.99) as f64 / 1e3,
         p999_us: all.value_at_quantile(0.999) as f64 / 1e3,
+        heartbeat_keys,
+        beats,
+    }
+}
+
+/// Heartbeats beside the bench's stream.
+mod heartbeat {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use crossbeam_channel::Receiver;
+    use ladder_engine::{Address, ApiKeySpec, Bytes32, Command, Engine};
+    use ladder_sequencer::{
+        Completion, HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, Submission, Submitter, Ticket,
+        Work,
+    };
+
+    /// A key with heartbeats: its id, address and the id its next beat names.
+    pub struct Key {
+        key_id: [u8; 16],
+        address: Address,
+        beat_id: Option<String>,
+    }
+
+    /// Creates `n` API keys in the engine (applied directly, as the set-up is).
+    pub fn create_keys(engine: &mut Engine, first_seq: u64, n: usize) -> Vec<Key> {
+        (0..n)
+            .map(|i| {
+                let mut key_id = [0u8; 16];
+                key_id[..8].copy_from_slice(&(i as u64 + 1).to_be_bytes());
+                let mut address = Address([0xbe; 20]);
+                address.0[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                let seq = first_seq + i as u64;
+                engine.apply(
+                    seq,
+                    seq * 1_000,
+                    &Command::CreateApiKey(ApiKeySpec {
+                        address,
+                        signer: address,
+                        key_id,
+                        nonce: Bytes32::default(),
+                        max_keys_per_address: 5,
+                    }),
+                );
+                Key {
+                    key_id,
+                    address,
+                    beat_id: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Starts every key's heartbeats, then beats each once a second (evenly spread) until
+    /// `beating` is cleared; the beats answered.
+    pub fn beat(
+        mut keys: Vec<Key>,
+        ring: &Submitter,
+        sink: u16,
+        answers: &Receiver<Vec<Completion>>,
+        beating: &AtomicBool,
+    ) -> u64 {
+        if keys.is_empty() {
+            return 0;
+        }
+        let gap = Duration::from_secs(1) / keys.len() as u32;
+        let mut answered = 0u64;
+        let mut next_at = Instant::now();
+        let mut turn = 0usize;
+        while beating.load(Ordering::Acquire) {
+            let key = &keys[turn % keys.len()];
+            let op = match &key.beat_id {
+                None => HeartbeatOp::Start,
+                Some(id) => HeartbeatOp::Beat(id.clone()),
+            };
+            let request = HeartbeatRequest {
+                key_id: key.key_id,
+                address: key.address,
+                op,
+            };
+            let submission = Submission {
+                ticket: Ticket {
+                    sink,
+                    token: (turn % keys.len()) as u64,
+                },
+                work: Work::Heartbeat(request),
+            };
+            if ring.try_submit(submission).is_ok() {
+                turn += 1;
+            }
+            while let Ok(batch) = answers.try_recv() {
+                for completion in batch {
+                    if let Completion::Answered { ticket, output } = completion {
+                        if let Ok(answer) = output.downcast::<HeartbeatAnswer>() {
+                            let id = match *answer {
+                                HeartbeatAnswer::Beating { heartbeat_id } => Some(heartbeat_id),
+                                HeartbeatAnswer::WrongId { current } => current,
+                                HeartbeatAnswer::Stopped => None,
+                            };
+                            keys[ticket.token as usize].beat_id = id;
+                            answered += 1;
+                        }
+                    }
+                }
+            }
+            next_at += gap;
+            let now = Instant::now();
+            if next_at > now {
+                std::thread::sleep(next_at - now);
+            }
+        }
+        answered
     }
 }
 

@@ -31,6 +31,10 @@ pub struct SequencerBenchArgs {
     /// or a core number.
     #[arg(long, default_value = "auto")]
     pub sequencer_core: CorePin,
+    /// API keys beating their heartbeats once a second each beside the stream; the run is
+    /// then made twice, without them and with them, and both results printed.
+    #[arg(long, default_value_t = 0)]
+    pub heartbeats: usize,
 }
 
 /// `ladder bench replay`.
@@ -111,16 +115,34 @@ fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
 /// Runs the sequencer bench.
 pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
     let durability = args.durability;
-    let dir = temp_dir(&args.dir)?;
     let producers = args.producers.clamp(1, 64);
-    print(&pipeline_bench::sequencer(
-        dir.path(),
-        args.commands.max(1),
-        producers,
-        durability,
-        args.window.max(1),
-        args.sequencer_core,
-    ))
+    let run = |heartbeats: usize| -> Result<pipeline_bench::SequencerResult, String> {
+        let dir = temp_dir(&args.dir)?;
+        Ok(pipeline_bench::sequencer(
+            dir.path(),
+            args.commands.max(1),
+            producers,
+            durability,
+            args.window.max(1),
+            args.sequencer_core,
+            heartbeats,
+        ))
+    };
+    if args.heartbeats == 0 {
+        return print(&run(0)?);
+    }
+    // Without and with the heartbeats in the same run, in the order without, with, with,
+    // without (a later run on this machine tends to be faster): their cost is the ratio of
+    // the two pairs' throughputs.
+    let first = run(0)?;
+    let with = [run(args.heartbeats)?, run(args.heartbeats)?];
+    let last = run(0)?;
+    let ratio =
+        (with[0].ops_per_sec + with[1].ops_per_sec) / (first.ops_per_sec + last.ops_per_sec);
+    print(
+        &serde_json::json!({ "without_heartbeats": [first, last], "with_heartbeats": with,
+                               "throughput_ratio": ratio }),
+    )
 }
 
 /// Runs the replay bench.
