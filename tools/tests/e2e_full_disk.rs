@@ -87,14 +87,6 @@ fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
     (post_orders_body(&requests), requests.len())
 }
 
-fn metric(service: &Service, name: &str) -> String {
-    let r = public(service, "GET", "/metrics", None);
-    r.body
-        .lines()
-        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
-        .unwrap_or_default()
-}
-
 fn open_count(trader: &mut ladder_client::Trader) -> usize {
     let mut count = 0;
     let mut cursor = String::new();

@@ -45,14 +45,6 @@ fn wait_until_no_orders(trader: &mut Trader, within: Duration) {
     }
 }
 
-fn metric(service: &Service, name: &str) -> String {
-    let r = public(service, "GET", "/metrics", None);
-    r.body
-        .lines()
-        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_string()))
-        .unwrap_or_default()
-}
-
 fn user_ws(service: &Service, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
     let url = format!("{}/ws/user", service.url.replace("http://", "ws://"));
     let (mut ws, _) = connect(url).unwrap();

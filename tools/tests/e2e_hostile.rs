@@ -501,15 +501,6 @@ fn a_request_that_never_completes_is_not_kept_open() {
     serves(&service);
 }
 
-/// The value of the metric line that starts with `name` in GET /metrics.
-fn metric(service: &Service, name: &str) -> f64 {
-    let r = public(service, "GET", "/metrics", None);
-    r.body
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{}", r.body))
-}
-
 /// A connection to the service from the loopback address `source` (127.0.0.x).
 fn connect_from(service: &Service, source: &str) -> std::net::TcpStream {
     let target: std::net::SocketAddr = authority(service).parse().unwrap();
@@ -565,7 +556,10 @@ fn one_address_holds_at_most_its_connection_cap_and_others_are_served() {
         metric(
             &service,
             "ladder_connections_refused_total{reason=\"per_ip\"}"
-        ) >= 1.0
+        )
+        .parse::<f64>()
+        .unwrap()
+            >= 1.0
     );
 
     // Another address is served while they sit there.
@@ -610,7 +604,12 @@ fn a_connection_that_sends_nothing_is_closed_after_10_s() {
         waited >= Duration::from_secs(9) && waited < Duration::from_secs(13),
         "{waited:?}"
     );
-    assert!(metric(&service, "ladder_connection_first_bytes_timeouts_total") >= 1.0);
+    assert!(
+        metric(&service, "ladder_connection_first_bytes_timeouts_total")
+            .parse::<f64>()
+            .unwrap()
+            >= 1.0
+    );
 }
 
 /// The sequence the service's state is at (GET /admin/state-hash).
@@ -653,7 +652,12 @@ fn a_batch_of_1000_cancels_of_absent_orders_costs_1000_tokens_and_journals_nothi
     assert_eq!(reasons.len(), 1000);
     assert!(reasons.values().all(|why| why == "not found"), "{result}");
     assert_eq!(state_seq(&service), seq_before, "nothing was journaled");
-    assert!(metric(&service, "ladder_unjournaled_cancels_total") >= 1000.0);
+    assert!(
+        metric(&service, "ladder_unjournaled_cancels_total")
+            .parse::<f64>()
+            .unwrap()
+            >= 1000.0
+    );
 
     // The key paid 1,000 of its 1,500 tokens: another 1,000 is refused and spends nothing,
     // 400 pass.

@@ -2,12 +2,14 @@
 //! bad auth closed with 1008, PING/PONG; `/ws/market` book snapshot then deltas whose
 //! sequence rises by one and which, applied to the snapshot, give `GET /book`.
 
+mod helpers;
 mod support;
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use helpers::metric;
 use ladder_client::{unix_now_s, Trader};
 use ladder_protocol::wire::OrderType;
 use ladder_protocol::{L2Secret, Side};
@@ -52,21 +54,6 @@ fn user_subscribe(trader: &Trader) -> String {
         .unwrap()
         .sign(&ts, "GET", "/ws/user", b"");
     json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(), "passphrase": creds.passphrase, "timestamp": ts, "signature": signature }, "markets": [] }).to_string()
-}
-
-/// The value of the metric `name` (with its labels) in GET /metrics.
-fn metric(service: &Service, name: &str) -> String {
-    let r = service
-        .http()
-        .request("GET", "/metrics", &[], None)
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    let prefix = format!("{name} ");
-    r.body
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
-        .to_string()
 }
 
 /// The `ladder_ws_channel_connections` gauge of `channel` in GET /metrics.

@@ -114,15 +114,8 @@ pub fn connect(
     secret: &LinkSecret,
     hello: &[u8],
 ) -> Result<(Vec<u8>, Link), String> {
-    let mut noise = secret
-        .builder()?
-        .build_initiator()
-        .map_err(|e| format!("noise: {e}"))?;
-    let mut message = vec![0u8; FRAME_MAX];
-    let len = noise
-        .write_message(hello, &mut message)
-        .map_err(|e| format!("handshake: {e}"))?;
-    write_frame(&mut &*stream, &message[..len]).map_err(|e| format!("handshake: {e}"))?;
+    let (mut noise, message) = seal_hello(secret, hello)?;
+    write_frame(&mut &*stream, &message).map_err(|e| format!("handshake: {e}"))?;
     let frame = read_frame_until(stream, Instant::now() + HANDSHAKE_TIMEOUT)
         .map_err(|e| format!("handshake answer: {e}"))?;
     let mut answer = vec![0u8; FRAME_MAX];
@@ -172,6 +165,11 @@ pub fn open_frame(secret: &LinkSecret, frame: &[u8]) -> Result<Opened, String> {
 /// A standby's first message carrying `hello`, sealed with the secret (what [`connect`]
 /// sends; for tests and the fuzz corpus).
 pub fn first_message(secret: &LinkSecret, hello: &[u8]) -> Result<Vec<u8>, String> {
+    seal_hello(secret, hello).map(|(_, message)| message)
+}
+
+/// The initiator's handshake, and its first message carrying `hello`.
+fn seal_hello(secret: &LinkSecret, hello: &[u8]) -> Result<(HandshakeState, Vec<u8>), String> {
     let mut noise = secret
         .builder()?
         .build_initiator()
@@ -181,7 +179,7 @@ pub fn first_message(secret: &LinkSecret, hello: &[u8]) -> Result<Vec<u8>, Strin
         .write_message(hello, &mut message)
         .map_err(|e| format!("handshake: {e}"))?;
     message.truncate(len);
-    Ok(message)
+    Ok((noise, message))
 }
 
 impl Opened {

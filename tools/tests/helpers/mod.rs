@@ -422,3 +422,15 @@ pub fn sha1_hex(data: &[u8]) -> String {
     use sha1::{Digest, Sha1};
     hex::encode(Sha1::digest(data))
 }
+
+/// The value of the metric `name` (with its labels) in GET /metrics; panics when absent.
+pub fn metric(service: &Service, name: &str) -> String {
+    let r = public(service, "GET", "/metrics", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let prefix = format!("{name} ");
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{}", r.body))
+        .to_string()
+}
