@@ -227,3 +227,36 @@ fn repair_truncate_after_quarantines_later_records_and_keeps_a_copy() {
     service.restart();
     assert_eq!(admin_state_hash(&service), kept);
 }
+
+/// `--snapshot-every N` writes a snapshot every N records and `--keep-snapshots K` keeps the
+/// newest K; a restart starts from the newest.
+#[test]
+fn snapshots_follow_snapshot_every_and_keep_snapshots() {
+    let mut service = Service::start(&["--snapshot-every", "3", "--keep-snapshots", "2"]);
+    let mut alice = service.trader(0);
+    let snapshots = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("snapshots"))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .filter(|n| n.ends_with(".snap"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    for i in 0..12u32 {
+        alice
+            .place(yes(), Side::Buy, 1_000 + 100 * i, 1, OrderType::Gtc)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let data_dir = service.data_dir().to_path_buf();
+    let taken = snapshots(&data_dir);
+    assert_eq!(taken.len(), 2, "the newest two are kept: {taken:?}");
+    let hash = admin_state_hash(&service);
+    service.kill_and_restart();
+    assert_eq!(admin_state_hash(&service), hash);
+}

@@ -56,6 +56,13 @@ pub struct ServiceFlags {
     /// ms has every open order of its address cancelled.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub heartbeat_timeout_ms: u64,
+    /// A snapshot of the state is written every this many journal records (and at shutdown).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_every: u64,
+    /// The newest this many snapshots are kept; older ones are removed.
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub keep_snapshots: usize,
 }
 
 /// The subcommands.

@@ -34,12 +34,8 @@ use uuid::Uuid;
 use super::chain_link::ChainLink;
 use super::{demo, ChainFlags, ServeArgs, StandbyArgs, TlsFlags};
 
-/// How often a snapshot is taken when commands have been applied since the last one.
-pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
 /// Event batches queued for a consumer (settlement, feeds) before the sequencer waits.
 pub const EVENT_BATCHES_QUEUED_MAX: usize = 65_536;
-/// Snapshots kept on disk.
-pub const SNAPSHOTS_KEPT: usize = 3;
 
 /// Resolves `host:port` to one socket address.
 pub fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -73,6 +69,10 @@ struct RunOptions {
     ws_ping_ms: u64,
     segment_size_bytes: u64,
     heartbeat_timeout_ms: u64,
+    /// A snapshot every this many records (`--snapshot-every`).
+    snapshot_every: u64,
+    /// Snapshots kept (`--keep-snapshots`).
+    keep_snapshots: usize,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -97,6 +97,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         ws_ping_ms: args.service.ws_ping_ms,
         segment_size_bytes: args.service.segment_size_mb << 20,
         heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
+        snapshot_every: args.service.snapshot_every,
+        keep_snapshots: args.service.keep_snapshots,
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -127,6 +129,8 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         ws_ping_ms: args.service.ws_ping_ms,
         segment_size_bytes: args.service.segment_size_mb << 20,
         heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
+        snapshot_every: args.service.snapshot_every,
+        keep_snapshots: args.service.keep_snapshots,
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -465,10 +469,8 @@ fn run(options: RunOptions) -> Result<(), String> {
     // that answers must not find the default action (termination) still in place.
     state.ready.store(true, Ordering::Release);
     tracing::info!("ready");
-    let mut last_snapshot = (
-        Instant::now(),
-        handle.stats.last_seq.load(Ordering::Acquire),
-    );
+    // The sequence of the last snapshot written.
+    let mut last_snapshot = handle.stats.last_seq.load(Ordering::Acquire);
     let mut failure = None;
     let mut snapshot_backoff = Backoff::default();
     while !stop.load(Ordering::Acquire) {
@@ -489,9 +491,9 @@ fn run(options: RunOptions) -> Result<(), String> {
             promotion = promotion.or(Some(None));
         }
         if let Some(reply) = snapshot {
-            let taken = internal.snapshot(&data_dir);
+            let taken = internal.snapshot(&data_dir, options.keep_snapshots);
             match &taken {
-                Ok(taken) => last_snapshot = (Instant::now(), taken.seq),
+                Ok(taken) => last_snapshot = taken.seq,
                 Err(e) => tracing::warn!(error = %e, "snapshot failed"),
             }
             if let Some(reply) = reply {
@@ -531,14 +533,13 @@ fn run(options: RunOptions) -> Result<(), String> {
         // No periodic snapshot while the journal is full: it would take space the journal
         // needs, and the journal and the last snapshot already hold everything.
         let journal_full = handle.stats.journal_full.load(Ordering::Relaxed);
-        if last_snapshot.0.elapsed() >= SNAPSHOT_INTERVAL
-            && seq > last_snapshot.1
+        if seq.saturating_sub(last_snapshot) >= options.snapshot_every
             && !journal_full
             && snapshot_backoff.due()
         {
-            match internal.snapshot(&data_dir) {
+            match internal.snapshot(&data_dir, options.keep_snapshots) {
                 Ok(taken) => {
-                    last_snapshot = (Instant::now(), taken.seq);
+                    last_snapshot = taken.seq;
                     snapshot_backoff.succeeded();
                 }
                 Err(e) => snapshot_backoff.failed(&e),
@@ -549,7 +550,13 @@ fn run(options: RunOptions) -> Result<(), String> {
         follow_stop.store(true, Ordering::Release);
         let _ = thread.join();
     }
-    shutdown(server_shared, gateway_threads, handle, &data_dir);
+    shutdown(
+        server_shared,
+        gateway_threads,
+        handle,
+        &data_dir,
+        options.keep_snapshots,
+    );
     if let Some(s) = settlement {
         s.join();
     }
@@ -727,6 +734,7 @@ fn shutdown(
     gateway_threads: Vec<std::thread::JoinHandle<()>>,
     handle: SequencerHandle,
     data_dir: &Path,
+    keep_snapshots: usize,
 ) {
     tracing::info!("stopping: draining connections");
     server.stop.store(true, Ordering::Release);
@@ -734,12 +742,12 @@ fn shutdown(
         let _ = thread.join();
     }
     if let Some(engine) = handle.stop() {
-        write_snapshot(data_dir, &engine);
+        write_snapshot(data_dir, &engine, keep_snapshots);
     }
     tracing::info!("stopped");
 }
 
-fn write_snapshot(data_dir: &Path, engine: &Engine) {
+fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize) {
     let seq = engine.last_seq();
     if seq == 0 {
         return;
@@ -748,7 +756,7 @@ fn write_snapshot(data_dir: &Path, engine: &Engine) {
         Ok(path) => tracing::info!(seq, path = %path.display(), "snapshot written"),
         Err(e) => tracing::warn!(error = %e, "snapshot failed"),
     }
-    let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
+    let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots);
 }
 
 /// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion).
@@ -789,11 +797,11 @@ impl Internal {
     }
 
     /// Serializes the engine on the sequencer thread and writes the snapshot here.
-    fn snapshot(&mut self, data_dir: &Path) -> Result<SnapshotTaken, String> {
+    fn snapshot(&mut self, data_dir: &Path, keep: usize) -> Result<SnapshotTaken, String> {
         let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
         let path =
             ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
-        let _ = ladder_journal::prune_snapshots(data_dir, SNAPSHOTS_KEPT);
+        let _ = ladder_journal::prune_snapshots(data_dir, keep);
         tracing::info!(seq, path = %path.display(), "snapshot written");
         Ok(SnapshotTaken {
             seq,
