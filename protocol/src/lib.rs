@@ -16,6 +16,7 @@ pub mod owner;
 pub mod signature;
 pub mod u256;
 pub mod units;
+pub mod user_op;
 pub mod wire;
 
 pub use address::{Address, AddressError};
