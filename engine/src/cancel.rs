@@ -78,9 +78,10 @@ impl Engine {
     }
 
     /// The reply of a cancel command that would change nothing (no order to take off the
-    /// book), without applying it; `None` for any other command. The sequencer answers such
-    /// a cancel without journaling it: a replay without it reaches the same state, and a
-    /// client cannot fill the journal with cancels of orders that are not theirs.
+    /// book), or of a user operation that would be refused, without applying it; `None` for
+    /// any other command. The sequencer answers such a command without journaling it: a
+    /// replay without it reaches the same state, and a client cannot fill the journal with
+    /// cancels of orders that are not theirs.
     pub fn unchanged_by(&self, command: &Command) -> Option<Reply> {
         match command {
             Command::CancelOrder {
@@ -115,6 +116,17 @@ impl Engine {
                 .account_order_ids(requester, |_| true)
                 .is_empty()
                 .then(|| Reply::Canceled(CancelReport::default())),
+            // A refused user operation changes nothing either (nor fills the journal).
+            Command::RedeemUserOp {
+                sender,
+                signer,
+                nonce,
+                condition_id,
+                ..
+            } => self
+                .check_user_op(sender, signer, *nonce, condition_id)
+                .err()
+                .map(Reply::Rejected),
             _ => None,
         }
     }

@@ -157,11 +157,25 @@ pub enum Command {
         /// Its address.
         address: Address,
     },
+    /// A redeem user operation through the service's bundler (API.md §13), its owner's
+    /// signature recovered by the gateway.
+    RedeemUserOp {
+        /// The operation's userOpHash.
+        user_op_hash: Hash32,
+        /// The smart account.
+        sender: Address,
+        /// Who signed it.
+        signer: Address,
+        /// Its sequence number (the nonce, key 0).
+        nonce: u64,
+        /// The market to redeem.
+        condition_id: ConditionId,
+    },
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 22] = [
+    pub const TYPE_NAMES: [&'static str; 23] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -184,6 +198,7 @@ impl Command {
         "start_heartbeats",
         "stop_heartbeats",
         "heartbeats_expired",
+        "redeem_user_op",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -211,6 +226,7 @@ impl Command {
             Command::StartHeartbeats { .. } => "start_heartbeats",
             Command::StopHeartbeats { .. } => "stop_heartbeats",
             Command::HeartbeatsExpired { .. } => "heartbeats_expired",
+            Command::RedeemUserOp { .. } => "redeem_user_op",
         }
     }
 }

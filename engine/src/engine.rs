@@ -103,6 +103,10 @@ pub struct Engine {
     pub(crate) api_key_creations: FxHashMap<(Address, Bytes32), u32>,
     /// API keys with heartbeats running, and their addresses (see `heartbeats.rs`).
     pub(crate) heartbeats: std::collections::BTreeMap<[u8; 16], Address>,
+    /// The next user operation sequence number of each smart account (see `user_ops.rs`).
+    pub(crate) user_op_nonces: FxHashMap<Address, u64>,
+    /// Receipts of the user operations carried out, by their hash.
+    pub(crate) user_op_receipts: FxHashMap<Hash32, crate::user_ops::UserOpReceipt>,
     pub(crate) now_ns: TimestampNs,
     pub(crate) last_seq: u64,
     pub(crate) collateral_deposited_units: u128,
@@ -139,6 +143,8 @@ impl Engine {
             api_keys: FxHashMap::default(),
             api_key_creations: FxHashMap::default(),
             heartbeats: std::collections::BTreeMap::new(),
+            user_op_nonces: FxHashMap::default(),
+            user_op_receipts: FxHashMap::default(),
             now_ns: 0,
             last_seq: 0,
             collateral_deposited_units: 0,
@@ -192,6 +198,13 @@ impl Engine {
             Command::HeartbeatsExpired { key_id, address } => {
                 self.expire_heartbeats(key_id, address)
             }
+            Command::RedeemUserOp {
+                user_op_hash,
+                sender,
+                signer,
+                nonce,
+                condition_id,
+            } => self.redeem_user_op(user_op_hash, sender, signer, *nonce, condition_id),
             Command::Tick => Reply::Ok,
             other => self
                 .apply_admin(other)
@@ -279,6 +292,7 @@ impl Engine {
             | Command::StartHeartbeats { .. }
             | Command::StopHeartbeats { .. }
             | Command::HeartbeatsExpired { .. }
+            | Command::RedeemUserOp { .. }
             | Command::Tick => unreachable!("handled by apply"),
         }
     }
@@ -298,7 +312,7 @@ impl Engine {
     }
 
     /// The market of `condition_id`, refused when there is none.
-    fn known_market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
+    pub(crate) fn known_market_index(&self, condition_id: &Hash32) -> Result<u32, Reject> {
         self.market_index(condition_id).ok_or(Reject::UnknownMarket)
     }
 
@@ -559,7 +573,7 @@ impl Engine {
         Ok(())
     }
 
-    fn record_redemption(
+    pub(crate) fn record_redemption(
         &mut self,
         address: &Address,
         condition_id: &Hash32,

@@ -52,6 +52,7 @@ mod state_hash;
 mod timers;
 mod trades;
 mod types;
+mod user_ops;
 
 pub use book::{Book, Level};
 pub use claims::{payout_units, ClaimReason};
@@ -74,3 +75,4 @@ pub use reject::{
 pub use reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Placement, Reply};
 pub use trades::{batch_hash, batch_number, trade_id, trade_index};
 pub use types::*;
+pub use user_ops::UserOpReceipt;

@@ -107,6 +107,17 @@ pub enum Reject {
         /// Keys created so far for the address and nonce.
         creations: u32,
     },
+    /// A user operation's sender is no smart account of the registry.
+    AccountNotDeployed,
+    /// A user operation's signer is not an owner of its sender.
+    UserOpSignature,
+    /// A user operation's nonce is not the sender's next one.
+    UserOpNonce {
+        /// The sequence number expected.
+        expected: u64,
+    },
+    /// The sender holds no position to redeem in that market.
+    NothingToRedeem,
     /// A withdrawal would go below what is reserved.
     WithdrawalExceedsFree {
         /// Asked for.
@@ -182,6 +193,10 @@ impl fmt::Display for Reject {
             Reject::ApiKeyLimit => f.write_str("api key limit reached"),
             Reject::UnknownApiKey => f.write_str("api key not found"),
             Reject::ApiKeyExists => f.write_str("api key already exists"),
+            Reject::AccountNotDeployed => f.write_str("AA20 account not deployed"),
+            Reject::UserOpSignature => f.write_str("AA24 signature error"),
+            Reject::UserOpNonce { .. } => f.write_str("AA25 invalid account nonce"),
+            Reject::NothingToRedeem => f.write_str("nothing to redeem"),
             Reject::ApiKeyRaced { .. } => f.write_str(
                 "SVC_NONCE: a key of this nonce was created at the same moment; try again",
             ),

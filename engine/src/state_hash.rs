@@ -97,6 +97,20 @@ impl Engine {
             h.bytes(&record.address.0);
             h.bytes(&record.nonce.0);
         }
+        let mut nonces: Vec<_> = self.user_op_nonces.iter().collect();
+        nonces.sort_unstable();
+        h.u64(nonces.len() as u64);
+        for (sender, nonce) in nonces {
+            h.bytes(&sender.0);
+            h.u64(*nonce);
+        }
+        let mut receipts: Vec<_> = self.user_op_receipts.iter().collect();
+        receipts.sort_unstable_by_key(|(hash, _)| **hash);
+        h.u64(receipts.len() as u64);
+        for (hash, receipt) in receipts {
+            h.bytes(&hash.0);
+            h.debug(receipt);
+        }
         h.u64(self.heartbeats.len() as u64);
         for (key, address) in &self.heartbeats {
             h.bytes(key);

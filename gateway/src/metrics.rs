@@ -79,6 +79,7 @@ pub const ROUTES: &[&str] = &[
     "/order",
     "/orders",
     "/heartbeats",
+    "/bundler",
     "/cancel-market-orders",
     "/cancel-all",
     "/trades",

@@ -140,7 +140,7 @@ mod tests {
         } else {
             Asset::Collateral
         };
-        match kind % 24 {
+        match kind % 25 {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
                 yes_token_id: Bytes32([p.byte; 32]),
@@ -269,6 +269,13 @@ mod tests {
                 key_id: [p.byte; 16],
                 address: p.address,
             },
+            24 => Command::RedeemUserOp {
+                user_op_hash: p.bytes,
+                sender: p.address,
+                signer: p.other,
+                nonce: p.big,
+                condition_id: Bytes32([p.byte; 32]),
+            },
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,
@@ -287,7 +294,7 @@ mod tests {
         /// back; and they decode to the command.
         #[test]
         fn the_codec_writes_the_serde_bytes_of_every_kind_of_command(
-            kind in 0u8..24,
+            kind in 0u8..25,
             p in parts(),
         ) {
             let command = command(kind, &p);
@@ -309,7 +316,7 @@ mod tests {
     fn the_type_names_are_those_of_every_kind_of_command() {
         let p = Parts::default();
         let named: std::collections::BTreeSet<&str> =
-            (0..24).map(|kind| command(kind, &p).type_name()).collect();
+            (0..25).map(|kind| command(kind, &p).type_name()).collect();
         let listed: std::collections::BTreeSet<&str> =
             Command::TYPE_NAMES.iter().copied().collect();
         assert_eq!(named, listed);

@@ -12,6 +12,7 @@ pub fn allowed(path: &str) -> Option<&'static str> {
         "/order" | "/auth/api-key" => "POST, DELETE",
         "/cancel-market-orders" | "/cancel-all" => "DELETE",
         "/heartbeats" => "POST, DELETE",
+        "/bundler" => "POST",
         "/time"
         | "/markets"
         | "/sampling-markets"

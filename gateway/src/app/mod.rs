@@ -3,6 +3,7 @@
 
 mod admin;
 mod allow;
+mod bundler;
 mod credentials;
 mod heartbeats;
 mod orders;
@@ -50,6 +51,8 @@ pub struct AppConfig {
     pub rate_limit_ip: u32,
     /// Smart-account control checked on the chain (`--rpc-url`), besides the registry.
     pub smart_accounts: crate::smart::SmartAccounts,
+    /// The ERC-4337 EntryPoint the bundler serves (`--entry-point`).
+    pub entry_point: ladder_protocol::Address,
 }
 
 /// Chain calls (ERC-1271 `eth_call`) one client address may cause per 10 s before its request
@@ -164,6 +167,7 @@ impl App {
             .or_else(|| credentials::route(self, method, path, request))
             .or_else(|| orders::route(self, method, path, request))
             .or_else(|| heartbeats::route(self, method, path, request))
+            .or_else(|| bundler::route(self, method, path, request))
             .or_else(|| trades::route(self, method, path, request))
             .unwrap_or_else(|| not_found_or_405(path))
     }

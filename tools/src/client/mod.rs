@@ -5,5 +5,6 @@ pub mod cancels;
 pub mod error;
 pub mod http;
 pub mod orders;
+pub mod redeem;
 pub mod session;
 pub mod wallet;

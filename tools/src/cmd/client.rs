@@ -106,6 +106,14 @@ pub enum ClientAction {
     },
     /// DELETE /heartbeats: stop the heartbeats without cancelling anything.
     StopHeartbeats,
+    /// Redeem the account's claimable positions in a resolved market through the service's
+    /// bundler (POST /bundler, an ERC-4337 user operation signed by the owner), then print
+    /// its receipt.
+    Redeem {
+        /// The market's condition id (default the demo market).
+        #[arg(long, default_value = demo::CONDITION_ID, value_parser = flags::condition_id)]
+        market: B256,
+    },
     /// GET /trades.
     Trades,
     /// GET /balance-allowance for collateral (or a token with --token).
@@ -208,6 +216,14 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
         ClientAction::CancelAll => trader.send("DELETE", "/cancel-all", None)?,
         ClientAction::Heartbeat { every, count } => return heartbeat(&mut trader, *every, *count),
         ClientAction::StopHeartbeats => trader.send("DELETE", "/heartbeats", None)?,
+        ClientAction::Redeem { market } => {
+            let receipt = trader.redeem(market)?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&receipt).unwrap_or_default()
+            );
+            return Ok(());
+        }
         ClientAction::Trades => trader.send("GET", "/trades", None)?,
         ClientAction::Balance { token } => {
             let path = match token {

@@ -189,6 +189,10 @@ pub struct ChainFlags {
     /// ERC-1271 and settlement calls give up after this many ms.
     #[arg(long, default_value_t = 3000)]
     pub rpc_timeout_ms: u64,
+    /// The ERC-4337 EntryPoint (v0.7) the bundler (POST /bundler) serves.
+    #[arg(long, default_value = ladder_protocol::user_op::ENTRY_POINT_V07,
+          value_parser = flags::address)]
+    pub entry_point: String,
 }
 
 /// `ladder standby`.

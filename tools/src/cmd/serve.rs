@@ -207,6 +207,8 @@ fn run(options: RunOptions) -> Result<(), String> {
             .as_ref()
             .map(|link| SmartAccounts::on_chain(link.verifier.clone()))
             .unwrap_or_default(),
+        entry_point: Address::parse_ignoring_checksum(&options.chain.entry_point)
+            .map_err(|e| format!("--entry-point: {e}"))?,
     };
     let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
     let hook = Arc::new(ask_main_loop(
