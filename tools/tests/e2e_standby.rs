@@ -270,3 +270,30 @@ fn sigusr2_writes_a_snapshot_and_sigusr1_promotes_a_standby() {
     }
     assert_eq!(write(&standby.url), 400);
 }
+
+/// A primary frozen mid-stream (SIGSTOP: its sockets stay open, nothing answers): `POST
+/// /admin/promote` on the standby answers within 5 s and the standby takes writes.
+#[test]
+fn a_standby_promotes_within_5_s_while_its_primary_is_frozen() {
+    let replication = free_port();
+    let mut primary =
+        Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let standby = start_standby(replication);
+    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+    primary.signal("STOP");
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let (status, body) = admin(&standby.url, "POST", "/admin/promote");
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(took < Duration::from_secs(5), "promotion took {took:?}");
+    let mut http = HttpClient::new(&standby.url).unwrap();
+    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    let r = http
+        .request("POST", "/admin/deposits", &headers, Some("not json"))
+        .unwrap();
+    assert_eq!(r.status, 400, "a primary now: the body is read");
+    primary.signal("CONT");
+    primary.kill();
+}
