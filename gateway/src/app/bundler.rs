@@ -176,10 +176,6 @@ fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, O
     let signer = Signature::from_bytes(signature)
         .recover_address(&eip191_digest(&hash))
         .map_err(|_| (REJECTED, Reject::UserOpSignature.to_string(), None))?;
-    debug_assert_eq!(
-        op.call_data,
-        execute_redeem_call_data(&exchange, &condition_id)
-    );
     Ok(Checked {
         hash,
         sender: op.sender,
