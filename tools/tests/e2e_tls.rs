@@ -9,14 +9,27 @@ use std::sync::Arc;
 use rustls::pki_types::{CertificateDer, ServerName};
 use support::Service;
 
+/// A self-signed certificate for `localhost`, written as PEM into `dir`: it and the paths of
+/// the certificate and the key.
+fn self_signed(
+    dir: &std::path::Path,
+) -> (
+    rcgen::CertifiedKey<rcgen::KeyPair>,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_path = dir.join("cert.pem");
+    let key_path = dir.join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    (certified, cert_path, key_path)
+}
+
 #[test]
 fn the_service_answers_over_https_with_the_configured_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
-    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let (certified, cert_path, key_path) = self_signed(dir.path());
     let service = Service::start(&[
         "--tls-cert",
         cert_path.to_str().unwrap(),
@@ -61,11 +74,7 @@ fn the_service_answers_over_https_with_the_configured_certificate() {
 #[test]
 fn a_tls_handshake_that_stalls_is_cut_after_10_s() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
-    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let (certified, cert_path, key_path) = self_signed(dir.path());
     let service = Service::start(&[
         "--tls-cert",
         cert_path.to_str().unwrap(),
@@ -93,11 +102,7 @@ fn a_tls_handshake_that_stalls_is_cut_after_10_s() {
 fn a_standby_answers_over_https_with_the_configured_certificate() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
-    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let (certified, cert_path, key_path) = self_signed(dir.path());
     let replication = support::free_port();
     let _primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
     let mut standby = support::standby_command(replication, &dir.path().join("standby"))
