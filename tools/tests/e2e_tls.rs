@@ -74,7 +74,7 @@ fn the_service_answers_over_https_with_the_configured_certificate() {
 #[test]
 fn a_tls_handshake_that_stalls_is_cut_after_10_s() {
     let dir = tempfile::tempdir().unwrap();
-    let (certified, cert_path, key_path) = self_signed(dir.path());
+    let (_, cert_path, key_path) = self_signed(dir.path());
     let service = Service::start(&[
         "--tls-cert",
         cert_path.to_str().unwrap(),
