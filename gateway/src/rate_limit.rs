@@ -44,6 +44,11 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         self.capacity > 0.0
     }
 
+    /// Tokens a full bucket holds.
+    pub fn capacity_tokens(&self) -> u32 {
+        self.capacity as u32
+    }
+
     /// Takes a token for `key` at `now`, or says in how many whole seconds one will be there.
     pub fn take(&self, key: &K, now: Instant) -> Result<(), u64> {
         self.take_n(key, 1, now)

@@ -323,6 +323,9 @@ impl Journal {
             WriteClass::Reserved => 0,
         };
         if room >= bytes.saturating_add(reserve) && !self.spare.is_short() {
+            if class == WriteClass::Ordinary {
+                self.refusing = false;
+            }
             return true;
         }
         // The next segment is needed (or known to be short): learn whether it exists.
@@ -347,6 +350,11 @@ impl Journal {
     /// reserved since: the journal is full.
     pub fn is_full(&self) -> bool {
         self.refusing && !self.spare.has_ready()
+    }
+
+    /// Whether the last try to reserve the next segment found the disk full.
+    pub fn is_short(&self) -> bool {
+        self.spare.is_short()
     }
 
     /// While the disk is full, tries again to reserve the next segment (at most twice a

@@ -131,17 +131,22 @@ impl HeartbeatTimers {
         self.by_deadline.first().map(|(deadline, _)| *deadline)
     }
 
+    /// The keys whose deadline is at or before `now_ns`, earliest first (they stay until
+    /// removed).
+    pub fn due(&self, now_ns: u64) -> Vec<([u8; 16], Address)> {
+        self.by_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ns)
+            .filter_map(|(_, key)| self.by_key.get(key).map(|r| (*key, r.address)))
+            .collect()
+    }
+
     /// Takes the keys whose deadline is at or before `now_ns`, earliest first.
+    #[cfg(test)]
     pub fn take_due(&mut self, now_ns: u64) -> Vec<([u8; 16], Address)> {
-        let mut due = Vec::new();
-        while let Some(&(deadline, key)) = self.by_deadline.first() {
-            if deadline > now_ns {
-                break;
-            }
-            self.by_deadline.pop_first();
-            if let Some(running) = self.by_key.remove(&key) {
-                due.push((key, running.address));
-            }
+        let due = self.due(now_ns);
+        for (key, _) in &due {
+            self.remove(key);
         }
         due
     }

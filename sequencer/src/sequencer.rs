@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Select, Sender};
 use ladder_engine::{Command, Engine, Event};
@@ -315,6 +315,7 @@ pub fn start_with(
             wall_clock_ns(),
         ),
         heartbeats_armed: false,
+        timers_blocked_until: None,
     };
     writer.trades_seen = writer.engine.all_trades().len() as u64;
     let thread = std::thread::Builder::new()
@@ -383,13 +384,17 @@ struct Writer {
     /// Whether the running heartbeats have their deadlines (armed when this first runs as
     /// the primary: at start, or at a promotion).
     heartbeats_armed: bool,
+    /// Timers are not fired before this (the journal had no room for them).
+    timers_blocked_until: Option<Instant>,
 }
 
 impl Writer {
     fn run(&mut self) {
         let mut batch: Vec<Submission> = Vec::with_capacity(self.config.batch_max);
         loop {
-            if self.stats.journal_full.load(Ordering::Relaxed) {
+            // While the next segment cannot be reserved (ordinary writes refused, or a
+            // standby's copies short of room), try again: writes resume by themselves.
+            if self.journal.is_short() {
                 self.journal.retry_space();
                 self.note_journal_space();
             }
@@ -399,6 +404,9 @@ impl Writer {
             }
             self.drain(&mut batch);
             let timer_due = !self.config.follower.load(Ordering::Acquire)
+                && self
+                    .timers_blocked_until
+                    .is_none_or(|until| Instant::now() >= until)
                 && self.next_deadline_ns().is_some_and(|d| d <= self.now_ns());
             if batch.is_empty() && !timer_due {
                 if self.stop.load(Ordering::Acquire) {
@@ -469,14 +477,16 @@ impl Writer {
         // Timers due by the batch's time fire first (a journaled tick), so that the batch's
         // queries, like its commands, see orders expired and delays ended by then.
         let follower = self.config.follower.load(Ordering::Acquire);
-        if !follower
-            && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns)
-            && self
+        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+            if self
                 .journal
                 .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
-        {
-            commands += 1;
-            self.apply(now_ns, &Command::Tick, &mut published);
+            {
+                commands += 1;
+                self.apply(now_ns, &Command::Tick, &mut published);
+            } else {
+                self.block_timers();
+            }
         }
         if !follower {
             commands += self.expire_heartbeats(now_ns, &mut published);
@@ -493,12 +503,26 @@ impl Writer {
                 .prefetch_ahead(index, |i| batch.get(i).and_then(|s| s.work.first_command()));
             let submission = &mut batch[index];
             let ticket = submission.ticket;
-            let refused = replicas_missing && usize::from(ticket.sink) < self.config.client_sinks;
+            let from_client = usize::from(ticket.sink) < self.config.client_sinks;
             let completion = match &mut submission.work {
-                Work::Command(_) | Work::Commands(_) if refused => Completion::Refused {
-                    ticket,
-                    reason: REPLICA_UNAVAILABLE,
-                },
+                // A standby's only writes are the primary's records: a client's write
+                // journaled here would take a sequence the primary's next record needs.
+                Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
+                    if follower && from_client =>
+                {
+                    Completion::Refused {
+                        ticket,
+                        reason: STANDBY_REFUSAL,
+                    }
+                }
+                Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
+                    if replicas_missing && from_client =>
+                {
+                    Completion::Refused {
+                        ticket,
+                        reason: REPLICA_UNAVAILABLE,
+                    }
+                }
                 work if !journal_admits(&mut self.journal, work) => Completion::Refused {
                     ticket,
                     reason: JOURNAL_FULL,
@@ -629,14 +653,20 @@ impl Writer {
             return 0;
         }
         let mut applied = 0;
-        for (key_id, address) in self.heartbeats.take_due(now_ns) {
-            if !self.engine.heartbeats_running(&key_id)
-                || !self
-                    .journal
-                    .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
-            {
+        for (key_id, address) in self.heartbeats.due(now_ns) {
+            if !self.engine.heartbeats_running(&key_id) {
+                self.heartbeats.remove(&key_id);
                 continue;
             }
+            // Kept due until its expiry is journaled (the journal has room again).
+            if !self
+                .journal
+                .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
+            {
+                self.block_timers();
+                break;
+            }
+            self.heartbeats.remove(&key_id);
             self.apply(
                 now_ns,
                 &Command::HeartbeatsExpired { key_id, address },
@@ -687,6 +717,12 @@ impl Writer {
                 HeartbeatAnswer::Stopped
             }
         }
+    }
+
+    /// Timers found the journal without room: they are not looked at again for a while, so
+    /// that the loop waits for space instead of spinning on them.
+    fn block_timers(&mut self) {
+        self.timers_blocked_until = Some(Instant::now() + TIMERS_BLOCKED_WAIT);
     }
 
     /// Publishes whether the journal refuses ordinary writes (`ladder_journal_full`).
@@ -759,6 +795,14 @@ fn wall_clock_ns() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
 }
+
+/// How long timers wait after the journal had no room for them.
+const TIMERS_BLOCKED_WAIT: Duration = Duration::from_millis(100);
+
+/// Why a client's write reaches a standby's sequencer refused (the gateway refuses writes on
+/// a standby before they get here; this guards what it does not see, such as a
+/// cancel-on-disconnect).
+pub const STANDBY_REFUSAL: &str = "standby: not primary";
 
 /// Room a journal record of an ordinary command takes at most (frame included); an order
 /// adds its signature's bytes.

@@ -674,6 +674,28 @@ fn a_batch_of_1000_cancels_of_absent_orders_costs_1000_tokens_and_journals_nothi
 }
 
 #[test]
+fn a_batch_larger_than_the_key_bucket_costs_the_whole_bucket_and_passes_when_it_is_full() {
+    let service = Service::start(&["--rate-limit-key", "500"]);
+    let mut alice = service.trader(0);
+    let requests: Vec<_> = (600_000..601_000)
+        .map(|id| {
+            cancel_order_request(
+                &alice.wallet,
+                &alice.exchange,
+                id,
+                market(),
+                SignatureType::SmartAccount,
+            )
+        })
+        .collect();
+    let body = ladder_client::cancel_orders_body(&requests);
+    let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "a full bucket lets it pass: {}", r.body);
+    let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
+    assert_eq!(r.status, 429, "the bucket is empty now");
+}
+
+#[test]
 fn a_request_for_many_books_costs_a_token_per_book() {
     let service = Service::start(&["--rate-limit-ip", "100"]);
     let yes_token = yes().to_string();

@@ -90,9 +90,12 @@ impl HandmadeStandby {
             last: None,
             node_id: node_id.to_string(),
         };
-        let (answer, (reader, writer)) =
+        let (answer, (reader, mut writer)) =
             secure::connect(&stream, &secret, hello.line().as_bytes()).unwrap();
         assert_eq!(answer, b"OK");
+        writer
+            .write_all(ladder_sequencer::replication::READY)
+            .unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -278,4 +281,40 @@ fn a_node_holds_one_session_and_its_reconnection_ends_the_older_one() {
     let _alice = primary.trader(0);
     assert_eq!(other.next_record().unwrap(), last + 1);
     assert_eq!(again.next_record().unwrap(), last + 1);
+}
+
+#[test]
+fn a_replayed_first_message_takes_no_session_and_gets_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 0);
+    let last = admin(&primary.url, "/admin/state-hash")["seq"]
+        .as_u64()
+        .unwrap();
+    let mut real = HandmadeStandby::connect(replication, "node-a");
+    real.read_through(last);
+
+    // A first message as an eavesdropper recorded it, sent again: it opens (Noise NNpsk0
+    // cannot tell), but without the session's keys the replayer cannot confirm, so the
+    // primary sends no key, takes no session and leaves the real one alone.
+    let secret = LinkSecret::from_bytes(SECRET.as_bytes()).unwrap();
+    let hello = Hello {
+        from_seq: 1,
+        last: None,
+        node_id: "node-a".into(),
+    };
+    let recorded = secure::first_message(&secret, hello.line().as_bytes()).unwrap();
+    let mut replay = TcpStream::connect(("127.0.0.1", replication)).unwrap();
+    replay
+        .write_all(&(recorded.len() as u16).to_be_bytes())
+        .unwrap();
+    replay.write_all(&recorded).unwrap();
+    let received = everything_received(replay);
+    // Only the primary's handshake answer (one frame of its own ephemeral key and a tag).
+    assert!(received.len() < 100, "{} bytes", received.len());
+    let _alice = primary.trader(0);
+    assert_eq!(
+        real.next_record().unwrap(),
+        last + 1,
+        "the real session goes on"
+    );
 }

@@ -240,14 +240,20 @@ impl App {
         key: Option<&Uuid>,
         units: usize,
     ) -> Result<(), Outcome> {
-        let extra = u32::try_from(units.saturating_sub(1)).unwrap_or(u32::MAX);
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        // A request of more units than a bucket holds costs the whole bucket: it passes
+        // once the bucket is full (the one token it took already counts).
+        let extra = |limiter_capacity: u32| units.min(limiter_capacity).saturating_sub(1);
         let now = Instant::now();
         let taken = match (key, request.peer) {
             (Some(key), _) => self
                 .key_limiter
-                .take_n(key, extra, now)
+                .take_n(key, extra(self.key_limiter.capacity_tokens()), now)
                 .inspect_err(|_| self.key_limiter.give_back(key)),
-            (None, Some(ip)) => self.ip_limiter.take_n(&ip, extra, now),
+            (None, Some(ip)) => {
+                let extra = extra(self.ip_limiter.capacity_tokens());
+                self.ip_limiter.take_n(&ip, extra, now)
+            }
             (None, None) => Ok(()),
         };
         taken.map_err(too_many)

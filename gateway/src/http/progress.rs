@@ -48,7 +48,8 @@ impl RequestProgress {
                 // Only the new bytes (and the two before them, which may start a line end).
                 let from = self.scanned.saturating_sub(2);
                 self.scanned = buf.len();
-                let line_whole = line_end(buf, 0).is_some();
+                // Until the request line is checked, its end can only be in the new bytes.
+                let line_whole = self.line_checked || line_end(buf, from).is_some();
                 if !head_ends(buf, from) {
                     if buf.len() > HEADER_BYTES_MAX {
                         return Err(HttpError::HeadersTooLarge);

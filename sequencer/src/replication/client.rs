@@ -1,6 +1,7 @@
 //! The standby's side: follows a primary, feeding its records to the local sequencer as
 //! replicated work (same sequence numbers and times), and acknowledging what is durable.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +14,7 @@ use ladder_engine::{Command, Reply};
 use ladder_journal::RecordRef;
 
 use super::secure::{self, LinkSecret, SecureReader, SecureWriter};
-use super::{Hello, RecordMark, ACCEPTED, RECORD_PAYLOAD_MAX, REFUSED};
+use super::{Hello, RecordMark, ACCEPTED, READY, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
 use crate::submission::{Completion, Submission, SubmitError, Submitter, Ticket, Work};
 
@@ -110,6 +111,9 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
     if answer != ACCEPTED {
         return Err(format!("unexpected handshake answer {answer:?}").into());
     }
+    writer
+        .write_all(READY)
+        .map_err(|e| format!("confirmation: {e}"))?;
     let mut reader = BufReader::with_capacity(1 << 20, reader);
     stream
         .set_read_timeout(Some(secure::HANDSHAKE_TIMEOUT))
@@ -123,21 +127,20 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
         .set_read_timeout(Some(Duration::from_millis(200)))
         .ok();
     tracing::info!(primary = %f.primary, from = f.last_seq + 1, "following");
-    let mut pending: Vec<(RecordMark, Command)> = Vec::new();
+    let mut pending: VecDeque<(RecordMark, Command)> = VecDeque::new();
     let followed = follow_stream(f, &mut pending, &mut reader, &mut writer);
-    if followed.is_err() {
-        // Records already handed to the sequencer are applied whatever became of the link:
-        // their completions are taken here, so that the next session resumes after them and
-        // never pairs them with its own records.
-        drain_pending(f, &mut pending);
-    }
+    // Records already handed to the sequencer are applied whatever became of the link (or
+    // a promotion stopped it): their completions are taken here, so that the next session
+    // (or the promoted primary's key table) starts after them and never pairs them with
+    // other records.
+    drain_pending(f, &mut pending);
     followed
 }
 
 /// Reads, applies and acknowledges records until `stop` or a fault.
 fn follow_stream(
     f: &mut Follower,
-    pending: &mut Vec<(RecordMark, Command)>,
+    pending: &mut VecDeque<(RecordMark, Command)>,
     reader: &mut BufReader<SecureReader>,
     writer: &mut SecureWriter,
 ) -> Result<(), SessionEnd> {
@@ -152,7 +155,7 @@ fn follow_stream(
                     return Err(format!("expected record {expected}, got {}", mark.seq).into());
                 }
                 submit(f, mark.seq, mark.timestamp_ns, command.clone())?;
-                pending.push((mark, command));
+                pending.push_back((mark, command));
                 if reader.buffer().is_empty() {
                     settle(f, pending, writer)?;
                 }
@@ -164,7 +167,7 @@ fn follow_stream(
 
 /// Takes the completions of records submitted before the link failed (each is applied and
 /// durable here once its completion comes), without acknowledging them to anyone.
-fn drain_pending(f: &mut Follower, pending: &mut Vec<(RecordMark, Command)>) {
+fn drain_pending(f: &mut Follower, pending: &mut VecDeque<(RecordMark, Command)>) {
     let mut in_order = true;
     for (mark, command) in pending.drain(..) {
         match f.completions.recv_timeout(Duration::from_secs(30)) {
@@ -300,13 +303,15 @@ fn submit(f: &mut Follower, seq: u64, timestamp_ns: u64, command: Command) -> Re
 /// Waits for the submitted records to be durable and applied, then acknowledges the last.
 fn settle(
     f: &mut Follower,
-    pending: &mut Vec<(RecordMark, Command)>,
+    pending: &mut VecDeque<(RecordMark, Command)>,
     link: &mut SecureWriter,
 ) -> Result<(), String> {
     if pending.is_empty() {
         return Ok(());
     }
-    for (mark, command) in pending.drain(..) {
+    // Each record leaves `pending` once its completion is taken; on a fault the records
+    // whose completions are still to come stay there for `drain_pending`.
+    while let Some((mark, command)) = pending.pop_front() {
         match f.completions.recv_timeout(Duration::from_secs(30)) {
             Ok(Completion::Applied { seq, reply, .. }) => {
                 if seq != mark.seq {
@@ -321,7 +326,10 @@ fn settle(
             }
             Ok(Completion::Refused { reason, .. }) => return Err(reason.to_string()),
             Ok(_) => return Err("unexpected completion".into()),
-            Err(_) => return Err("the sequencer did not answer".into()),
+            Err(_) => {
+                pending.push_front((mark, command));
+                return Err("the sequencer did not answer".into());
+            }
         }
     }
     link.write_all(format!("ACK {}\n", f.last_seq).as_bytes())

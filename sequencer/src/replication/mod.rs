@@ -11,7 +11,9 @@
 //! Inside the link: the standby's hello, `LADDER-REPL 3 FROM <seq> AFTER <mark> NODE <id>`,
 //! where `<mark>` identifies the last record it holds (`seq:timestamp_ns:type:crc`, see
 //! [`RecordMark`]; `-` when it holds none) and `<id>` the standby (one session per id: a new
-//! one replaces the old). The primary answers `OK` then its 32-byte master key, or
+//! one replaces the old). The primary answers `OK`; the standby confirms with `READY\n`
+//! under the session's keys (a replayed hello cannot), and the primary sends its 32-byte
+//! master key; or it answers
 //! `REFUSED <reason>` when the standby's last record is not the primary's (its journal
 //! diverged). Then records as `len u32 | seq u64 | timestamp_ns u64 | type u16 | payload`,
 //! big-endian; acknowledgements from the standby as lines `ACK <seq>\n`, never past the
@@ -39,6 +41,9 @@ pub const NO_MARK: &str = "-";
 pub const ACCEPTED: &str = "OK";
 /// The primary's answer that it will not, followed by the reason.
 pub const REFUSED: &str = "REFUSED ";
+/// The standby's first bytes under the session's keys: it made this handshake (a replayed
+/// first message cannot say it), so the primary may start the session.
+pub const READY: &[u8; 6] = b"READY\n";
 /// Largest record payload accepted from the wire.
 pub const RECORD_PAYLOAD_MAX: usize = 1 << 20;
 /// Longest node id.

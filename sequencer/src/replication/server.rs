@@ -15,7 +15,7 @@ use ladder_journal::JournalReader;
 use parking_lot::Mutex;
 
 use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
-use super::{check_standby, Hello, RecordMark, ReplicationHub, ACCEPTED, REFUSED};
+use super::{check_standby, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED};
 
 /// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
@@ -174,17 +174,30 @@ fn stream_to(
         return Err(format!("standby refused: {why}"));
     }
     let hello = hello?;
-    let session = match sessions.admit(&hello.node_id, &stream) {
-        Ok(session) => session,
-        Err(why) => {
-            let _ = opened.answer(&stream, format!("{REFUSED}{why}").as_bytes());
-            return Err(format!("standby refused: {why}"));
-        }
-    };
+    let (mut reader, writer) = opened.answer(&stream, ACCEPTED.as_bytes())?;
+    // A recorded first message can be replayed and opens again; only the standby that made
+    // it can speak under this session's keys. Nothing more is sent, and no session is taken
+    // or counted, before it has.
+    confirm_ready(&stream, &mut reader)?;
+    let session = sessions.admit(&hello.node_id, &stream)?;
     tracing::info!(node = %hello.node_id, from = hello.from_seq, "standby connected");
-    let result = serve_session(&stream, opened, &hello, primary);
+    let result = serve_session(&stream, (reader, writer), &hello, primary);
     sessions.leave(&hello.node_id, session);
     result
+}
+
+/// Reads the standby's [`READY`] under the session's keys within the handshake deadline.
+fn confirm_ready(stream: &TcpStream, reader: &mut secure::SecureReader) -> Result<(), String> {
+    stream
+        .set_read_timeout(Some(secure::HANDSHAKE_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut ready = [0u8; READY.len()];
+    std::io::Read::read_exact(reader, &mut ready)
+        .map_err(|e| format!("no confirmation under the session's keys: {e}"))?;
+    if ready != *READY {
+        return Err("the standby's confirmation is not READY".into());
+    }
+    Ok(())
 }
 
 /// Why a standby cannot follow: its last record is not the primary's.
@@ -199,11 +212,10 @@ fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> 
 
 fn serve_session(
     stream: &TcpStream,
-    opened: secure::Opened,
+    (reader, writer): secure::Link,
     hello: &Hello,
     primary: &Primary,
 ) -> Result<(), String> {
-    let (reader, writer) = opened.answer(stream, ACCEPTED.as_bytes())?;
     let mut writer = BufWriter::with_capacity(FRAME_PLAINTEXT_MAX, writer);
     writer
         .write_all(&primary.master_key)
@@ -304,15 +316,15 @@ fn send_records(
             head[4..12].copy_from_slice(&record.seq.to_be_bytes());
             head[12..20].copy_from_slice(&record.timestamp_ns.to_be_bytes());
             head[20..22].copy_from_slice(&record.record_type.to_be_bytes());
+            // Counted sent before any byte of it can leave (the buffered writer sends full
+            // frames by itself), so that its acknowledgement never arrives first.
+            sent.store(record.seq, Ordering::Release);
             writer.write_all(&head).map_err(|e| e.to_string())?;
             writer
                 .write_all(record.payload)
                 .map_err(|e| e.to_string())?;
             last = record.seq;
         }
-        // Stored before the flush that lets the standby see them, so that its acknowledgement
-        // can never arrive before the primary counts them sent.
-        sent.store(last, Ordering::Release);
         writer.flush().map_err(|e| e.to_string())?;
     }
     Ok(())
