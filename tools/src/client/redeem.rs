@@ -48,7 +48,17 @@ impl Trader {
 
     /// Redeems the trader's positions in `condition_id`; the operation's receipt.
     pub fn redeem(&mut self, condition_id: &ladder_protocol::B256) -> Result<Value, String> {
-        let entry_point = Address::parse(ENTRY_POINT_V07).map_err(|e| e.to_string())?;
+        // The service's own entry point (its --entry-point), the canonical one failing that.
+        let entry_point = match self.bundler_call("eth_supportedEntryPoints", json!([]))? {
+            Ok(points) => points[0]
+                .as_str()
+                .and_then(|text| Address::parse_ignoring_checksum(text).ok()),
+            Err(_) => None,
+        };
+        let entry_point = match entry_point {
+            Some(address) => address,
+            None => Address::parse(ENTRY_POINT_V07).map_err(|e| e.to_string())?,
+        };
         let mut nonce = 0u64;
         for _ in 0..2 {
             let op = self.redeem_operation(condition_id, nonce, &entry_point);
