@@ -619,28 +619,30 @@ fn state_seq(service: &Service) -> u64 {
         .expect("a seq")
 }
 
+/// A DELETE /orders body of `n` cancels signed by `trader`, of order ids `from..from + n`.
+fn signed_cancels(trader: &ladder_client::Trader, from: u64, n: u64) -> String {
+    let requests: Vec<_> = (from..from + n)
+        .map(|id| {
+            cancel_order_request(
+                &trader.wallet,
+                &trader.exchange,
+                id,
+                market(),
+                SignatureType::SmartAccount,
+            )
+        })
+        .collect();
+    ladder_client::cancel_orders_body(&requests)
+}
+
 #[test]
 fn a_batch_of_1000_cancels_of_absent_orders_costs_1000_tokens_and_journals_nothing() {
     let service = Service::start(&["--rate-limit-key", "1500"]);
     let mut alice = service.trader(0);
-    let cancels = |from: u64, n: u64| {
-        let requests: Vec<_> = (from..from + n)
-            .map(|id| {
-                cancel_order_request(
-                    &alice.wallet,
-                    &alice.exchange,
-                    id,
-                    market(),
-                    SignatureType::SmartAccount,
-                )
-            })
-            .collect();
-        ladder_client::cancel_orders_body(&requests)
-    };
     let (thousand, another_thousand, four_hundred) = (
-        cancels(900_000, 1000),
-        cancels(800_000, 1000),
-        cancels(700_000, 400),
+        signed_cancels(&alice, 900_000, 1000),
+        signed_cancels(&alice, 800_000, 1000),
+        signed_cancels(&alice, 700_000, 400),
     );
     let seq_before = state_seq(&service);
 
@@ -677,18 +679,7 @@ fn a_batch_of_1000_cancels_of_absent_orders_costs_1000_tokens_and_journals_nothi
 fn a_batch_larger_than_the_key_bucket_costs_the_whole_bucket_and_passes_when_it_is_full() {
     let service = Service::start(&["--rate-limit-key", "500"]);
     let mut alice = service.trader(0);
-    let requests: Vec<_> = (600_000..601_000)
-        .map(|id| {
-            cancel_order_request(
-                &alice.wallet,
-                &alice.exchange,
-                id,
-                market(),
-                SignatureType::SmartAccount,
-            )
-        })
-        .collect();
-    let body = ladder_client::cancel_orders_body(&requests);
+    let body = signed_cancels(&alice, 600_000, 1000);
     let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
     assert_eq!(r.status, 200, "a full bucket lets it pass: {}", r.body);
     let r = alice.send("DELETE", "/orders", Some(&body)).unwrap();
