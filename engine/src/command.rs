@@ -171,11 +171,17 @@ pub enum Command {
         /// The market to redeem.
         condition_id: ConditionId,
     },
+    /// The history store holds every record up to `through_seq`: the trades that became
+    /// final by then leave the engine (API.md §21). Journaled by the primary's runtime.
+    ForgetHistory {
+        /// The last sequence the store holds.
+        through_seq: u64,
+    },
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 23] = [
+    pub const TYPE_NAMES: [&'static str; 24] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -199,6 +205,7 @@ impl Command {
         "stop_heartbeats",
         "heartbeats_expired",
         "redeem_user_op",
+        "forget_history",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -227,6 +234,7 @@ impl Command {
             Command::StopHeartbeats { .. } => "stop_heartbeats",
             Command::HeartbeatsExpired { .. } => "heartbeats_expired",
             Command::RedeemUserOp { .. } => "redeem_user_op",
+            Command::ForgetHistory { .. } => "forget_history",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The engine's state and its one entry point, `apply`: a command in, a reply and events
 //! out. Placing, cancelling, timers and settlement live in their own modules.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -93,6 +93,9 @@ pub struct Engine {
     pub(crate) orders: OrderTable,
     pub(crate) ledger: Ledger,
     pub(crate) trades: TradeLog,
+    /// Batches whose trades became final, with the sequence of the record that made them
+    /// so, oldest first: they leave with the `ForgetHistory` that covers that sequence.
+    pub(crate) retired_batches: VecDeque<(u64, u64)>,
     pub(crate) seen_hashes: SeenHashes,
     pub(crate) expiries: BTreeSet<(u64, OrderId)>,
     pub(crate) delayed: BTreeSet<(TimestampNs, OrderId)>,
@@ -135,7 +138,8 @@ impl Engine {
                 limits.prefault,
             ),
             ledger: Ledger::default(),
-            trades: TradeLog::with_room(limits.trades_preallocated, limits.prefault),
+            trades: TradeLog::with_room(limits.trades_preallocated),
+            retired_batches: VecDeque::new(),
             seen_hashes: SeenHashes::with_room(limits.orders_preallocated, limits.prefault),
             expiries: BTreeSet::new(),
             delayed: BTreeSet::new(),
@@ -206,6 +210,10 @@ impl Engine {
                 condition_id,
             } => self.redeem_user_op(user_op_hash, sender, signer, *nonce, condition_id),
             Command::Tick => Reply::Ok,
+            Command::ForgetHistory { through_seq } => {
+                self.forget_history(*through_seq);
+                Reply::Ok
+            }
             other => self
                 .apply_admin(other)
                 .map_or_else(Reply::Rejected, |()| Reply::Ok),
@@ -293,6 +301,7 @@ impl Engine {
             | Command::StopHeartbeats { .. }
             | Command::HeartbeatsExpired { .. }
             | Command::RedeemUserOp { .. }
+            | Command::ForgetHistory { .. }
             | Command::Tick => unreachable!("handled by apply"),
         }
     }

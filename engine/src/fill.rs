@@ -71,8 +71,14 @@ impl Engine {
             status: TradeStatus::Matched,
         };
         self.trades.push(trade);
-        self.ledger.account_mut(taker.account).trades.push(index);
-        self.ledger.account_mut(maker.account).trades.push(index);
+        self.ledger
+            .account_mut(taker.account)
+            .trades
+            .push_back(index);
+        self.ledger
+            .account_mut(maker.account)
+            .trades
+            .push_back(index);
 
         if self.orders.get(maker_slot).remaining_units() == 0 {
             self.markets

@@ -88,8 +88,9 @@ pub struct Account {
     pub open_tail: Slot,
     /// Number of open orders.
     pub open_count: u32,
-    /// Trades this account took part in, oldest first (indices into the trade log).
-    pub trades: Vec<u64>,
+    /// Trades held in the engine this account took part in, oldest first (indices into the
+    /// trade log; a final trade leaves once the history store holds it).
+    pub trades: std::collections::VecDeque<u64>,
     /// API key ids, oldest first.
     pub api_keys: Vec<[u8; 16]>,
 }
@@ -102,7 +103,7 @@ impl Account {
             open_head: NIL,
             open_tail: NIL,
             open_count: 0,
-            trades: Vec::new(),
+            trades: std::collections::VecDeque::new(),
             api_keys: Vec::new(),
         }
     }

@@ -31,6 +31,7 @@ mod command;
 mod engine;
 mod event;
 mod fill;
+mod forgetful_log;
 mod hash_index;
 mod heartbeats;
 mod hints;

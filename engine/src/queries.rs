@@ -213,7 +213,7 @@ impl Engine {
             .iter()
             .rev()
             .map(|&i| *self.trades.get(i))
-            .filter(|t| trade_matches(t, filter))
+            .filter(|t| filter.matches(t))
             .collect()
     }
 
@@ -222,9 +222,20 @@ impl Engine {
         self.trades.find(id).copied()
     }
 
-    /// Every trade, oldest first.
-    pub fn all_trades(&self) -> &[TradeView] {
-        self.trades.all()
+    /// Every trade the engine holds (not yet final, or final and not yet in the history
+    /// store), oldest first.
+    pub fn held_trades(&self) -> impl Iterator<Item = &TradeView> + '_ {
+        self.trades.iter()
+    }
+
+    /// Trades ever made (the index the next one gets).
+    pub fn trade_count(&self) -> u64 {
+        self.trades.count()
+    }
+
+    /// Trades the engine holds.
+    pub fn held_trade_count(&self) -> u64 {
+        self.trades.held()
     }
 
     /// The book of `token_id`'s market, seen from that token, at most `depth` levels a side.
@@ -355,16 +366,20 @@ impl Engine {
     }
 }
 
-fn trade_matches(trade: &TradeView, filter: &TradeFilter) -> bool {
-    let match_s = trade.match_time_ns / NANOS_PER_SECOND;
-    filter.id.is_none_or(|id| id == trade.id)
-        && filter.market.is_none_or(|m| m == trade.condition_id)
-        && filter.token_id.is_none_or(|t| {
-            t == trade.token_id(trade.taker.outcome) || t == trade.token_id(trade.maker.outcome)
-        })
-        && filter
-            .maker_address
-            .is_none_or(|a| a == trade.taker.address || a == trade.maker.address)
-        && filter.before_s.is_none_or(|b| match_s < b)
-        && filter.after_s.is_none_or(|a| match_s > a)
+impl TradeFilter {
+    /// Whether `trade` passes this filter.
+    pub fn matches(&self, trade: &TradeView) -> bool {
+        let filter = self;
+        let match_s = trade.match_time_ns / NANOS_PER_SECOND;
+        filter.id.is_none_or(|id| id == trade.id)
+            && filter.market.is_none_or(|m| m == trade.condition_id)
+            && filter.token_id.is_none_or(|t| {
+                t == trade.token_id(trade.taker.outcome) || t == trade.token_id(trade.maker.outcome)
+            })
+            && filter
+                .maker_address
+                .is_none_or(|a| a == trade.taker.address || a == trade.maker.address)
+            && filter.before_s.is_none_or(|b| match_s < b)
+            && filter.after_s.is_none_or(|a| match_s > a)
+    }
 }

@@ -14,10 +14,14 @@ impl Engine {
         transaction_hash: &Hash32,
         status: TradeStatus,
     ) -> Result<(), Reject> {
-        let batch = self
-            .trades
-            .batch(transaction_hash)
-            .ok_or(Reject::UnknownTransaction)?;
+        let Some(batch) = self.trades.batch(transaction_hash) else {
+            // A batch made here that left the engine was final: it changes no more.
+            return Err(if self.trades.made_batch(transaction_hash) {
+                Reject::InvalidStatusChange
+            } else {
+                Reject::UnknownTransaction
+            });
+        };
         let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);
         for index in range.clone() {
             if !self.trades.get(index).status.may_move_to(status) {
@@ -34,7 +38,39 @@ impl Engine {
             }
             self.events.push(Event::Trade(trade));
         }
+        if status.is_final() {
+            self.retired_batches
+                .push_back((self.last_seq, crate::trades::batch_number(transaction_hash)));
+        }
         Ok(())
+    }
+
+    /// Forgets the batches that became final at or before `through_seq` (the history store
+    /// holds them): their trades leave the log and their parties' lists.
+    pub(crate) fn forget_history(&mut self, through_seq: u64) {
+        while let Some(&(seq, number)) = self.retired_batches.front() {
+            if seq > through_seq {
+                break;
+            }
+            self.retired_batches.pop_front();
+            for trade in self.trades.forget_batch(number) {
+                for party in [&trade.taker, &trade.maker] {
+                    if let Some(account) = self.ledger.find(&party.address) {
+                        let list = &mut self.ledger.account_mut(account).trades;
+                        if let Ok(at) = list.binary_search(&trade.index) {
+                            list.remove(at);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a `ForgetHistory` through `through_seq` would forget nothing.
+    pub(crate) fn nothing_to_forget(&self, through_seq: u64) -> bool {
+        self.retired_batches
+            .front()
+            .is_none_or(|&(seq, _)| seq > through_seq)
     }
 
     /// Undoes a trade's ledger movement for both sides; what a side no longer holds

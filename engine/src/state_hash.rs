@@ -78,8 +78,13 @@ impl Engine {
             );
         }
         h.u64(self.orders.len() as u64);
-        for trade in self.trades.all() {
+        h.u64(self.trades.count());
+        for trade in self.trades.iter() {
             h.debug(trade);
+        }
+        for (seq, batch) in &self.retired_batches {
+            h.u64(*seq);
+            h.u64(*batch);
         }
         let mut hashes: Vec<_> = self.seen_hashes.iter().collect();
         hashes.sort_unstable();

@@ -11,10 +11,11 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::command::TradeStatus;
-use crate::event::{FillParty, TradeView};
-use crate::room::vec_with_room;
-use crate::types::{Bytes32, Hash32, MatchType, Outcome, Side};
+use crate::event::TradeView;
+use std::collections::BTreeMap;
+
+use crate::forgetful_log::ForgetfulLog;
+use crate::types::{Bytes32, Hash32};
 
 /// A settlement batch: the trades of one taker order's matching, one transaction hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,12 +26,15 @@ pub struct Batch {
     pub trade_count: u32,
 }
 
-/// Every trade, in match order.
+/// The trades not yet forgotten (final trades leave once the history store holds them), in
+/// match order, and the batches that still have trades here.
 #[derive(Clone, Debug, Default)]
 pub struct TradeLog {
-    trades: Vec<TradeView>,
-    /// Every batch, in closing order.
-    batches: Vec<Batch>,
+    trades: ForgetfulLog<TradeView>,
+    /// Batches with trades held, by number.
+    batches: BTreeMap<u64, Batch>,
+    /// The number the next batch gets.
+    next_batch: u64,
 }
 
 /// The first 24 bytes of every trade id (`ladder:trade:v2`, zero-padded).
@@ -82,24 +86,17 @@ pub fn batch_number(transaction_hash: &Hash32) -> u64 {
 }
 
 impl TradeLog {
-    /// An empty log with room for `trades` trades (pages touched when `prefault`).
-    pub fn with_room(trades: usize, prefault: bool) -> TradeLog {
+    /// An empty log with room made for `trades` trades.
+    pub fn with_room(trades: usize) -> TradeLog {
         TradeLog {
-            trades: vec_with_room(trades, blank_trade(), prefault),
-            batches: vec_with_room(
-                trades,
-                Batch {
-                    first_trade: 0,
-                    trade_count: 0,
-                },
-                prefault,
-            ),
+            trades: ForgetfulLog::with_room(trades),
+            ..TradeLog::default()
         }
     }
 
     /// Index the next trade will get.
     pub fn next_index(&self) -> u64 {
-        self.trades.len() as u64
+        self.trades.len()
     }
 
     /// The id of the next trade.
@@ -116,98 +113,106 @@ impl TradeLog {
 
     /// Seals the trades from `first_trade` on as one batch and returns its hash.
     pub fn close_batch(&mut self, first_trade: u64) -> Option<Hash32> {
-        let batch_trades = &mut self.trades[first_trade as usize..];
-        if batch_trades.is_empty() {
-            return None;
+        let end = self.next_index();
+        let first = self.trades.get(first_trade)?;
+        let number = self.next_batch;
+        let hash = batch_hash(number, &first.taker.order_hash);
+        for index in first_trade..end {
+            if let Some(trade) = self.trades.get_mut(index) {
+                trade.transaction_hash = hash;
+            }
         }
-        let hash = batch_hash(self.batches.len() as u64, &batch_trades[0].taker.order_hash);
-        for trade in batch_trades.iter_mut() {
-            trade.transaction_hash = hash;
-        }
-        let trade_count = batch_trades.len() as u32;
-        self.batches.push(Batch {
-            first_trade,
-            trade_count,
-        });
+        self.batches.insert(
+            number,
+            Batch {
+                first_trade,
+                trade_count: (end - first_trade) as u32,
+            },
+        );
+        self.next_batch += 1;
         Some(hash)
     }
 
-    /// The trade at `index`.
+    /// The trade at `index`, which is held (the engine's own references are to held trades).
     pub fn get(&self, index: u64) -> &TradeView {
-        &self.trades[index as usize]
+        self.trades.get(index).expect("a held trade")
     }
 
     /// The trade at `index`, mutably.
     pub fn get_mut(&mut self, index: u64) -> &mut TradeView {
-        &mut self.trades[index as usize]
+        self.trades.get_mut(index).expect("a held trade")
     }
 
-    /// The trade with this id.
+    /// The held trade with this id.
     pub fn find(&self, id: &Hash32) -> Option<&TradeView> {
-        self.trades.get(usize::try_from(trade_index(id)?).ok()?)
+        self.trades.get(trade_index(id)?)
     }
 
-    /// The batch with this transaction hash.
+    /// The batch with this transaction hash, while it has trades here.
     pub fn batch(&self, transaction_hash: &Hash32) -> Option<Batch> {
-        let number = usize::try_from(batch_number(transaction_hash)).ok()?;
-        let batch = *self.batches.get(number)?;
-        let first = self.trades.get(usize::try_from(batch.first_trade).ok()?)?;
+        let batch = *self.batches.get(&batch_number(transaction_hash))?;
+        let first = self.trades.get(batch.first_trade)?;
         (first.transaction_hash == *transaction_hash).then_some(batch)
     }
 
-    /// Every trade in match order.
-    pub fn all(&self) -> &[TradeView] {
-        &self.trades
+    /// Whether a batch of this number was made, held or forgotten since (its hash cannot be
+    /// checked once its trades are gone: settlement updates come only from the service's own
+    /// settlement threads).
+    pub fn made_batch(&self, transaction_hash: &Hash32) -> bool {
+        batch_number(transaction_hash) < self.next_batch
+    }
+
+    /// Forgets batch `number` and its trades; returns them.
+    pub fn forget_batch(&mut self, number: u64) -> Vec<TradeView> {
+        let Some(batch) = self.batches.remove(&number) else {
+            return Vec::new();
+        };
+        (batch.first_trade..batch.first_trade + u64::from(batch.trade_count))
+            .filter_map(|index| self.trades.forget(index))
+            .collect()
+    }
+
+    /// Every held trade in match order.
+    pub fn iter(&self) -> impl Iterator<Item = &TradeView> + '_ {
+        self.trades.iter().map(|(_, trade)| trade)
+    }
+
+    /// Trades ever made.
+    pub fn count(&self) -> u64 {
+        self.trades.len()
+    }
+
+    /// Trades held.
+    pub fn held(&self) -> u64 {
+        self.trades.held()
     }
 }
 
-/// A trade of zeros, to touch the log's pages with.
-fn blank_trade() -> TradeView {
-    let party = FillParty {
-        order_id: 0,
-        order_hash: Bytes32::default(),
-        address: crate::types::Address::default(),
-        outcome: Outcome::Yes,
-        side: Side::Buy,
-        price_ticks: 0,
-    };
-    TradeView {
-        index: 0,
-        id: Bytes32::default(),
-        transaction_hash: Bytes32::default(),
-        condition_id: Bytes32::default(),
-        yes_token_id: Bytes32::default(),
-        no_token_id: Bytes32::default(),
-        match_type: MatchType::Complementary,
-        taker: party,
-        maker: party,
-        size_units: 0,
-        taker_fee_units: 0,
-        match_time_ns: 0,
-        last_update_ns: 0,
-        status: TradeStatus::Matched,
-    }
-}
-
-/// What a snapshot stores of the log (the indexes are rebuilt from it).
+/// What a snapshot stores of the log (the chunks are rebuilt from it).
 #[derive(Serialize)]
 struct Stored<'a> {
-    trades: &'a [TradeView],
-    batches: &'a [Batch],
+    count: u64,
+    next_batch: u64,
+    trades: Vec<&'a TradeView>,
+    batches: Vec<(u64, Batch)>,
 }
 
 /// The owned form of `Stored`, for decoding.
 #[derive(Deserialize)]
 struct Loaded {
+    count: u64,
+    next_batch: u64,
     trades: Vec<TradeView>,
-    batches: Vec<Batch>,
+    batches: Vec<(u64, Batch)>,
 }
 
 impl Serialize for TradeLog {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         Stored {
-            trades: &self.trades,
-            batches: &self.batches,
+            count: self.count(),
+            next_batch: self.next_batch,
+            trades: self.iter().collect(),
+            batches: self.batches.iter().map(|(n, b)| (*n, *b)).collect(),
         }
         .serialize(serializer)
     }
@@ -215,29 +220,35 @@ impl Serialize for TradeLog {
 
 impl<'de> Deserialize<'de> for TradeLog {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let Loaded { trades, batches } = Loaded::deserialize(deserializer)?;
-        let log = TradeLog { trades, batches };
-        let trades = &log.trades;
-        if let Some((at, _)) = trades
-            .iter()
-            .enumerate()
-            .find(|(at, trade)| trade.index != *at as u64 || trade.id != trade_id(trade.index))
-        {
+        let loaded = Loaded::deserialize(deserializer)?;
+        if let Some(trade) = loaded.trades.iter().find(|t| t.id != trade_id(t.index)) {
             return Err(serde::de::Error::custom(format!(
-                "trade {at} has another index or id than its place gives"
+                "trade {} has another id than its index gives",
+                trade.index
             )));
         }
-        for (number, batch) in log.batches.iter().enumerate() {
+        let trades = ForgetfulLog::from_held(
+            loaded.count,
+            loaded.trades.into_iter().map(|t| (t.index, t)),
+        )
+        .ok_or_else(|| serde::de::Error::custom("trades out of order or past the count"))?;
+        let log = TradeLog {
+            trades,
+            batches: loaded.batches.into_iter().collect(),
+            next_batch: loaded.next_batch,
+        };
+        for (&number, batch) in &log.batches {
             let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);
-            let fits = usize::try_from(range.end).is_ok_and(|end| end <= trades.len())
+            let fits = number < log.next_batch
                 && !range.is_empty()
-                && {
-                    let first = &trades[range.start as usize];
-                    let expected = batch_hash(number as u64, &first.taker.order_hash);
-                    range
-                        .clone()
-                        .all(|i| trades[i as usize].transaction_hash == expected)
-                };
+                && log.trades.get(range.start).is_some_and(|first| {
+                    let expected = batch_hash(number, &first.taker.order_hash);
+                    range.clone().all(|i| {
+                        log.trades
+                            .get(i)
+                            .is_some_and(|t| t.transaction_hash == expected)
+                    })
+                });
             if !fits {
                 return Err(serde::de::Error::custom(format!(
                     "batch {number} does not match its trades"
@@ -251,6 +262,37 @@ impl<'de> Deserialize<'de> for TradeLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::TradeStatus;
+    use crate::event::FillParty;
+    use crate::types::{MatchType, Outcome, Side};
+
+    /// A trade of zeros.
+    fn blank_trade() -> TradeView {
+        let party = FillParty {
+            order_id: 0,
+            order_hash: Bytes32::default(),
+            address: crate::types::Address::default(),
+            outcome: Outcome::Yes,
+            side: Side::Buy,
+            price_ticks: 0,
+        };
+        TradeView {
+            index: 0,
+            id: Bytes32::default(),
+            transaction_hash: Bytes32::default(),
+            condition_id: Bytes32::default(),
+            yes_token_id: Bytes32::default(),
+            no_token_id: Bytes32::default(),
+            match_type: MatchType::Complementary,
+            taker: party,
+            maker: party,
+            size_units: 0,
+            taker_fee_units: 0,
+            match_time_ns: 0,
+            last_update_ns: 0,
+            status: TradeStatus::Matched,
+        }
+    }
 
     #[test]
     fn a_trade_id_names_its_index_and_nothing_else_passes_for_one() {
@@ -300,9 +342,11 @@ mod tests {
             "batch 0 of another taker"
         );
         assert!(log
-            .all()
             .iter()
             .all(|t| t.transaction_hash == batch_hash(0, &taker)));
+        assert_eq!(log.forget_batch(0).len(), 3);
+        assert!(log.find(&trade_id(2)).is_none(), "forgotten");
+        assert!(log.batch(&batch_hash(0, &taker)).is_none());
         assert!(log.find(&trade_id(3)).is_none(), "not made yet");
         let mut forged = trade_id(1);
         forged.0[3] ^= 0x20;

@@ -617,7 +617,7 @@ impl Run {
     fn apply_at(&mut self, stamp_ns: u64, command: Command) {
         self.seq += 1;
         self.now_ns = self.now_ns.max(stamp_ns);
-        let trades_before = self.engine.all_trades().len();
+        let trades_before = all_trades(&self.engine).len();
         let batches_before = self.model.batches.len();
         let levels_before: Levels = (0..self.model_market_count())
             .map(|m| self.model.axis_levels(m))
@@ -651,7 +651,7 @@ impl Run {
         self.compare_trades(trades_before, batches_before, &at);
         self.compare_reply(&got, &want, batches_before, &at);
         if matches!(command, Command::SettlementUpdate { .. }) {
-            for (i, t) in self.engine.all_trades().iter().enumerate() {
+            for (i, t) in all_trades(&self.engine).iter().enumerate() {
                 assert_eq!(
                     t.status, self.model.trades[i].status,
                     "trade {i} status after {at}"
@@ -709,7 +709,7 @@ impl Run {
                     // This placement's batch is the last one made by this command.
                     let batch = self.model.batches.last().expect("a batch");
                     assert!(self.model.batches.len() > batches_before, "{at}");
-                    let ids: Vec<Hash32> = self.engine.all_trades()
+                    let ids: Vec<Hash32> = all_trades(&self.engine)
                         [batch.first..batch.first + batch.count]
                         .iter()
                         .map(|t| t.id)
@@ -723,7 +723,7 @@ impl Run {
     }
 
     fn compare_trades(&mut self, trades_before: usize, batches_before: usize, at: &str) {
-        let engine_trades = self.engine.all_trades();
+        let engine_trades = all_trades(&self.engine);
         assert_eq!(
             engine_trades.len(),
             self.model.trades.len(),
@@ -859,7 +859,7 @@ impl Run {
             })
             .collect();
         // Trades made by this command (timers first), then those whose status changed.
-        let mut expected: Vec<Hash32> = self.engine.all_trades()[trades_before..]
+        let mut expected: Vec<Hash32> = all_trades(&self.engine)[trades_before..]
             .iter()
             .map(|t| t.id)
             .collect();
@@ -872,8 +872,7 @@ impl Run {
         {
             expected.extend(
                 self.engine
-                    .all_trades()
-                    .iter()
+                    .held_trades()
                     .filter(|t| t.transaction_hash == *transaction_hash)
                     .map(|t| t.id),
             );
@@ -941,7 +940,7 @@ impl Run {
     /// Reads compared once at the end: each address's trades (newest first) and claimable
     /// positions.
     fn compare_final_reads(&self) {
-        let all = self.engine.all_trades();
+        let all = all_trades(&self.engine);
         for address in self.addresses() {
             let got: Vec<Hash32> = self
                 .engine
@@ -1087,10 +1086,11 @@ fn run_stream(setup: &Setup, steps: &[Step]) -> BTreeMap<String, u64> {
         run.apply_at(clock_ns - step.stale_ms * 1_000_000, command);
     }
     // Settlement states agree at the end.
-    for (i, t) in run.engine.all_trades().iter().enumerate() {
+    for (i, t) in all_trades(&run.engine).iter().enumerate() {
         assert_eq!(t.status, run.model.trades[i].status, "trade {i} status");
     }
     run.compare_final_reads();
+    run.check_forgetting(1 + usize::from(setup.snapshot_at) % 13);
     // Determinism: the same stream into a fresh engine gives the same replies and state.
     run.check_replay();
     // A snapshot taken mid-stream, fed the rest, ends in the same state.
@@ -1115,6 +1115,11 @@ fn run_stream(setup: &Setup, steps: &[Step]) -> BTreeMap<String, u64> {
         *stats.entry(k.to_string()).or_default() += v;
     }
     stats
+}
+
+/// The trades the engine holds, oldest first.
+fn all_trades(engine: &Engine) -> Vec<TradeView> {
+    engine.held_trades().copied().collect()
 }
 
 proptest! {
@@ -1307,6 +1312,66 @@ impl Run {
         }
         assert_eq!(replay.state_hash(), self.engine.state_hash(), "replay");
     }
+
+    /// Forgetting changes nothing but what the engine holds: the same stream with a
+    /// `ForgetHistory` through the record before it ahead of every `every`-th command gives
+    /// the same replies and events, and at the end the engine holds exactly the trades that
+    /// were not yet final at the last `ForgetHistory`; a snapshot of it restores it.
+    fn check_forgetting(&self, every: usize) {
+        let mut twin = Engine::default();
+        let mut twin_seq = 0;
+        let mut final_at_last_forget: BTreeSet<u64> = BTreeSet::new();
+        let mut final_now: BTreeSet<u64> = BTreeSet::new();
+        let mut plain = Engine::default();
+        for (i, (seq, now_ns, command, reply)) in self.log.iter().enumerate() {
+            if i % every == every - 1 {
+                let forget = Command::ForgetHistory {
+                    through_seq: twin_seq,
+                };
+                twin_seq += 1;
+                // Stamped with no later time than the last command: no timer falls due in it.
+                assert_eq!(twin.apply(twin_seq, 0, &forget), Reply::Ok);
+                assert!(twin.events().is_empty(), "forgetting makes no event");
+                final_at_last_forget = final_now.clone();
+            }
+            twin_seq += 1;
+            assert_eq!(&twin.apply(twin_seq, *now_ns, command), reply, "twin reply");
+            plain.apply(*seq, *now_ns, command);
+            assert_eq!(twin.events(), plain.events(), "twin events");
+            for event in plain.events() {
+                if let Event::Trade(t) = event {
+                    if t.status.is_final() {
+                        final_now.insert(t.index);
+                    }
+                }
+            }
+        }
+        let held: Vec<u64> = twin.held_trades().map(|t| t.index).collect();
+        let expected: Vec<u64> = plain
+            .held_trades()
+            .map(|t| t.index)
+            .filter(|i| !final_at_last_forget.contains(i))
+            .collect();
+        assert_eq!(held, expected, "held trades");
+        assert_eq!(twin.trade_count(), plain.trade_count());
+        for address in self.addresses() {
+            let everything = TradeFilter::default();
+            let twin_list: Vec<u64> = twin
+                .trades_of(&address, &everything)
+                .iter()
+                .map(|t| t.index)
+                .collect();
+            let plain_list: Vec<u64> = plain
+                .trades_of(&address, &everything)
+                .iter()
+                .map(|t| t.index)
+                .filter(|i| !final_at_last_forget.contains(i))
+                .collect();
+            assert_eq!(twin_list, plain_list, "an account's held trades");
+        }
+        let restored = Engine::from_snapshot_bytes(&twin.snapshot_bytes()).expect("decodes");
+        assert_eq!(restored.state_hash(), twin.state_hash(), "restored twin");
+    }
 }
 
 fn placed(reply: &Reply) -> &Placement {
@@ -1330,7 +1395,8 @@ fn a_delayed_order_that_rests_queues_behind_orders_already_on_the_book() {
     // Order 2 rests now, behind order 4: a seller of 1 meets order 4 first.
     run.put(4, YES, Side::Sell, 5_000, 1, OrderType::Gtc);
     run.send(300, Command::Tick);
-    let last = run.engine.all_trades().last().expect("a trade");
+    let trades = all_trades(&run.engine);
+    let last = trades.last().expect("a trade");
     assert_eq!(last.maker.order_id, placed(&early).order_id);
     run.check_replay();
 }
@@ -1366,7 +1432,7 @@ fn expiry_fires_before_a_due_delayed_order_and_a_delayed_gtd_can_expire() {
     // Past both the expiry and the delay: the ask and the delayed GTD expire first, then
     // the delayed GTC finds nothing and rests.
     run.send(1_500, Command::Tick);
-    assert!(run.engine.all_trades().is_empty());
+    assert!(all_trades(&run.engine).is_empty());
     assert_eq!(
         run.engine.book(&YES, 10).unwrap().bids,
         vec![(5_000, 2 * SHARE)]
@@ -1411,7 +1477,7 @@ fn a_delayed_order_is_cancelled_if_the_market_is_paused_when_it_is_due() {
         },
     );
     run.send(300, Command::Tick);
-    assert_eq!(run.engine.all_trades().len(), 1);
+    assert_eq!(all_trades(&run.engine).len(), 1);
     run.check_replay();
 }
 
@@ -1423,7 +1489,7 @@ fn delayed_orders_due_together_run_in_due_order_and_resolution_cancels_the_rest(
     let second = run.put(3, NO, Side::Sell, 5_000, 2, OrderType::Gtc);
     let third = run.put(4, YES, Side::Buy, 5_500, 2, OrderType::Fak);
     run.send(300, Command::Tick);
-    let trades = run.engine.all_trades();
+    let trades = all_trades(&run.engine);
     assert_eq!(trades.len(), 1);
     assert_eq!(trades[0].taker.order_id, placed(&first).order_id);
     // The FAK found nothing and was killed; the other rests.
@@ -1532,12 +1598,12 @@ fn timers_fire_exactly_at_their_due_time_and_stale_stamps_do_not_move_time_back(
     assert_eq!(placed(&delayed).status, OrderStatus::Delayed);
     let due = placed_at + 250 * 1_000_000;
     run.apply_at(due - 1, Command::Tick);
-    assert!(run.engine.all_trades().is_empty(), "one nanosecond early");
+    assert!(all_trades(&run.engine).is_empty(), "one nanosecond early");
     // A stale stamp counts as the latest time seen: still not due.
     run.apply_at(due - 5_000_000_000, Command::Tick);
-    assert!(run.engine.all_trades().is_empty());
+    assert!(all_trades(&run.engine).is_empty());
     run.apply_at(due, Command::Tick);
-    assert_eq!(run.engine.all_trades().len(), 1, "due exactly now");
+    assert_eq!(all_trades(&run.engine).len(), 1, "due exactly now");
     // A GTD expiring at the next second leaves at that second, not a nanosecond before.
     let gtd = run.put(3, YES, Side::Buy, 4_000, 1, OrderType::Gtd);
     let id = placed(&gtd).order_id;

@@ -54,6 +54,7 @@ pub struct Metrics {
     sequencer: Mutex<Option<Arc<SequencerStats>>>,
     server: Mutex<Option<Arc<ServerShared>>>,
     rings: Mutex<Vec<Submitter>>,
+    history: Mutex<Option<Arc<dyn ladder_sequencer::HistoryReads>>>,
 }
 
 /// Every path Ladder serves (besides `/markets/{id}`, `/trades/{id}` and `/admin/...`):
@@ -118,6 +119,11 @@ impl Metrics {
         *self.sequencer.lock() = Some(sequencer);
         *self.server.lock() = Some(server);
         *self.rings.lock() = rings;
+    }
+
+    /// Connects the history store, whose progress is a gauge.
+    pub fn attach_history(&self, history: Arc<dyn ladder_sequencer::HistoryReads>) {
+        *self.history.lock() = Some(history);
     }
 
     /// Records one answered request.
@@ -208,7 +214,19 @@ impl Metrics {
                 stats.heartbeat_expiries.load(Ordering::Relaxed),
                 stats.heartbeats_running.load(Ordering::Relaxed)
             );
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_engine_trades_held gauge\nladder_engine_trades_held {}",
+                stats.trades_held.load(Ordering::Relaxed)
+            );
             render_flushes(&mut out, &stats.flushes);
+        }
+        if let Some(history) = self.history.lock().as_ref() {
+            let _ = writeln!(
+                out,
+                "# TYPE ladder_history_stored_seq gauge\nladder_history_stored_seq {}",
+                history.stored_through()
+            );
         }
         out.push_str("# TYPE ladder_ring_depth gauge\n");
         for (i, ring) in self.rings.lock().iter().enumerate() {

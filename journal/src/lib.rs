@@ -42,7 +42,8 @@ pub use recovery::{RecoveryReport, TornTail};
 pub use repair::{quarantine_after, repair, truncate_after, RepairReport, RepairedDamage};
 pub use segment::{create_dir_durably, journal_dir, sync_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
 pub use snapshot::{
-    latest_valid_snapshot, prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,
+    latest_valid_snapshot, latest_valid_snapshot_through, prune_snapshots,
+    set_aside_snapshots_after, write_snapshot, Snapshot,
 };
 pub use space::{is_no_space, is_no_space_io};
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;

@@ -105,8 +105,17 @@ pub fn write_snapshot(data_dir: impl AsRef<Path>, seq: u64, payload: &[u8]) -> R
 /// The newest snapshot whose header and checksum verify. Broken ones are skipped with a
 /// warning; `None` when there is no usable snapshot.
 pub fn latest_valid_snapshot(data_dir: impl AsRef<Path>) -> Result<Option<Snapshot>> {
+    latest_valid_snapshot_through(data_dir, u64::MAX)
+}
+
+/// The newest snapshot at or before `last_seq` whose header and checksum verify (broken ones
+/// are skipped with a warning).
+pub fn latest_valid_snapshot_through(
+    data_dir: impl AsRef<Path>,
+    last_seq: u64,
+) -> Result<Option<Snapshot>> {
     let listed = list_snapshots(&snapshot_dir(data_dir.as_ref()))?;
-    for (seq, path) in listed.iter().rev() {
+    for (seq, path) in listed.iter().rev().filter(|(seq, _)| *seq <= last_seq) {
         match read_snapshot(path, *seq) {
             Ok(snapshot) => return Ok(Some(snapshot)),
             Err(defect) => warn_broken(path, &defect),

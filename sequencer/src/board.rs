@@ -107,16 +107,24 @@ impl std::fmt::Debug for BookBoard {
 }
 
 impl BookBoard {
-    /// Installs every market of `engine` and its trades (at start-up, before the sequencer
-    /// runs).
-    pub fn fill(&self, engine: &Engine) {
+    /// Installs every market of `engine` and the prices of its trades (at start-up, before
+    /// the sequencer runs): those of `stored` (the history store's, by trade index: the
+    /// engine no longer holds the oldest trades) and those of the trades the engine holds,
+    /// each trade once, in match order.
+    pub fn fill(&self, engine: &Engine, stored: Vec<(u64, u32, PricePoint)>) {
         let books = (0..engine.market_count() as u32)
             .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
             .collect();
-        let trades = engine
-            .all_trades()
-            .iter()
-            .filter_map(|trade| price_point(engine, trade))
+        let mut indexed = stored;
+        indexed.extend(engine.held_trades().filter_map(|trade| {
+            let (market, point) = price_point(engine, trade)?;
+            Some((trade.index, market, point))
+        }));
+        indexed.sort_unstable_by_key(|&(index, _, _)| index);
+        indexed.dedup_by_key(|&mut (index, _, _)| index);
+        let trades = indexed
+            .into_iter()
+            .map(|(_, market, point)| (market, point))
             .collect();
         self.install(BoardUpdates { books, trades });
     }
@@ -296,7 +304,7 @@ mod tests {
             },
         );
         let board = BookBoard::default();
-        board.fill(&engine);
+        board.fill(&engine, Vec::new());
         let yes = market(0).yes_token_id;
         let no = market(0).no_token_id;
         assert!(board.books(&yes).unwrap().0.yes.bids.is_empty());

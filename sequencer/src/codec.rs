@@ -140,7 +140,7 @@ mod tests {
         } else {
             Asset::Collateral
         };
-        match kind % 25 {
+        match kind % 26 {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
                 yes_token_id: Bytes32([p.byte; 32]),
@@ -276,6 +276,7 @@ mod tests {
                 nonce: p.big,
                 condition_id: Bytes32([p.byte; 32]),
             },
+            25 => Command::ForgetHistory { through_seq: p.big },
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,
@@ -316,7 +317,7 @@ mod tests {
     fn the_type_names_are_those_of_every_kind_of_command() {
         let p = Parts::default();
         let named: std::collections::BTreeSet<&str> =
-            (0..25).map(|kind| command(kind, &p).type_name()).collect();
+            (0..26).map(|kind| command(kind, &p).type_name()).collect();
         let listed: std::collections::BTreeSet<&str> =
             Command::TYPE_NAMES.iter().copied().collect();
         assert_eq!(named, listed);

@@ -10,6 +10,7 @@
 mod board;
 mod codec;
 mod heartbeats;
+mod history;
 mod pin;
 mod recovery;
 mod release;
@@ -26,6 +27,7 @@ pub use codec::{
     RECORD_COMMAND_V1,
 };
 pub use heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest};
+pub use history::{merge_newest_first, HistoryReads};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};

@@ -153,6 +153,8 @@ pub struct SequencerStats {
     pub heartbeat_expiries: AtomicU64,
     /// Keys with heartbeats running now.
     pub heartbeats_running: AtomicU64,
+    /// Trades the engine holds now (not final, or final and not yet in the history store).
+    pub trades_held: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -317,7 +319,7 @@ pub fn start_with(
         heartbeats_armed: false,
         timers_blocked_until: None,
     };
-    writer.trades_seen = writer.engine.all_trades().len() as u64;
+    writer.trades_seen = writer.engine.trade_count();
     let thread = std::thread::Builder::new()
         .name("sequencer".into())
         .spawn(move || {
@@ -396,7 +398,7 @@ impl Writer {
             // standby's copies short of room), try again: writes resume by themselves.
             if self.journal.is_short() {
                 self.journal.retry_space();
-                self.note_journal_space();
+                self.publish_gauges();
             }
             if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
                 let now_ns = self.now_ns();
@@ -578,7 +580,7 @@ impl Writer {
             }
         }
         batch.clear();
-        self.note_journal_space();
+        self.publish_gauges();
         let ticket = match self.config.durability {
             Durability::Sync => self.journal.begin_commit(),
             Durability::Async => Ok(None),
@@ -725,13 +727,17 @@ impl Writer {
         self.timers_blocked_until = Some(Instant::now() + TIMERS_BLOCKED_WAIT);
     }
 
-    /// Publishes whether the journal refuses ordinary writes (`ladder_journal_full`).
-    fn note_journal_space(&self) {
+    /// Publishes the gauges of a batch's end: whether the journal refuses ordinary writes
+    /// (`ladder_journal_full`), heartbeats running, trades held.
+    fn publish_gauges(&self) {
         let full = self.journal.is_full();
         self.stats.journal_full.store(full, Ordering::Relaxed);
         self.stats
             .heartbeats_running
             .store(self.heartbeats.len() as u64, Ordering::Relaxed);
+        self.stats
+            .trades_held
+            .store(self.engine.held_trade_count(), Ordering::Relaxed);
     }
 
     /// Applies a client's or the service's own command, except a cancel that would change

@@ -55,7 +55,7 @@ pub struct PendingBatch {
 pub fn pending_batches(engine: &Engine) -> Vec<PendingBatch> {
     let mut index: HashMap<Hash32, usize> = HashMap::new();
     let mut out: Vec<PendingBatch> = Vec::new();
-    for trade in engine.all_trades() {
+    for trade in engine.held_trades() {
         if trade.status.is_final() {
             continue;
         }

@@ -86,6 +86,10 @@ pub struct ServiceState {
     /// The read side of the books: book and price reads are answered from it, never through
     /// the sequencer. Filled once recovery is done, then kept by every release.
     pub board: Arc<ladder_sequencer::BookBoard>,
+    /// The history store: what the engine has forgotten (final trades), read after the
+    /// engine (API.md §21). Set once the store is open; `None` for an engine that forgets
+    /// nothing (tests that run no historian).
+    pub history: parking_lot::RwLock<Option<Arc<dyn ladder_sequencer::HistoryReads>>>,
 }
 
 /// Turns a standby into a primary; called by `POST /admin/promote`.
@@ -221,6 +225,11 @@ impl App {
     }
 
     /// Checks L2 and the key's rate limit.
+    /// The history store, once open.
+    fn history(&self) -> Option<Arc<dyn ladder_sequencer::HistoryReads>> {
+        self.state.history.read().clone()
+    }
+
     fn l2(&self, request: &Request) -> Result<L2Principal, Outcome> {
         let principal = authenticate_l2(&self.keys, request, now_s())
             .map_err(|e| Outcome::error(Status::Unauthorized, &e.0))?;

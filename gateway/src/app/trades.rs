@@ -1,15 +1,21 @@
 //! Trades of the caller (API.md §11–4.9, API.md §11): one by id, or a page, newest first.
 
-use ladder_engine::{Engine, TradeFilter};
+use std::sync::Arc;
+
+use ladder_engine::{trade_index, Engine, TradeFilter, TradeView};
 use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::Page;
 use ladder_protocol::{Address, B256, U256};
+use ladder_sequencer::{merge_newest_first, HistoryReads};
 
 use super::present::trade;
 use super::{bad_request, ok_json, query, App, QueryString};
 use crate::convert::{engine_address, engine_b256, engine_token};
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
+
+/// The history store, shared.
+type History = Arc<dyn HistoryReads>;
 
 /// Routes the trade reads; `None` when the path is not one of them.
 pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) -> Option<Outcome> {
@@ -21,31 +27,51 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         Ok(p) => p,
         Err(refused) => return Some(refused),
     };
+    let history = app.history();
     Some(match one {
-        Some(id) => trade_by_id(principal.address, id),
-        None => trades_page(principal.address, &QueryString::parse(request.query())),
+        Some(id) => trade_by_id(principal.address, id, history),
+        None => trades_page(
+            principal.address,
+            &QueryString::parse(request.query()),
+            history,
+        ),
     })
 }
 
-fn trade_by_id(caller: Address, id: &str) -> Outcome {
+/// The answer when the history store cannot be read.
+fn store_unavailable(why: &str) -> Response {
+    tracing::warn!(error = %why, "history store read failed");
+    Response::error(Status::Unavailable, "history store unavailable").retry_after(1)
+}
+
+fn trade_by_id(caller: Address, id: &str, history: Option<History>) -> Outcome {
     let id = match id.parse::<B256>() {
         Ok(id) => engine_b256(&id),
         Err(e) => return bad_request(format!("id: {e}")),
     };
     let me = engine_address(&caller);
+    let party = move |t: &TradeView| t.taker.address == me || t.maker.address == me;
     query(
-        move |e: &Engine| {
-            e.trade(&id)
-                .filter(|t| t.taker.address == me || t.maker.address == me)
-        },
-        move |found| match found {
-            Some(t) => ok_json(&trade(&t, &caller)),
-            None => Response::error(Status::NotFound, "not found"),
+        move |e: &Engine| e.trade(&id),
+        move |held| {
+            // Not in the engine: a final trade it has forgotten is in the store.
+            let found = match (held, &history, trade_index(&id)) {
+                (Some(t), _, _) => Some(t),
+                (None, Some(store), Some(index)) => match store.trade(index) {
+                    Ok(stored) => stored,
+                    Err(why) => return store_unavailable(&why),
+                },
+                (None, _, _) => None,
+            };
+            match found.filter(party) {
+                Some(t) => ok_json(&trade(&t, &caller)),
+                None => Response::error(Status::NotFound, "not found"),
+            }
         },
     )
 }
 
-fn trades_page(caller: Address, q: &QueryString) -> Outcome {
+fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Outcome {
     let parsed = (|| -> Result<(TradeFilter, usize, u64), String> {
         let filter = TradeFilter {
             id: q
@@ -96,9 +122,24 @@ fn trades_page(caller: Address, q: &QueryString) -> Outcome {
         Err(e) => return bad_request(e),
     };
     let me = engine_address(&caller);
+    let store_filter = filter.clone();
     query(
         move |e: &Engine| e.trades_of(&me, &filter),
-        move |all| {
+        move |held| {
+            // The engine first, then the store: whatever the engine had forgotten when it
+            // answered is stored (API.md §21).
+            let all = match &history {
+                Some(store) if offset != u64::MAX => {
+                    let wanted = usize::try_from(offset)
+                        .unwrap_or(usize::MAX)
+                        .saturating_add(limit);
+                    match store.trades_of(&me, &store_filter, wanted) {
+                        Ok(stored) => merge_newest_first(held, stored),
+                        Err(why) => return store_unavailable(&why),
+                    }
+                }
+                _ => held,
+            };
             let total = all.len() as u64;
             let page: Vec<_> = all
                 .iter()

@@ -9,7 +9,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -20,13 +20,14 @@ use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
 use ladder_gateway::ws::feed::MarketIds;
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
+use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::replication::{client, server, LinkSecret, RecordMark, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
-    DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, Submission,
-    Submitter, Ticket, Work,
+    DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats,
+    Submission, Submitter, Ticket, Work,
 };
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
@@ -293,7 +294,50 @@ fn run(options: RunOptions) -> Result<(), String> {
         tracing::error!(journal_end, snapshots = ?set_aside, "snapshots past the journal's end (its unflushed tail was lost): set aside, recovering from the journal");
     }
     let (engine, recovered) = recover_engine(&data_dir, EngineLimits::default(), None)?;
-    state.board.fill(&engine);
+    // The historian follows the journal as far as the sequencer released it: at start, all
+    // of it (recovery found it there), then as far as the sequencer's stats say.
+    let stats_cell: Arc<OnceLock<Arc<SequencerStats>>> = Arc::new(OnceLock::new());
+    let journal_end = journal.last_seq();
+    let released = {
+        let cell = stats_cell.clone();
+        Arc::new(move || {
+            cell.get()
+                .map_or(journal_end, |stats| stats.last_seq.load(Ordering::Acquire))
+        })
+    };
+    let journal_full = {
+        let cell = stats_cell.clone();
+        Arc::new(move || {
+            cell.get()
+                .is_some_and(|stats| stats.journal_full.load(Ordering::Relaxed))
+        })
+    };
+    let historian = Historian::start(HistorianConfig {
+        data_dir: data_dir.clone(),
+        limits: EngineLimits::default(),
+        released,
+        snapshot_every: options.snapshot_every,
+        keep_snapshots: options.keep_snapshots,
+        journal_last_seq: journal_end,
+        journal_full,
+    })?;
+    let history = historian.reader();
+    // The prices of trades the engine no longer holds (none when the store cannot be read:
+    // a first start on a full disk, say).
+    let stored_prices = history
+        .price_points()
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "stored trade prices not read");
+            Vec::new()
+        })
+        .into_iter()
+        .filter_map(|(index, market, time_s, price)| {
+            Some((index, engine.market_index(&market)?, (time_s, price)))
+        })
+        .collect();
+    state.board.fill(&engine, stored_prices);
+    metrics.attach_history(history.clone());
+    *state.history.write() = Some(history);
     if engine.last_seq() != journal.last_seq() {
         return Err(format!(
             "recovery reached sequence {} but the journal ends at {}",
@@ -358,6 +402,7 @@ fn run(options: RunOptions) -> Result<(), String> {
     };
     let follower_flag = seq_config.follower.clone();
     let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
+    let _ = stats_cell.set(handle.stats.clone());
     metrics.attach(handle.stats.clone(), server_shared.clone(), submitters);
     let feed =
         ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets, server_shared.clone())
@@ -471,10 +516,8 @@ fn run(options: RunOptions) -> Result<(), String> {
     // that answers must not find the default action (termination) still in place.
     state.ready.store(true, Ordering::Release);
     tracing::info!("ready");
-    // The sequence of the last snapshot written.
-    let mut last_snapshot = handle.stats.last_seq.load(Ordering::Acquire);
     let mut failure = None;
-    let mut snapshot_backoff = Backoff::default();
+    let mut forgetting = Forgetting::default();
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
             failure = Some(format!("standby: the primary refused replication: {why}"));
@@ -494,9 +537,8 @@ fn run(options: RunOptions) -> Result<(), String> {
         }
         if let Some(reply) = snapshot {
             let taken = internal.snapshot(&data_dir, options.keep_snapshots);
-            match &taken {
-                Ok(taken) => last_snapshot = taken.seq,
-                Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+            if let Err(e) = &taken {
+                tracing::warn!(error = %e, "snapshot failed");
             }
             if let Some(reply) = reply {
                 let _ = reply.send(taken);
@@ -531,23 +573,17 @@ fn run(options: RunOptions) -> Result<(), String> {
                 }
             }
         }
-        let seq = handle.stats.last_seq.load(Ordering::Acquire);
-        // No periodic snapshot while the journal is full: it would take space the journal
-        // needs, and the journal and the last snapshot already hold everything.
+        // What the history store holds leaves the engine (a primary's decision, journaled;
+        // a standby forgets as its primary's journal says). Not while the journal is full:
+        // the record would take room kept for cancels.
+        let primary = !follower_flag.load(Ordering::Acquire);
         let journal_full = handle.stats.journal_full.load(Ordering::Relaxed);
-        if seq.saturating_sub(last_snapshot) >= options.snapshot_every
-            && !journal_full
-            && snapshot_backoff.due()
-        {
-            match internal.snapshot(&data_dir, options.keep_snapshots) {
-                Ok(taken) => {
-                    last_snapshot = taken.seq;
-                    snapshot_backoff.succeeded();
-                }
-                Err(e) => snapshot_backoff.failed(&e),
-            }
+        if primary && !journal_full {
+            forgetting.when_due(historian.stored_through(), &mut internal);
         }
     }
+    // The historian stops first: the shutdown snapshot below is the sequencer's.
+    historian.stop();
     if let Some((follow_stop, thread)) = follower {
         follow_stop.store(true, Ordering::Release);
         let _ = thread.join();
@@ -697,36 +733,48 @@ fn node_id(data_dir: &Path) -> Result<String, String> {
     }
 }
 
-/// Periodic snapshots after a failure (a full disk, typically): tried again after 1 s, then
-/// twice as long each time up to 5 min; one warning per run of failures, not one per try.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    next_try: Option<Instant>,
+/// When the runtime journals a `ForgetHistory`: once the history store holds records past
+/// the last one, and either `FORGET_EVERY_RECORDS` more or `FORGET_INTERVAL` has passed.
+#[derive(Debug)]
+struct Forgetting {
+    through: u64,
+    at: Instant,
 }
 
-/// The longest wait between two tries of a failing periodic snapshot.
-const SNAPSHOT_RETRY_MAX: Duration = Duration::from_secs(300);
+/// Records the store must gain for a `ForgetHistory` at once.
+const FORGET_EVERY_RECORDS: u64 = 8_192;
+/// The longest wait between two `ForgetHistory` while the store gains anything.
+const FORGET_INTERVAL: Duration = Duration::from_secs(1);
 
-impl Backoff {
-    fn due(&self) -> bool {
-        self.next_try.is_none_or(|at| Instant::now() >= at)
-    }
-
-    fn failed(&mut self, error: &str) {
-        if self.failures == 0 {
-            tracing::warn!(%error, "snapshot failed; trying again with growing delays");
+impl Default for Forgetting {
+    fn default() -> Self {
+        Forgetting {
+            through: 0,
+            at: Instant::now(),
         }
-        let wait = Duration::from_secs(1u64 << self.failures.min(9)).min(SNAPSHOT_RETRY_MAX);
-        self.failures += 1;
-        self.next_try = Some(Instant::now() + wait);
     }
+}
 
-    fn succeeded(&mut self) {
-        if self.failures > 0 {
-            tracing::info!(failures = self.failures, "snapshot written again");
+impl Forgetting {
+    /// Journals a `ForgetHistory` through `stored` when one is due. The engine answers one
+    /// that would forget nothing without a journal record, so an idle service writes none.
+    fn when_due(&mut self, stored: u64, internal: &mut Internal) {
+        let due = stored > self.through
+            && (stored - self.through >= FORGET_EVERY_RECORDS
+                || self.at.elapsed() >= FORGET_INTERVAL);
+        if !due {
+            return;
         }
-        *self = Backoff::default();
+        match internal.run(Work::Command(Command::ForgetHistory {
+            through_seq: stored,
+        })) {
+            Ok(Completion::Applied { .. }) => {
+                self.through = stored;
+                self.at = Instant::now();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "forget history: not journaled"),
+        }
     }
 }
 

@@ -1,0 +1,354 @@
+//! The historian: a thread that follows the journal with its own engine, as a standby does,
+//! writes every record's events into `history.db`, and writes the periodic snapshots, so
+//! that neither history nor snapshots cost the sequencer thread anything (API.md §21).
+//!
+//! It reads only records the sequencer has released (journaled, synced in `sync` mode, and
+//! answered), so the store never holds what a restart would not find in the journal. After
+//! each commit it publishes how far the store holds (`stored_through`): the runtime then
+//! journals a `ForgetHistory` so that the engine drops what the store now holds.
+//!
+//! At start it takes the newest snapshot at or before the store's last applied sequence and
+//! replays the journal from there: the records the store already holds are applied to its
+//! engine only, the others are written too. A restart after a kill at any point thus leaves
+//! every row in the store exactly once.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ladder_engine::{Command, Engine, EngineLimits};
+use ladder_journal::{latest_valid_snapshot_through, JournalReader};
+use ladder_sequencer::decode_command;
+
+use crate::reader::HistoryReader;
+use crate::schema::history_path;
+use crate::writer::HistoryWriter;
+
+/// Records applied between two commits at most (a commit syncs the database).
+const COMMIT_EVERY_RECORDS: u64 = 16_384;
+/// How long the historian sleeps when it has caught up.
+const IDLE_SLEEP: Duration = Duration::from_millis(2);
+/// How long it waits before trying again after the store or the journal failed.
+const FAILURE_PAUSE: Duration = Duration::from_millis(500);
+
+/// What the historian needs.
+#[derive(Clone)]
+pub struct HistorianConfig {
+    /// The data directory: journal, snapshots and `history.db`.
+    pub data_dir: PathBuf,
+    /// The engine's limits (as the sequencer's engine).
+    pub limits: EngineLimits,
+    /// The last sequence the sequencer released; the historian reads no further.
+    pub released: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// A snapshot every this many records (0: none).
+    pub snapshot_every: u64,
+    /// Snapshots kept.
+    pub keep_snapshots: usize,
+    /// The journal's last sequence at start: a store past it is set back to it.
+    pub journal_last_seq: u64,
+    /// Whether the journal is full now: no snapshot is written then (it would take the room
+    /// the journal waits for); it is written once there is room again.
+    pub journal_full: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// A running historian.
+#[derive(Debug)]
+pub struct Historian {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stored_through: Arc<AtomicU64>,
+    reader: Arc<HistoryReader>,
+}
+
+impl Historian {
+    /// Starts the thread, which opens (or creates) `history.db` and follows the journal. A
+    /// store that cannot be opened (a full disk, say) never keeps the service from starting:
+    /// the thread tries again twice a second, and nothing is forgotten meanwhile.
+    pub fn start(config: HistorianConfig) -> Result<Historian, String> {
+        let path = history_path(&config.data_dir);
+        let stored_through = Arc::new(AtomicU64::new(0));
+        let reader = Arc::new(HistoryReader::new(&path, stored_through.clone()));
+        let stop = Arc::new(AtomicBool::new(false));
+        // Opened here when it can be, so that the store is there for reads at once.
+        let opened = Run::open(&config).map_err(|e| {
+            tracing::warn!(error = %e, "history store cannot be opened; trying again");
+        });
+        if let Ok((writer, _, _)) = &opened {
+            stored_through.store(writer.applied_seq(), Ordering::Release);
+        }
+        let (flag, stored) = (stop.clone(), stored_through.clone());
+        let thread = std::thread::Builder::new()
+            .name("historian".into())
+            .spawn(move || {
+                let run = match opened {
+                    Ok((writer, engine, last_snapshot)) => Some(Run {
+                        config,
+                        writer,
+                        engine,
+                        last_snapshot,
+                        stop: flag,
+                        stored_through: stored,
+                    }),
+                    Err(()) => Run::open_until_stopped(config, flag, stored),
+                };
+                if let Some(mut run) = run {
+                    run.follow();
+                }
+            })
+            .map_err(|e| format!("historian thread: {e}"))?;
+        Ok(Historian {
+            stop,
+            thread: Some(thread),
+            stored_through,
+            reader,
+        })
+    }
+
+    /// The last sequence whose history is committed.
+    pub fn stored_through(&self) -> u64 {
+        self.stored_through.load(Ordering::Acquire)
+    }
+
+    /// Reads of the store.
+    pub fn reader(&self) -> Arc<HistoryReader> {
+        self.reader.clone()
+    }
+
+    /// Waits until the store holds `seq` or `timeout` passes; whether it does.
+    pub fn wait_stored(&self, seq: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.stored_through() < seq {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(IDLE_SLEEP);
+        }
+        true
+    }
+
+    /// Stops the thread after its current commit.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The engine the historian starts from: the newest snapshot the store has caught up with,
+/// or an empty engine (the journal then replays from its first record); and that snapshot's
+/// sequence.
+fn starting_engine(
+    data_dir: &Path,
+    limits: EngineLimits,
+    writer: &HistoryWriter,
+) -> Result<(Engine, u64), String> {
+    let snapshot =
+        latest_valid_snapshot_through(data_dir, writer.applied_seq()).map_err(|e| e.to_string())?;
+    if let Some(snapshot) = snapshot {
+        match Engine::from_snapshot_bytes(&snapshot.payload) {
+            Ok(engine) => return Ok((engine, snapshot.seq)),
+            Err(e) => {
+                tracing::warn!(seq = snapshot.seq, error = %e, "historian: snapshot not usable; replaying the journal")
+            }
+        }
+    }
+    Ok((Engine::new(limits), 0))
+}
+
+/// The thread's state.
+struct Run {
+    config: HistorianConfig,
+    writer: HistoryWriter,
+    engine: Engine,
+    last_snapshot: u64,
+    stop: Arc<AtomicBool>,
+    stored_through: Arc<AtomicU64>,
+}
+
+/// A record read and decoded, not yet applied (it was not released yet).
+struct Pending {
+    seq: u64,
+    timestamp_ns: u64,
+    command: Command,
+}
+
+impl Run {
+    /// Opens the store and the engine to follow with (after a first try failed, with a
+    /// warning), trying again until it works or the historian is stopped (`None`).
+    fn open_until_stopped(
+        config: HistorianConfig,
+        stop: Arc<AtomicBool>,
+        stored_through: Arc<AtomicU64>,
+    ) -> Option<Run> {
+        while !stop.load(Ordering::Acquire) {
+            if let Ok((writer, engine, last_snapshot)) = Run::open(&config) {
+                tracing::info!("history store open");
+                stored_through.store(writer.applied_seq(), Ordering::Release);
+                return Some(Run {
+                    config,
+                    writer,
+                    engine,
+                    last_snapshot,
+                    stop,
+                    stored_through,
+                });
+            }
+            std::thread::sleep(FAILURE_PAUSE);
+        }
+        None
+    }
+
+    /// The store, set back to the journal's end if it is past it, and the engine it has
+    /// caught up with (and that engine's snapshot sequence).
+    fn open(config: &HistorianConfig) -> Result<(HistoryWriter, Engine, u64), String> {
+        let path = history_path(&config.data_dir);
+        let mut writer =
+            HistoryWriter::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if writer.applied_seq() > config.journal_last_seq {
+            tracing::error!(
+                stored = writer.applied_seq(),
+                journal_end = config.journal_last_seq,
+                "history store past the journal's end (its unsynced tail was lost): set back"
+            );
+            writer
+                .rewind_to(config.journal_last_seq)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let (engine, last_snapshot) = starting_engine(&config.data_dir, config.limits, &writer)?;
+        Ok((writer, engine, last_snapshot))
+    }
+
+    fn follow(&mut self) {
+        let mut journal: Option<JournalReader> = None;
+        let mut pending: Option<Pending> = None;
+        // Failures in a row: the first is logged, then only the recovery.
+        let mut failures = 0u64;
+        while !self.stop.load(Ordering::Acquire) {
+            let reader = match journal.as_mut() {
+                Some(reader) => reader,
+                None => match self.open_journal() {
+                    Ok(reader) => journal.insert(reader),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "historian: cannot read the journal");
+                        std::thread::sleep(FAILURE_PAUSE);
+                        continue;
+                    }
+                },
+            };
+            match self.step(reader, &mut pending) {
+                Ok(applied) => {
+                    if failures > 0 && applied > 0 {
+                        tracing::info!(failures, "historian: writing again");
+                        failures = 0;
+                    }
+                    if applied == 0 {
+                        std::thread::sleep(IDLE_SLEEP);
+                    }
+                }
+                Err(e) => {
+                    if failures == 0 {
+                        tracing::warn!(error = %e, "historian: paused; trying again twice a second");
+                    }
+                    failures += 1;
+                    // Start again from what is committed: the engine and the reader too.
+                    if let Err(e) = self.restart() {
+                        tracing::debug!(error = %e, "historian: cannot restart yet");
+                    }
+                    journal = None;
+                    pending = None;
+                    std::thread::sleep(FAILURE_PAUSE);
+                }
+            }
+        }
+        if let Err(e) = self.writer.commit() {
+            tracing::warn!(error = %e, "historian: last commit failed");
+        }
+    }
+
+    fn open_journal(&self) -> Result<JournalReader, String> {
+        let mut reader = JournalReader::open(&self.config.data_dir).map_err(|e| e.to_string())?;
+        reader
+            .seek(self.engine.last_seq() + 1)
+            .map_err(|e| e.to_string())?;
+        Ok(reader)
+    }
+
+    /// Rebuilds the engine from what the store holds (after a failed write).
+    fn restart(&mut self) -> Result<(), String> {
+        let (writer, engine, last_snapshot) = Run::open(&self.config)?;
+        self.writer = writer;
+        self.engine = engine;
+        self.last_snapshot = last_snapshot;
+        Ok(())
+    }
+
+    /// Applies what is released, commits, snapshots when due: the records applied.
+    fn step(
+        &mut self,
+        reader: &mut JournalReader,
+        pending: &mut Option<Pending>,
+    ) -> Result<u64, String> {
+        let released = (self.config.released)();
+        let mut applied = 0;
+        while applied < COMMIT_EVERY_RECORDS {
+            if pending.is_none() {
+                let Some(record) = reader.poll().map_err(|e| e.to_string())? else {
+                    break;
+                };
+                let command = decode_command(record.record_type, record.payload)
+                    .map_err(|e| format!("journal record {}: {e}", record.seq))?;
+                *pending = Some(Pending {
+                    seq: record.seq,
+                    timestamp_ns: record.timestamp_ns,
+                    command,
+                });
+            }
+            let Some(next) = pending.take_if(|p| p.seq <= released) else {
+                break;
+            };
+            self.engine
+                .apply(next.seq, next.timestamp_ns, &next.command);
+            self.writer
+                .apply(next.seq, self.engine.events())
+                .map_err(|e| format!("history store: {e}"))?;
+            applied += 1;
+        }
+        if self.writer.has_uncommitted() {
+            self.writer
+                .commit()
+                .map_err(|e| format!("history store: {e}"))?;
+            self.stored_through
+                .store(self.writer.applied_seq(), Ordering::Release);
+        }
+        self.snapshot_when_due();
+        Ok(applied)
+    }
+
+    /// Writes a snapshot of the historian's engine when `snapshot_every` records passed
+    /// since the last one (the store holds every record it covers).
+    fn snapshot_when_due(&mut self) {
+        let seq = self.engine.last_seq();
+        let every = self.config.snapshot_every;
+        if every == 0
+            || seq < self.last_snapshot + every
+            || seq > self.writer.applied_seq()
+            || (self.config.journal_full)()
+        {
+            return;
+        }
+        let data_dir = &self.config.data_dir;
+        match ladder_journal::write_snapshot(data_dir, seq, &self.engine.snapshot_bytes()) {
+            Ok(path) => {
+                tracing::info!(seq, path = %path.display(), "snapshot written");
+                let _ = ladder_journal::prune_snapshots(data_dir, self.config.keep_snapshots);
+            }
+            Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+        }
+        // Whether it failed or not (a full disk, typically): the next try comes after as many
+        // records again, so a failing disk gets no stream of tries.
+        self.last_snapshot = seq;
+    }
+}

@@ -1,0 +1,186 @@
+//! Reads of `history.db` from gateway threads: a few read-only connections, taken from a pool
+//! for one read each (WAL mode: a read never waits for the writer, and sees the last commit).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ladder_engine::{Address, Bytes32, TradeFilter, TradeView, NANOS_PER_SECOND};
+use ladder_sequencer::HistoryReads;
+use parking_lot::Mutex;
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+use crate::rows::{hex_text, int, trade_from_row, TRADE_COLUMNS};
+use crate::schema::open_for_reading;
+
+/// Idle read connections kept for reuse.
+const POOLED_CONNECTIONS_MAX: usize = 16;
+
+/// Reads the history store.
+#[derive(Debug)]
+pub struct HistoryReader {
+    path: PathBuf,
+    pool: Mutex<Vec<Connection>>,
+    stored_through: Arc<AtomicU64>,
+}
+
+impl HistoryReader {
+    /// A reader of the database at `path` (which the writer created), reporting the
+    /// writer's progress from `stored_through`.
+    pub fn new(path: &Path, stored_through: Arc<AtomicU64>) -> HistoryReader {
+        HistoryReader {
+            path: path.to_path_buf(),
+            pool: Mutex::new(Vec::new()),
+            stored_through,
+        }
+    }
+
+    /// Runs `read` on a pooled connection (a new one when none is idle).
+    fn with_connection<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, String> {
+        let pooled = self.pool.lock().pop();
+        let connection = match pooled {
+            Some(c) => c,
+            None => open_for_reading(&self.path).map_err(|e| format!("history store: {e}"))?,
+        };
+        let result = read(&connection).map_err(|e| format!("history store: {e}"));
+        let mut pool = self.pool.lock();
+        if pool.len() < POOLED_CONNECTIONS_MAX {
+            pool.push(connection);
+        }
+        result
+    }
+}
+
+/// A stored trade price: trade index, market, Unix second, Yes price in ticks.
+pub type StoredPrice = (u64, Bytes32, u64, u32);
+
+impl HistoryReader {
+    /// Every stored trade price, in trade order (the read side's price history is filled
+    /// from it at start-up).
+    pub fn price_points(&self) -> Result<Vec<StoredPrice>, String> {
+        self.with_connection(|c| {
+            let mut statement = c.prepare(
+                "SELECT trade_index, condition_id, time_s, yes_price_ticks FROM prices \
+                 ORDER BY trade_index",
+            )?;
+            let rows = statement.query_map([], |row| {
+                let index: i64 = row.get(0)?;
+                let market: String = row.get(1)?;
+                let time_s: i64 = row.get(2)?;
+                let price: i64 = row.get(3)?;
+                let mut condition = [0u8; 32];
+                hex::decode_to_slice(market.trim_start_matches("0x"), &mut condition).map_err(
+                    |e| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            1,
+                            rusqlite::types::Type::Text,
+                            e.into(),
+                        )
+                    },
+                )?;
+                Ok((
+                    index.max(0) as u64,
+                    Bytes32(condition),
+                    time_s.max(0) as u64,
+                    price.clamp(0, i64::from(u32::MAX)) as u32,
+                ))
+            })?;
+            rows.collect()
+        })
+    }
+}
+
+impl HistoryReads for HistoryReader {
+    fn trade(&self, index: u64) -> Result<Option<TradeView>, String> {
+        self.with_connection(|c| {
+            let mut statement = c.prepare_cached(&format!(
+                "SELECT {TRADE_COLUMNS} FROM trades WHERE trade_index = ?1"
+            ))?;
+            let mut rows = statement.query_map([int(index)], trade_from_row)?;
+            rows.next().transpose()
+        })
+    }
+
+    fn trades_of(
+        &self,
+        address: &Address,
+        filter: &TradeFilter,
+        limit: usize,
+    ) -> Result<Vec<TradeView>, String> {
+        let (sql, values) = trades_query(address, filter, limit);
+        let found = self.with_connection(|c| {
+            let mut statement = c.prepare_cached(&sql)?;
+            let rows =
+                statement.query_map(rusqlite::params_from_iter(values.iter()), trade_from_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        // SQL selected by the same rules; the engine's own test is the last word.
+        Ok(found.into_iter().filter(|t| filter.matches(t)).collect())
+    }
+
+    fn stored_through(&self) -> u64 {
+        self.stored_through.load(Ordering::Acquire)
+    }
+}
+
+/// The statement and its values for [`HistoryReads::trades_of`]: the union of the trades
+/// the address took as taker and as maker (one index each), newest first.
+fn trades_query(address: &Address, filter: &TradeFilter, limit: usize) -> (String, Vec<Value>) {
+    let mut conditions = String::new();
+    let mut values: Vec<Value> = Vec::new();
+    let mut add = |condition: &str, value: Vec<Value>| {
+        conditions.push_str(" AND ");
+        conditions.push_str(condition);
+        values.extend(value);
+    };
+    if let Some(id) = &filter.id {
+        add("trade_id = ?", vec![Value::Text(hex_text(&id.0))]);
+    }
+    if let Some(market) = &filter.market {
+        add("condition_id = ?", vec![Value::Text(hex_text(&market.0))]);
+    }
+    if let Some(token) = &filter.token_id {
+        let token = hex_text(&token.0);
+        add(
+            "((taker_outcome = 'Yes' AND yes_token_id = ?) OR (taker_outcome = 'No' AND \
+             no_token_id = ?) OR (maker_outcome = 'Yes' AND yes_token_id = ?) OR \
+             (maker_outcome = 'No' AND no_token_id = ?))",
+            vec![Value::Text(token); 4],
+        );
+    }
+    if let Some(other) = &filter.maker_address {
+        let other = hex_text(&other.0);
+        add(
+            "(taker_address = ? OR maker_address = ?)",
+            vec![Value::Text(other); 2],
+        );
+    }
+    if let Some(before_s) = filter.before_s {
+        // Matched strictly before `before_s`: before its first nanosecond.
+        let before_ns = before_s.saturating_mul(NANOS_PER_SECOND);
+        add("match_time_ns < ?", vec![Value::Integer(int(before_ns))]);
+    }
+    if let Some(after_s) = filter.after_s {
+        // Strictly after `after_s`: from the next second on.
+        let from_ns = after_s.saturating_add(1).saturating_mul(NANOS_PER_SECOND);
+        add("match_time_ns >= ?", vec![Value::Integer(int(from_ns))]);
+    }
+    let me = Value::Text(hex_text(&address.0));
+    let mut all = vec![me.clone()];
+    all.extend(values.iter().cloned());
+    all.push(me);
+    all.extend(values);
+    all.push(Value::Integer(int(limit as u64)));
+    let sql = format!(
+        "SELECT {TRADE_COLUMNS} FROM (\
+         SELECT * FROM trades WHERE taker_address = ?{conditions} \
+         UNION \
+         SELECT * FROM trades WHERE maker_address = ?{conditions}) \
+         ORDER BY trade_index DESC LIMIT ?"
+    );
+    (sql, all)
+}
