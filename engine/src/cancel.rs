@@ -69,6 +69,7 @@ impl Engine {
             Some(slot) if Some(self.orders.get(slot).account) == account => Ok(slot),
             Some(_) => Err(NotCanceled::NotOwner),
             None => Err(match self.orders.fate(order_id) {
+                None if self.orders.forgotten(order_id) => NotCanceled::Forgotten,
                 None => NotCanceled::NotFound,
                 Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
                 Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
@@ -259,6 +260,8 @@ impl Engine {
     pub(crate) fn close_slot(&mut self, slot: Slot, fate: OrderStatus) {
         self.unlink_account_order(slot);
         let order = self.orders.remove(slot, fate);
+        self.retired_orders
+            .push_back((self.last_seq, order.id, order.hash));
         if order.expiration_s != 0 {
             self.expiries.remove(&(order.expiration_s, order.id));
         }

@@ -97,6 +97,9 @@ pub struct Engine {
     /// so, oldest first: they leave with the `ForgetHistory` that covers that sequence.
     pub(crate) retired_batches: VecDeque<(u64, u64)>,
     pub(crate) seen_hashes: SeenHashes,
+    /// Orders that closed, with the sequence of the record that closed them and their
+    /// hashes, oldest first: their fates leave with the `ForgetHistory` that covers it.
+    pub(crate) retired_orders: VecDeque<(u64, OrderId, Hash32)>,
     pub(crate) expiries: BTreeSet<(u64, OrderId)>,
     pub(crate) delayed: BTreeSet<(TimestampNs, OrderId)>,
     pub(crate) controllers: FxHashSet<(Address, Address)>,
@@ -140,7 +143,8 @@ impl Engine {
             ledger: Ledger::default(),
             trades: TradeLog::with_room(limits.trades_preallocated),
             retired_batches: VecDeque::new(),
-            seen_hashes: SeenHashes::with_room(limits.orders_preallocated, limits.prefault),
+            seen_hashes: SeenHashes::with_room(limits.orders_preallocated),
+            retired_orders: VecDeque::new(),
             expiries: BTreeSet::new(),
             delayed: BTreeSet::new(),
             controllers: FxHashSet::default(),

@@ -7,6 +7,8 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 /// Entries per chunk.
 const CHUNK_ENTRIES: usize = 1 << 10;
 
@@ -219,6 +221,23 @@ impl<T> ForgetfulLog<T> {
             self.chunks.pop_front();
             self.first_chunk += 1;
         }
+    }
+}
+
+/// A log is stored as the count of entries ever pushed and the held entries with their
+/// indexes, in order (its chunks are rebuilt on load).
+impl<T: Serialize> Serialize for ForgetfulLog<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let held: Vec<(u64, &T)> = self.iter().collect();
+        (self.len, held).serialize(serializer)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ForgetfulLog<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (len, held) = <(u64, Vec<(u64, T)>)>::deserialize(deserializer)?;
+        ForgetfulLog::from_held(len, held)
+            .ok_or_else(|| serde::de::Error::custom("log entries out of order or past its end"))
     }
 }
 

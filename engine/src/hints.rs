@@ -18,14 +18,13 @@ use crate::types::Side;
 pub const PREFETCH_AHEAD: usize = 3;
 
 impl Engine {
-    /// A hint that `command` comes soon: starts loading the memory it reads first (an order
-    /// hash's slot among those seen, what an order reserves, a cancelled order's fate).
+    /// A hint that `command` comes soon: starts loading the memory it reads first (what an order
+    /// reserves, a cancelled order's fate).
     /// Changes no state; see [`Engine::prefetch_ahead`] for when to give it.
     #[inline]
     pub fn prefetch(&self, command: &Command) {
         match command {
             Command::PlaceOrder(order) => {
-                self.seen_hashes.prefetch(&order.order_hash);
                 // What the order reserves: shares of its token (SELL) or collateral (BUY).
                 if let Some(account) = self.ledger.find(&order.maker) {
                     match (order.side, self.markets.find_token(&order.token_id)) {

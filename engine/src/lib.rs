@@ -25,14 +25,12 @@
 
 mod book;
 mod cancel;
-mod chunk_log;
 mod claims;
 mod command;
 mod engine;
 mod event;
 mod fill;
 mod forgetful_log;
-mod hash_index;
 mod heartbeats;
 mod hints;
 mod invariants;
@@ -74,6 +72,7 @@ pub use reject::{
     FOK_NOT_FILLED, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE, POST_ONLY_WOULD_CROSS,
 };
 pub use reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Placement, Reply};
+pub use seen_hashes::HASH_GRACE_RECORDS;
 pub use trades::{batch_hash, batch_number, trade_id, trade_index};
 pub use types::*;
 pub use user_ops::UserOpReceipt;

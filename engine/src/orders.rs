@@ -1,5 +1,6 @@
 //! The order table: preallocated slots, a free list, O(1) lookup by order id, and the
-//! fate of every order ever accepted.
+//! fate of every order accepted and not yet forgotten (a closed order's fate leaves once the
+//! history store holds it).
 //!
 //! Each slot has intrusive links for two lists: its price level's FIFO queue and its
 //! account's open-order list, so that cancelling by id touches no other order's record.
@@ -7,13 +8,14 @@
 //! its neighbours' links, and 16-byte links stay in cache where whole orders would not.
 //!
 //! Order ids are dense (accepted orders are numbered 1, 2, 3, ...), so the id → slot lookup
-//! is an array indexed by `id - 1` that also records each order's fate: one load, no hashing
-//! (a cancel's hottest miss was a hash map's control bytes).
+//! is a chunked array indexed by `id - 1` that also records each order's fate: no hashing (a
+//! cancel's hottest miss was a hash map's control bytes).
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::ClosedOrder;
 use crate::event::OrderStatus;
+use crate::forgetful_log::ForgetfulLog;
 use crate::room::vec_with_room;
 use crate::types::{
     AxisSide, Hash32, OrderId, OrderType, Outcome, PriceTicks, Side, TimestampNs, Units,
@@ -154,16 +156,16 @@ pub struct OrderTable {
     /// List links of each slot, beside `slots`.
     links: Vec<Links>,
     free: Vec<Slot>,
-    /// Every order id ever accepted, at `id - 1`.
-    fates: Vec<Fate>,
+    /// Every order id accepted and not forgotten, at `id - 1`.
+    fates: ForgetfulLog<Fate>,
     /// Number of open orders.
     open: usize,
     capacity_max: usize,
 }
 
 impl OrderTable {
-    /// A table for at most `capacity_max` open orders, with `preallocate` slots made now and
-    /// room for the fates of `orders_preallocated` orders (pages touched when `prefault`).
+    /// A table for at most `capacity_max` open orders, with `preallocate` slots made now (pages
+    /// touched when `prefault`) and room for the fates of `orders_preallocated` orders.
     pub fn new(
         capacity_max: usize,
         preallocate: usize,
@@ -171,15 +173,11 @@ impl OrderTable {
         prefault: bool,
     ) -> OrderTable {
         let preallocate = preallocate.min(capacity_max);
-        let no_fate = Fate {
-            place: ENDED_CANCELED,
-            account: 0,
-        };
         OrderTable {
             slots: vec_with_room(preallocate, None, prefault),
             links: vec_with_room(preallocate, Links::NONE, prefault),
             free: vec_with_room(preallocate, NIL, prefault),
-            fates: vec_with_room(orders_preallocated, no_fate, prefault),
+            fates: ForgetfulLog::with_room(orders_preallocated),
             open: 0,
             capacity_max,
         }
@@ -202,7 +200,7 @@ impl OrderTable {
 
     /// The id the next accepted order gets.
     pub fn next_id(&self) -> OrderId {
-        self.fates.len() as OrderId + 1
+        self.fates.len() + 1
     }
 
     /// Stores a new order, whose id must be `next_id()`, in no list; the caller checked
@@ -236,7 +234,11 @@ impl OrderTable {
         let order = self.slots[slot as usize]
             .take()
             .expect("removing an empty order slot");
-        self.fates[(order.id - 1) as usize].place = match status {
+        let fate = self
+            .fates
+            .get_mut(order.id - 1)
+            .expect("an open order's fate is held");
+        fate.place = match status {
             OrderStatus::Matched => ENDED_MATCHED,
             OrderStatus::Canceled => ENDED_CANCELED,
             other => panic!("an order cannot end {other:?}"),
@@ -249,7 +251,7 @@ impl OrderTable {
     /// Starts loading what `slot_of(id)` reads.
     #[inline]
     pub fn prefetch_fate(&self, id: OrderId) {
-        if let Some(fate) = fate_index(id).and_then(|i| self.fates.get(i)) {
+        if let Some(fate) = id.checked_sub(1).and_then(|i| self.fates.get(i)) {
             crate::prefetch::prefetch(fate);
         }
     }
@@ -257,19 +259,47 @@ impl OrderTable {
     /// The slot of an open order.
     #[inline]
     pub fn slot_of(&self, id: OrderId) -> Option<Slot> {
-        self.fates.get(fate_index(id)?)?.slot()
+        self.fates.get(id.checked_sub(1)?)?.slot()
     }
 
-    /// The owner and status of any order ever accepted (`Live` while open).
+    /// The owner and status of an order accepted and not forgotten (`Live` while open).
     pub fn fate(&self, id: OrderId) -> Option<ClosedOrder> {
         self.fates
-            .get(fate_index(id)?)
+            .get(id.checked_sub(1)?)
             .map(|fate| fate.closed_order())
     }
 
-    /// The owner and status of every order ever accepted, by id.
-    pub fn fates(&self) -> impl ExactSizeIterator<Item = ClosedOrder> + '_ {
-        self.fates.iter().map(|fate| fate.closed_order())
+    /// Whether order `id` was accepted and its fate forgotten since.
+    pub fn forgotten(&self, id: OrderId) -> bool {
+        id >= 1 && id < self.next_id() && self.fate(id).is_none()
+    }
+
+    /// Forgets the fate of order `id`, which is closed.
+    pub fn forget(&mut self, id: OrderId) {
+        debug_assert!(
+            self.slot_of(id).is_none(),
+            "only a closed order is forgotten"
+        );
+        if let Some(index) = id.checked_sub(1) {
+            self.fates.forget(index);
+        }
+    }
+
+    /// Orders whose fates are held: open, or closed and not yet forgotten.
+    pub fn held(&self) -> u64 {
+        self.fates.held()
+    }
+
+    /// Orders ever accepted.
+    pub fn accepted(&self) -> u64 {
+        self.fates.len()
+    }
+
+    /// The id, owner and status of every order accepted and not forgotten, by id.
+    pub fn fates(&self) -> impl Iterator<Item = (OrderId, ClosedOrder)> + '_ {
+        self.fates
+            .iter()
+            .map(|(index, fate)| (index + 1, fate.closed_order()))
     }
 
     /// The order in `slot`.
@@ -304,10 +334,4 @@ impl OrderTable {
     pub fn iter(&self) -> impl Iterator<Item = &Order> {
         self.slots.iter().flatten()
     }
-}
-
-/// The index of `id` in the fates (ids start at 1).
-#[inline]
-fn fate_index(id: OrderId) -> Option<usize> {
-    usize::try_from(id.checked_sub(1)?).ok()
 }

@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::hash_index::mix;
 use crate::ledger::Balance;
 use crate::prefetch::prefetch;
 
@@ -128,6 +127,16 @@ impl<'de> Deserialize<'de> for PositionTable {
         }
         Ok(table)
     }
+}
+
+/// The murmur3 finaliser: every input bit affects every output bit.
+#[inline]
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 #[cfg(test)]

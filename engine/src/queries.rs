@@ -238,6 +238,11 @@ impl Engine {
         self.trades.held()
     }
 
+    /// Orders the engine holds: open, or closed and not yet in the history store.
+    pub fn held_order_count(&self) -> u64 {
+        self.orders.held()
+    }
+
     /// The book of `token_id`'s market, seen from that token, at most `depth` levels a side.
     pub fn book(&self, token_id: &TokenId, depth: usize) -> Option<BookView> {
         let (index, outcome) = self.markets.find_token(token_id)?;

@@ -51,6 +51,9 @@ pub enum NotCanceled {
     AlreadyCanceled,
     /// The cancel's signer does not control the requester.
     InvalidSignature,
+    /// The order closed long ago and the engine has forgotten it: its owner and fate are in
+    /// the history store, where the gateway finds the reason to give (never shown as such).
+    Forgotten,
 }
 
 impl NotCanceled {
@@ -62,6 +65,8 @@ impl NotCanceled {
             NotCanceled::AlreadyFilled => "already filled",
             NotCanceled::AlreadyCanceled => "already canceled",
             NotCanceled::InvalidSignature => "invalid signature",
+            // Resolved from the history store by the gateway; without one, not found.
+            NotCanceled::Forgotten => "not found",
         }
     }
 }

@@ -17,18 +17,6 @@ pub(crate) fn vec_with_room<T: Clone>(capacity: usize, filler: T, prefault: bool
     items
 }
 
-/// A vector of `len` copies of `zero`; with `prefault`, written now rather than left to the
-/// allocator's lazily zeroed pages.
-pub(crate) fn zeroed_vec<T: Clone>(len: usize, zero: T, prefault: bool) -> Vec<T> {
-    if prefault {
-        let mut items = Vec::with_capacity(len);
-        items.resize(len, std::hint::black_box(zero));
-        items
-    } else {
-        vec![zero; len]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,9 +27,6 @@ mod tests {
             let v = vec_with_room(1_000, 7u64, prefault);
             assert!(v.is_empty());
             assert!(v.capacity() >= 1_000);
-            let z = zeroed_vec(1_000, 0u8, prefault);
-            assert_eq!(z.len(), 1_000);
-            assert!(z.iter().all(|&b| b == 0));
         }
     }
 }

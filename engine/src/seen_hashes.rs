@@ -1,78 +1,109 @@
-//! The hash of every order ever accepted, to refuse a signed order submitted twice.
-//!
-//! The hashes are kept in acceptance order in a chunked log, and found through a
-//! `HashIndex` of their digests: one probe per placement, no rehash pauses.
+//! The hashes of the orders the engine knows, to refuse a signed order submitted twice: every
+//! open order's, every closed order's not yet forgotten, and a forgotten order's for
+//! `HASH_GRACE_RECORDS` records more. Older ones are in the history store, where the gateway
+//! looks before it submits an order (API.md §19): the grace covers an order checked there just
+//! before its twin was forgotten, so that the engine's decision stays a function of the
+//! journal alone and no duplicate slips between the two.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::VecDeque;
 
-use crate::chunk_log::ChunkLog;
-use crate::hash_index::{key_digest, HashIndex};
+use rustc_hash::FxHashSet;
+use serde::{Deserialize, Serialize};
+
 use crate::types::Hash32;
 
-/// Order hashes seen, oldest first.
+/// Records a forgotten order's hash is still refused by the engine itself. A protocol
+/// constant, not a setting: a primary and its standby must drop the same hashes at the same
+/// record. The gateway refuses to place orders while the history store is more than half of
+/// it behind the journal, and an order waits in the rings for far fewer records than the other
+/// half, so every hash the engine has dropped was in the store when the order was checked.
+pub const HASH_GRACE_RECORDS: u64 = 1 << 18;
+
+/// Order hashes known, and the forgotten ones still within their grace.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SeenHashes {
-    hashes: ChunkLog<Hash32>,
-    index: HashIndex,
+    hashes: FxHashSet<Hash32>,
+    /// Hashes of forgotten orders with the sequence that forgot them, oldest first.
+    fading: VecDeque<(u64, Hash32)>,
 }
 
 impl SeenHashes {
     /// An empty set with room for `hashes` hashes.
-    pub fn with_room(hashes: usize, prefault: bool) -> SeenHashes {
+    pub fn with_room(hashes: usize) -> SeenHashes {
         SeenHashes {
-            hashes: ChunkLog::with_room(hashes, Hash32::default(), prefault),
-            index: HashIndex::with_room(hashes, prefault),
+            hashes: FxHashSet::with_capacity_and_hasher(hashes, Default::default()),
+            fading: VecDeque::new(),
         }
     }
 
-    /// Whether `hash` was seen.
+    /// Whether `hash` is known.
     #[inline]
     pub fn contains(&self, hash: &Hash32) -> bool {
-        self.index
-            .find(key_digest(&hash.0), |n| {
-                self.hashes.get(n as usize) == Some(hash)
-            })
-            .is_some()
+        self.hashes.contains(hash)
     }
 
-    /// Starts loading what `contains(hash)` and `insert(hash)` read first.
-    #[inline]
-    pub fn prefetch(&self, hash: &Hash32) {
-        self.index.prefetch(key_digest(&hash.0));
-    }
-
-    /// Records `hash`, which was not seen before.
+    /// Records `hash`, which is not known.
     pub fn insert(&mut self, hash: Hash32) {
-        debug_assert!(!self.contains(&hash));
-        debug_assert_eq!(self.index.len(), self.hashes.iter().len() as u64);
-        let hashes = &self.hashes;
-        self.index.push(key_digest(&hash.0), |n| {
-            key_digest(&hashes.get(n as usize).expect("a filed hash").0)
-        });
-        self.hashes.push(hash);
+        let fresh = self.hashes.insert(hash);
+        debug_assert!(fresh, "a known hash inserted again");
     }
 
-    /// Every hash seen, oldest first.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Hash32> + '_ {
-        self.hashes.iter()
+    /// The order of `hash` was forgotten at `seq`: its hash goes `HASH_GRACE_RECORDS` later.
+    pub fn fade(&mut self, seq: u64, hash: Hash32) {
+        self.fading.push_back((seq, hash));
+    }
+
+    /// Whether some hash's grace is over at `seq`.
+    pub fn fade_due(&self, seq: u64) -> bool {
+        self.fading
+            .front()
+            .is_some_and(|&(at, _)| at.saturating_add(HASH_GRACE_RECORDS) <= seq)
+    }
+
+    /// Drops the hashes whose grace is over at `seq`.
+    pub fn drop_faded(&mut self, seq: u64) {
+        while self.fade_due(seq) {
+            if let Some((_, hash)) = self.fading.pop_front() {
+                self.hashes.remove(&hash);
+            }
+        }
+    }
+
+    /// Every hash known (in no particular order), and the fading ones in order.
+    pub fn parts(&self) -> (impl Iterator<Item = &Hash32> + '_, &VecDeque<(u64, Hash32)>) {
+        (self.hashes.iter(), &self.fading)
     }
 }
 
-/// Encoded as the sequence of hashes (the index is rebuilt on decoding).
+/// What a snapshot stores: the hashes sorted (the same state gives the same bytes), and the
+/// fading ones in order.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    hashes: Vec<Hash32>,
+    fading: VecDeque<(u64, Hash32)>,
+}
+
 impl Serialize for SeenHashes {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.hashes.serialize(serializer)
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut hashes: Vec<Hash32> = self.hashes.iter().copied().collect();
+        hashes.sort_unstable();
+        Stored {
+            hashes,
+            fading: self.fading.clone(),
+        }
+        .serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for SeenHashes {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut seen = SeenHashes::default();
-        for hash in Vec::<Hash32>::deserialize(deserializer)? {
-            if !seen.contains(&hash) {
-                seen.insert(hash);
-            }
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let Stored { hashes, fading } = Stored::deserialize(deserializer)?;
+        let mut seen = SeenHashes::with_room(hashes.len());
+        seen.hashes.extend(hashes);
+        if fading.iter().any(|(_, hash)| !seen.hashes.contains(hash)) {
+            return Err(serde::de::Error::custom("a fading hash that is not known"));
         }
+        seen.fading = fading;
         Ok(seen)
     }
 }
@@ -82,17 +113,30 @@ mod tests {
     use super::*;
     use crate::types::Bytes32;
 
+    fn hash(i: u32) -> Hash32 {
+        let mut h = [0u8; 32];
+        h[28..].copy_from_slice(&i.to_be_bytes());
+        Bytes32(h)
+    }
+
     #[test]
-    fn remembers_what_it_saw_and_nothing_else() {
+    fn remembers_what_it_saw_until_its_grace_is_over() {
         let mut seen = SeenHashes::default();
         for i in 0..1_000u32 {
-            let mut h = [0u8; 32];
-            h[28..].copy_from_slice(&i.to_be_bytes());
-            assert!(!seen.contains(&Bytes32(h)));
-            seen.insert(Bytes32(h));
-            assert!(seen.contains(&Bytes32(h)));
+            assert!(!seen.contains(&hash(i)));
+            seen.insert(hash(i));
+            assert!(seen.contains(&hash(i)));
         }
         assert!(!seen.contains(&Bytes32([0xff; 32])));
-        assert_eq!(seen.iter().len(), 1_000);
+        seen.fade(10, hash(1));
+        seen.fade(12, hash(2));
+        seen.drop_faded(10 + HASH_GRACE_RECORDS - 1);
+        assert!(seen.contains(&hash(1)), "within its grace");
+        assert!(!seen.fade_due(10 + HASH_GRACE_RECORDS - 1));
+        assert!(seen.fade_due(10 + HASH_GRACE_RECORDS));
+        seen.drop_faded(11 + HASH_GRACE_RECORDS);
+        assert!(!seen.contains(&hash(1)));
+        assert!(seen.contains(&hash(2)));
+        assert!(seen.contains(&hash(3)), "never forgotten");
     }
 }

@@ -45,9 +45,19 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets the batches that became final at or before `through_seq` (the history store
-    /// holds them): their trades leave the log and their parties' lists.
+    /// Forgets what became final at or before `through_seq` (the history store holds it):
+    /// final batches' trades leave the log and their parties' lists, closed orders' fates
+    /// leave the order table (their hashes after a grace), and hashes whose grace is over go.
     pub(crate) fn forget_history(&mut self, through_seq: u64) {
+        while let Some(&(seq, id, hash)) = self.retired_orders.front() {
+            if seq > through_seq {
+                break;
+            }
+            self.retired_orders.pop_front();
+            self.orders.forget(id);
+            self.seen_hashes.fade(self.last_seq, hash);
+        }
+        self.seen_hashes.drop_faded(self.last_seq);
         while let Some(&(seq, number)) = self.retired_batches.front() {
             if seq > through_seq {
                 break;
@@ -66,11 +76,16 @@ impl Engine {
         }
     }
 
-    /// Whether a `ForgetHistory` through `through_seq` would forget nothing.
+    /// Whether a `ForgetHistory` through `through_seq`, journaled next, would forget nothing.
     pub(crate) fn nothing_to_forget(&self, through_seq: u64) -> bool {
         self.retired_batches
             .front()
             .is_none_or(|&(seq, _)| seq > through_seq)
+            && self
+                .retired_orders
+                .front()
+                .is_none_or(|&(seq, _, _)| seq > through_seq)
+            && !self.seen_hashes.fade_due(self.last_seq + 1)
     }
 
     /// Undoes a trade's ledger movement for both sides; what a side no longer holds

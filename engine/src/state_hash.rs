@@ -62,9 +62,9 @@ impl Engine {
         h.bytes(b"ladder:state:v1");
         h.u64(self.last_seq);
         h.u64(self.now_ns);
-        let fates = self.orders.fates();
-        h.u64(fates.len() as u64);
-        for fate in fates {
+        h.u64(self.orders.accepted());
+        for (id, fate) in self.orders.fates() {
+            h.u64(id);
             h.u64(u64::from(fate.account));
             h.debug(&fate.status);
         }
@@ -86,9 +86,19 @@ impl Engine {
             h.u64(*seq);
             h.u64(*batch);
         }
-        let mut hashes: Vec<_> = self.seen_hashes.iter().collect();
+        let (known, fading) = self.seen_hashes.parts();
+        let mut hashes: Vec<_> = known.collect();
         hashes.sort_unstable();
         for hash in hashes {
+            h.bytes(&hash.0);
+        }
+        for (seq, hash) in fading {
+            h.u64(*seq);
+            h.bytes(&hash.0);
+        }
+        for (seq, id, hash) in &self.retired_orders {
+            h.u64(*seq);
+            h.u64(*id);
             h.bytes(&hash.0);
         }
         let mut controllers: Vec<_> = self.controllers.iter().collect();

@@ -188,31 +188,28 @@ impl TradeLog {
     }
 }
 
-/// What a snapshot stores of the log (the chunks are rebuilt from it).
+/// What a snapshot stores of the log.
 #[derive(Serialize)]
 struct Stored<'a> {
-    count: u64,
+    trades: &'a ForgetfulLog<TradeView>,
     next_batch: u64,
-    trades: Vec<&'a TradeView>,
-    batches: Vec<(u64, Batch)>,
+    batches: &'a BTreeMap<u64, Batch>,
 }
 
 /// The owned form of `Stored`, for decoding.
 #[derive(Deserialize)]
 struct Loaded {
-    count: u64,
+    trades: ForgetfulLog<TradeView>,
     next_batch: u64,
-    trades: Vec<TradeView>,
-    batches: Vec<(u64, Batch)>,
+    batches: BTreeMap<u64, Batch>,
 }
 
 impl Serialize for TradeLog {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         Stored {
-            count: self.count(),
+            trades: &self.trades,
             next_batch: self.next_batch,
-            trades: self.iter().collect(),
-            batches: self.batches.iter().map(|(n, b)| (*n, *b)).collect(),
+            batches: &self.batches,
         }
         .serialize(serializer)
     }
@@ -220,22 +217,23 @@ impl Serialize for TradeLog {
 
 impl<'de> Deserialize<'de> for TradeLog {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let loaded = Loaded::deserialize(deserializer)?;
-        if let Some(trade) = loaded.trades.iter().find(|t| t.id != trade_id(t.index)) {
+        let Loaded {
+            trades,
+            next_batch,
+            batches,
+        } = Loaded::deserialize(deserializer)?;
+        if let Some((at, _)) = trades
+            .iter()
+            .find(|(at, t)| t.index != *at || t.id != trade_id(*at))
+        {
             return Err(serde::de::Error::custom(format!(
-                "trade {} has another id than its index gives",
-                trade.index
+                "trade {at} has another index or id than its place gives"
             )));
         }
-        let trades = ForgetfulLog::from_held(
-            loaded.count,
-            loaded.trades.into_iter().map(|t| (t.index, t)),
-        )
-        .ok_or_else(|| serde::de::Error::custom("trades out of order or past the count"))?;
         let log = TradeLog {
             trades,
-            batches: loaded.batches.into_iter().collect(),
-            next_batch: loaded.next_batch,
+            batches,
+            next_batch,
         };
         for (&number, batch) in &log.batches {
             let range = batch.first_trade..batch.first_trade + u64::from(batch.trade_count);

@@ -1090,7 +1090,7 @@ fn run_stream(setup: &Setup, steps: &[Step]) -> BTreeMap<String, u64> {
         assert_eq!(t.status, run.model.trades[i].status, "trade {i} status");
     }
     run.compare_final_reads();
-    run.check_forgetting(1 + usize::from(setup.snapshot_at) % 13);
+    let forgotten_cancels = run.check_forgetting(1 + usize::from(setup.snapshot_at) % 13);
     // Determinism: the same stream into a fresh engine gives the same replies and state.
     run.check_replay();
     // A snapshot taken mid-stream, fed the rest, ends in the same state.
@@ -1111,10 +1111,44 @@ fn run_stream(setup: &Setup, steps: &[Step]) -> BTreeMap<String, u64> {
         );
     }
     let mut stats = run.replies;
+    *stats
+        .entry("cancel of a forgotten order".into())
+        .or_default() += forgotten_cancels;
     for (k, v) in &run.model.stats {
         *stats.entry(k.to_string()).or_default() += v;
     }
     stats
+}
+
+/// `twin`'s reply with each cancel refused as `Forgotten` given the reason `plain` gave, which
+/// must be one the history store gives for a closed order (not owner, already filled or
+/// already canceled): the engine forgot the order, the gateway finds it in the store.
+fn resolve_forgotten(twin: Reply, plain: &Reply) -> Reply {
+    let (Reply::Canceled(mut report), Reply::Canceled(plain_report)) = (twin.clone(), plain) else {
+        return twin;
+    };
+    for (id, reason) in report.not_canceled.iter_mut() {
+        if *reason == NotCanceled::Forgotten {
+            let given = plain_report
+                .not_canceled
+                .iter()
+                .find(|(other, _)| other == id)
+                .map(|(_, r)| *r);
+            assert!(
+                matches!(
+                    given,
+                    Some(
+                        NotCanceled::NotOwner
+                            | NotCanceled::AlreadyFilled
+                            | NotCanceled::AlreadyCanceled
+                    )
+                ),
+                "order {id} forgotten where the engine that forgets nothing says {given:?}"
+            );
+            *reason = given.unwrap_or(NotCanceled::NotFound);
+        }
+    }
+    Reply::Canceled(report)
 }
 
 /// The trades the engine holds, oldest first.
@@ -1205,6 +1239,7 @@ const EXPECTED_PATHS: &[&str] = &[
     "not canceled NotOwner",
     "not canceled AlreadyFilled",
     "not canceled AlreadyCanceled",
+    "cancel of a forgotten order",
     "rejected UnknownToken",
     "rejected MarketNotActive",
     "rejected PriceOutOfRange",
@@ -1317,7 +1352,8 @@ impl Run {
     /// `ForgetHistory` through the record before it ahead of every `every`-th command gives
     /// the same replies and events, and at the end the engine holds exactly the trades that
     /// were not yet final at the last `ForgetHistory`; a snapshot of it restores it.
-    fn check_forgetting(&self, every: usize) {
+    fn check_forgetting(&self, every: usize) -> u64 {
+        let mut forgotten_cancels = 0;
         let mut twin = Engine::default();
         let mut twin_seq = 0;
         let mut final_at_last_forget: BTreeSet<u64> = BTreeSet::new();
@@ -1335,7 +1371,15 @@ impl Run {
                 final_at_last_forget = final_now.clone();
             }
             twin_seq += 1;
-            assert_eq!(&twin.apply(twin_seq, *now_ns, command), reply, "twin reply");
+            let twin_reply = twin.apply(twin_seq, *now_ns, command);
+            if let Reply::Canceled(report) = &twin_reply {
+                forgotten_cancels += report
+                    .not_canceled
+                    .iter()
+                    .filter(|(_, r)| *r == NotCanceled::Forgotten)
+                    .count() as u64;
+            }
+            assert_eq!(&resolve_forgotten(twin_reply, reply), reply, "twin reply");
             plain.apply(*seq, *now_ns, command);
             assert_eq!(twin.events(), plain.events(), "twin events");
             for event in plain.events() {
@@ -1371,6 +1415,7 @@ impl Run {
         }
         let restored = Engine::from_snapshot_bytes(&twin.snapshot_bytes()).expect("decodes");
         assert_eq!(restored.state_hash(), twin.state_hash(), "restored twin");
+        forgotten_cancels
     }
 }
 

@@ -216,8 +216,10 @@ impl Metrics {
             );
             let _ = writeln!(
                 out,
-                "# TYPE ladder_engine_trades_held gauge\nladder_engine_trades_held {}",
-                stats.trades_held.load(Ordering::Relaxed)
+                "# TYPE ladder_engine_trades_held gauge\nladder_engine_trades_held {}\n\
+                 # TYPE ladder_engine_orders_held gauge\nladder_engine_orders_held {}",
+                stats.trades_held.load(Ordering::Relaxed),
+                stats.orders_held.load(Ordering::Relaxed)
             );
             render_flushes(&mut out, &stats.flushes);
         }

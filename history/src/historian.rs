@@ -69,7 +69,11 @@ impl Historian {
     pub fn start(config: HistorianConfig) -> Result<Historian, String> {
         let path = history_path(&config.data_dir);
         let stored_through = Arc::new(AtomicU64::new(0));
-        let reader = Arc::new(HistoryReader::new(&path, stored_through.clone()));
+        let reader = Arc::new(HistoryReader::new(
+            &path,
+            stored_through.clone(),
+            config.released.clone(),
+        ));
         let stop = Arc::new(AtomicBool::new(false));
         // Opened here when it can be, so that the store is there for reads at once.
         let opened = Run::open(&config).map_err(|e| {

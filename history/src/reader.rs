@@ -5,34 +5,50 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ladder_engine::{Address, Bytes32, TradeFilter, TradeView, NANOS_PER_SECOND};
+use ladder_engine::{
+    Address, Bytes32, Hash32, OrderId, OrderStatus, TradeFilter, TradeView, NANOS_PER_SECOND,
+};
 use ladder_sequencer::HistoryReads;
 use parking_lot::Mutex;
 use rusqlite::types::Value;
 use rusqlite::Connection;
 
-use crate::rows::{hex_text, int, trade_from_row, TRADE_COLUMNS};
+use crate::rows::{from_hex, hex_text, int, text_column, trade_from_row, Named, TRADE_COLUMNS};
 use crate::schema::open_for_reading;
 
 /// Idle read connections kept for reuse.
 const POOLED_CONNECTIONS_MAX: usize = 16;
 
 /// Reads the history store.
-#[derive(Debug)]
 pub struct HistoryReader {
     path: PathBuf,
     pool: Mutex<Vec<Connection>>,
     stored_through: Arc<AtomicU64>,
+    released: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for HistoryReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryReader")
+            .field("path", &self.path)
+            .field("stored_through", &self.stored_through)
+            .finish()
+    }
 }
 
 impl HistoryReader {
     /// A reader of the database at `path` (which the writer created), reporting the
-    /// writer's progress from `stored_through`.
-    pub fn new(path: &Path, stored_through: Arc<AtomicU64>) -> HistoryReader {
+    /// writer's progress from `stored_through` and the sequencer's from `released`.
+    pub fn new(
+        path: &Path,
+        stored_through: Arc<AtomicU64>,
+        released: Arc<dyn Fn() -> u64 + Send + Sync>,
+    ) -> HistoryReader {
         HistoryReader {
             path: path.to_path_buf(),
             pool: Mutex::new(Vec::new()),
             stored_through,
+            released,
         }
     }
 
@@ -122,8 +138,32 @@ impl HistoryReads for HistoryReader {
         Ok(found.into_iter().filter(|t| filter.matches(t)).collect())
     }
 
+    fn closed_order(&self, id: OrderId) -> Result<Option<(Address, OrderStatus)>, String> {
+        self.with_connection(|c| {
+            let mut statement =
+                c.prepare_cached("SELECT maker, status FROM orders WHERE order_id = ?1")?;
+            let mut rows = statement.query_map([int(id)], |row| {
+                let maker = text_column(row, 0, |t| from_hex(t).map(Address))?;
+                let status = text_column(row, 1, OrderStatus::from_name)?;
+                Ok((maker, status))
+            })?;
+            rows.next().transpose()
+        })
+    }
+
+    fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String> {
+        self.with_connection(|c| {
+            let mut statement = c.prepare_cached("SELECT 1 FROM orders WHERE order_hash = ?1")?;
+            statement.exists([hex_text(&hash.0)])
+        })
+    }
+
     fn stored_through(&self) -> u64 {
         self.stored_through.load(Ordering::Acquire)
+    }
+
+    fn lag(&self) -> u64 {
+        (self.released)().saturating_sub(self.stored_through())
     }
 }
 

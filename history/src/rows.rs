@@ -12,7 +12,7 @@ pub fn hex_text(bytes: &[u8]) -> String {
 }
 
 /// The bytes of `0x` hex text of exactly `N` bytes.
-fn from_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
+pub fn from_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
     let digits = text.strip_prefix("0x").unwrap_or(text);
     let mut out = [0u8; N];
     hex::decode_to_slice(digits, &mut out).map_err(|e| format!("{text:?}: {e}"))?;
@@ -111,7 +111,7 @@ pub const TRADE_COLUMNS: &str = "trade_index, trade_id, transaction_hash, condit
     size_units, taker_fee_units, match_time_ns, last_update_ns, status";
 
 /// Reads column `at` as text and converts it.
-fn text_column<T>(
+pub fn text_column<T>(
     row: &Row<'_>,
     at: usize,
     convert: impl FnOnce(&str) -> Result<T, String>,

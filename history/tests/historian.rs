@@ -226,6 +226,19 @@ fn every_final_trade_and_closed_order_is_stored_once_across_restarts() {
     // Trader 1's two resting bids and trader 3's bid were cancelled; all 12 FAK sells filled.
     assert_eq!(stored_rows(dir.path(), "orders"), 15);
     assert_eq!(stored_rows(dir.path(), "prices"), 12, "every trade's price");
+    // Order 3 is the first sell (trader 2's, filled); order 1 trader 1's bid (cancelled at
+    // the end); the last order, trader 3's bid, too.
+    assert_eq!(
+        reader.closed_order(3).unwrap(),
+        Some((trader(2), OrderStatus::Matched))
+    );
+    assert_eq!(
+        reader.closed_order(1).unwrap(),
+        Some((trader(1), OrderStatus::Canceled))
+    );
+    assert_eq!(reader.closed_order(99).unwrap(), None);
+    assert!(reader.order_hash_stored(&Bytes32([3; 32])).unwrap());
+    assert!(!reader.order_hash_stored(&Bytes32([99; 32])).unwrap());
     historian.stop();
 
     // Once more from the start of the journal: nothing changes.

@@ -4,10 +4,11 @@
 //! and leaves it only with a journaled `ForgetHistory` command that names how far the store
 //! holds. So a read that asks the engine first (on the sequencer thread) and the store after
 //! (on the gateway thread) misses nothing: whatever the engine had forgotten by then was
-//! already stored. The store itself lives in its own crate (`ladder-history`, SQLite); this
+//! already stored. A closed order's fate and hash leave the same way (its hash a grace of
+//! `HASH_GRACE_RECORDS` later: see the engine's `seen_hashes`). The store itself lives in its own crate (`ladder-history`, SQLite); this
 //! trait is all the gateway sees of it.
 
-use ladder_engine::{Address, TradeFilter, TradeView};
+use ladder_engine::{Address, Hash32, OrderId, OrderStatus, TradeFilter, TradeView};
 
 /// Reads of the history store, from any thread.
 pub trait HistoryReads: Send + Sync + std::fmt::Debug {
@@ -23,8 +24,17 @@ pub trait HistoryReads: Send + Sync + std::fmt::Debug {
         limit: usize,
     ) -> Result<Vec<TradeView>, String>;
 
+    /// The owner and fate (`Matched` or `Canceled`) of a closed order, if it is stored.
+    fn closed_order(&self, id: OrderId) -> Result<Option<(Address, OrderStatus)>, String>;
+
+    /// Whether an order with this hash is stored (it was accepted, and closed since).
+    fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String>;
+
     /// The last journal sequence whose history is stored.
     fn stored_through(&self) -> u64;
+
+    /// How many records the sequencer released that the store does not hold yet.
+    fn lag(&self) -> u64;
 }
 
 /// Newest-first trades of the engine and of the store as one list, newest first, each

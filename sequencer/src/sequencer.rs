@@ -155,6 +155,8 @@ pub struct SequencerStats {
     pub heartbeats_running: AtomicU64,
     /// Trades the engine holds now (not final, or final and not yet in the history store).
     pub trades_held: AtomicU64,
+    /// Orders the engine holds now (open, or closed and not yet in the history store).
+    pub orders_held: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -728,7 +730,7 @@ impl Writer {
     }
 
     /// Publishes the gauges of a batch's end: whether the journal refuses ordinary writes
-    /// (`ladder_journal_full`), heartbeats running, trades held.
+    /// (`ladder_journal_full`), heartbeats running, trades and orders held.
     fn publish_gauges(&self) {
         let full = self.journal.is_full();
         self.stats.journal_full.store(full, Ordering::Relaxed);
@@ -738,6 +740,9 @@ impl Writer {
         self.stats
             .trades_held
             .store(self.engine.held_trade_count(), Ordering::Relaxed);
+        self.stats
+            .orders_held
+            .store(self.engine.held_order_count(), Ordering::Relaxed);
     }
 
     /// Applies a client's or the service's own command, except a cancel that would change

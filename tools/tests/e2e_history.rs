@@ -215,3 +215,98 @@ fn after_sigkill_the_store_has_every_final_trade_exactly_once() {
     assert_eq!(trade_reads(&mut alice, &ids), reads);
     assert_eq!(stored_trade_ids(service.data_dir()).1, ids.len());
 }
+
+/// Waits until the engine holds `held` orders (`ladder_engine_orders_held`: open ones, and
+/// closed ones not yet in the store).
+fn wait_orders_held(service: &Service, held: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now: u64 = metric(service, "ladder_engine_orders_held")
+            .parse()
+            .unwrap();
+        if now == held {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the engine still holds {now} orders"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cancel_of_an_order_closed_long_ago_gives_the_same_reason() {
+    let service = Service::start(&["--settlement-delay-ms", "20"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let filled_hash = rest(&mut alice, yes(), Side::Buy, 5_000, 5);
+    let filled = id_of(&mut alice, &filled_hash);
+    let taken = place(&mut bob, yes(), Side::Sell, 5_000, 5, OrderType::Gtc);
+    assert_eq!(taken["status"], json!("matched"), "{taken}");
+    let canceled_hash = rest(&mut alice, yes(), Side::Buy, 4_000, 5);
+    let canceled = id_of(&mut alice, &canceled_hash);
+    assert_eq!(
+        alice.cancel(canceled, market()).unwrap().json()["canceled"],
+        json!([canceled.to_string()])
+    );
+    let open = rest(&mut bob, yes(), Side::Buy, 1_000, 2);
+    let asks = |alice: &mut Trader, bob: &mut Trader| {
+        vec![
+            alice.cancel(filled, market()).unwrap().json(),
+            alice.cancel(canceled, market()).unwrap().json(),
+            bob.cancel(filled, market()).unwrap().json(),
+            bob.cancel(canceled, market()).unwrap().json(),
+            alice.cancel(9_999, market()).unwrap().json(),
+        ]
+    };
+    let before = asks(&mut alice, &mut bob);
+    assert_eq!(
+        before[0],
+        json!({ "canceled": [], "notCanceled": { filled.to_string(): "already filled" } })
+    );
+    assert_eq!(
+        before[1]["notCanceled"][canceled.to_string()],
+        json!("already canceled")
+    );
+    assert_eq!(
+        before[2]["notCanceled"][filled.to_string()],
+        json!("not owner")
+    );
+    assert_eq!(before[4]["notCanceled"]["9999"], json!("not found"));
+
+    // Only bob's resting bid is left in the engine once the store holds the closed ones.
+    wait_orders_held(&service, 1);
+    assert_eq!(asks(&mut alice, &mut bob), before);
+    let (stored, _) = stored_trade_ids(service.data_dir());
+    assert_eq!(stored.len(), 1);
+    let db = rusqlite::Connection::open_with_flags(
+        service.data_dir().join("history.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let status = |hash: &str| -> String {
+        db.query_row(
+            "SELECT status FROM orders WHERE order_hash = ?1",
+            [hash.to_ascii_lowercase()],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(status(&filled_hash), "matched");
+    assert_eq!(status(&canceled_hash), "canceled");
+    let open_rows: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM orders WHERE order_hash = ?1",
+            [open.to_ascii_lowercase()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open_rows, 0, "an open order is not history");
+    // bob's open bid still cancels as usual.
+    let bobs_open = id_of(&mut bob, &open);
+    assert_eq!(
+        bob.cancel(bobs_open, market()).unwrap().json()["canceled"],
+        json!([bobs_open.to_string()])
+    );
+}

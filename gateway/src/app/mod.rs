@@ -226,7 +226,7 @@ impl App {
 
     /// Checks L2 and the key's rate limit.
     /// The history store, once open.
-    fn history(&self) -> Option<Arc<dyn ladder_sequencer::HistoryReads>> {
+    pub(crate) fn history(&self) -> Option<Arc<dyn ladder_sequencer::HistoryReads>> {
         self.state.history.read().clone()
     }
 

@@ -1,10 +1,12 @@
 //! Orders: place one or a batch, list open orders, cancel by id, by market, or all; and the
 //! caller's balances. Signatures are recovered here, on the gateway thread.
 
+use std::sync::Arc;
+
 use ladder_engine::{
     format_shares, off_tick_message, price_out_of_range_message, Asset, CancelReport, Command,
-    Engine, EngineLimits, NewOrder, NotCanceled, OrderFilter, Reject, Reply, SignedFields,
-    NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+    Engine, EngineLimits, NewOrder, NotCanceled, OrderFilter, OrderStatus, Reject, Reply,
+    SignedFields, HASH_GRACE_RECORDS, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
 };
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
@@ -15,7 +17,7 @@ use ladder_protocol::wire::responses::{
     BalanceAllowance, CancelResult, OrderPlacementResult, Page,
 };
 use ladder_protocol::{Address, ExchangeDomain, Signature, SignatureType, B256, U256};
-use ladder_sequencer::{Completion, Work};
+use ladder_sequencer::{Completion, HistoryReads, Work};
 
 use super::present::{cancel_result, engine_order_type, open_order, placement};
 use super::{bad_request, command, ok_json, query, App, QueryString};
@@ -289,20 +291,53 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Err(Refusal::Price(refusal)) => {
             Outcome::Respond(ok_json(&refusal.rejection(&app.state.board)))
         }
-        Ok(order) => match order_check(&app.config.smart_accounts, &order) {
-            None => place_one(order, None),
-            Some(check) => app
-                .config
-                .smart_accounts
-                .judge(vec![check], move |verdicts| {
-                    let mut order = order;
-                    let chain_error = verdicts
-                        .into_iter()
-                        .next()
-                        .and_then(|v| apply_verdict(v, &mut order));
-                    place_one(order, chain_error)
-                }),
+        Ok(order) => match stored_before(app.history().as_deref(), &order) {
+            Err(unavailable) => Outcome::Respond(unavailable),
+            Ok(Some(duplicate)) => Outcome::Respond(ok_json(&duplicate)),
+            Ok(None) => match order_check(&app.config.smart_accounts, &order) {
+                None => place_one(order, None),
+                Some(check) => app
+                    .config
+                    .smart_accounts
+                    .judge(vec![check], move |verdicts| {
+                        let mut order = order;
+                        let chain_error = verdicts
+                            .into_iter()
+                            .next()
+                            .and_then(|v| apply_verdict(v, &mut order));
+                        place_one(order, chain_error)
+                    }),
+            },
         },
+    }
+}
+
+/// The answer to an order whose hash the history store holds: it was placed before and
+/// closed long ago, and the engine has forgotten it (API.md §19); `Ok(None)` when the store
+/// does not hold it. Refused while the store is too far behind for the engine to cover what
+/// it has not stored yet (503, retry), or when it cannot be read.
+fn stored_before(
+    history: Option<&dyn HistoryReads>,
+    order: &NewOrder,
+) -> Result<Option<OrderPlacementResult>, Response> {
+    let Some(history) = history else {
+        return Ok(None);
+    };
+    if history.lag() > HASH_GRACE_RECORDS / 2 {
+        return Err(
+            Response::error(Status::Unavailable, "history store behind: try again").retry_after(1),
+        );
+    }
+    match history.order_hash_stored(&order.order_hash) {
+        Ok(false) => Ok(None),
+        Ok(true) => Ok(Some(OrderPlacementResult::rejected(
+            rejection_text(&Reject::DuplicateOrder, order),
+            Some(wire_b256(&order.order_hash)),
+        ))),
+        Err(why) => {
+            tracing::warn!(error = %why, "history store read failed");
+            Err(Response::error(Status::Unavailable, "history store unavailable").retry_after(1))
+        }
     }
 }
 
@@ -334,24 +369,32 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
     let accounts = app.config.smart_accounts.clone();
     let board = app.state.board.clone();
     let principal = principal.clone();
+    let history = app.history();
     let recover_and_place = move || {
         let mut slots: Vec<BatchSlot> = Vec::with_capacity(parsed.len());
         let mut checks: Vec<(usize, ControlCheck)> = Vec::new();
         for (i, item) in parsed.iter().enumerate() {
-            match prepare(&exchange, &principal, item) {
-                Ok(order) => {
+            let prepared = prepare(&exchange, &principal, item);
+            let stored = match &prepared {
+                Ok(order) => stored_before(history.as_deref(), order),
+                Err(_) => Ok(None),
+            };
+            match (prepared, stored) {
+                (_, Err(unavailable)) => return Outcome::Respond(unavailable),
+                (Ok(_), Ok(Some(duplicate))) => slots.push(Err(duplicate)),
+                (Ok(order), Ok(None)) => {
                     if let Some(check) = order_check(&accounts, &order) {
                         checks.push((i, check));
                     }
                     slots.push(Ok((order, None)));
                 }
-                Err(Refusal::BadRequest(text)) => {
+                (Err(Refusal::BadRequest(text)), _) => {
                     return bad_request(format!("orders[{i}]: {text}"))
                 }
-                Err(Refusal::Rejected(text, hash)) => {
+                (Err(Refusal::Rejected(text, hash)), _) => {
                     slots.push(Err(OrderPlacementResult::rejected(text, hash)))
                 }
-                Err(Refusal::Price(refusal)) => slots.push(Err(refusal.rejection(&board))),
+                (Err(Refusal::Price(refusal)), _) => slots.push(Err(refusal.rejection(&board))),
             }
         }
         if checks.is_empty() {
@@ -626,7 +669,12 @@ fn cancel_order(app: &App, principal: &L2Principal, request: &Request) -> Outcom
     let accounts = &app.config.smart_accounts;
     match cancel_command(&app.config.exchange, accounts, principal, &cancel) {
         Err(id) => Outcome::Respond(ok_json(&merge([], &[invalid_signature(id)]))),
-        Ok(checked) => run_cancels(accounts, vec![checked], Vec::new()),
+        Ok(checked) => run_cancels(
+            Canceller::of(app, principal),
+            accounts,
+            vec![checked],
+            Vec::new(),
+        ),
     }
 }
 
@@ -646,6 +694,7 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
     }
     let exchange = app.config.exchange;
     let accounts = app.config.smart_accounts.clone();
+    let canceller = Canceller::of(app, principal);
     let principal = principal.clone();
     let recover_and_run = move || {
         let mut not_done = Vec::new();
@@ -656,7 +705,7 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
                 Err(id) => not_done.push(invalid_signature(id)),
             }
         }
-        run_cancels(&accounts, checked, not_done)
+        run_cancels(canceller, &accounts, checked, not_done)
     };
     if cancels_len <= INLINE_CANCEL_RECOVERIES_MAX {
         recover_and_run()
@@ -667,7 +716,45 @@ fn cancel_orders(app: &App, principal: &L2Principal, request: &Request) -> Outco
 
 /// Checks (deferred, when any cancel needs the chain) and applies `checked`; the answer
 /// merges the engine's reports with `not_done`.
+/// Who cancels, and the store that knows the orders the engine has forgotten.
+#[derive(Clone)]
+struct Canceller {
+    requester: ladder_engine::Address,
+    history: Option<Arc<dyn HistoryReads>>,
+}
+
+impl Canceller {
+    fn of(app: &App, principal: &L2Principal) -> Canceller {
+        Canceller {
+            requester: engine_address(&principal.address),
+            history: app.history(),
+        }
+    }
+
+    /// Gives each order the engine had forgotten the reason the history store tells: its
+    /// owner and fate (API.md §10).
+    fn resolve_forgotten(&self, report: &mut CancelReport) -> Result<(), String> {
+        for (id, reason) in report.not_canceled.iter_mut() {
+            if *reason != NotCanceled::Forgotten {
+                continue;
+            }
+            let stored = match &self.history {
+                Some(history) => history.closed_order(*id)?,
+                None => None,
+            };
+            *reason = match stored {
+                None => NotCanceled::NotFound,
+                Some((owner, _)) if owner != self.requester => NotCanceled::NotOwner,
+                Some((_, OrderStatus::Matched)) => NotCanceled::AlreadyFilled,
+                Some(_) => NotCanceled::AlreadyCanceled,
+            };
+        }
+        Ok(())
+    }
+}
+
 fn run_cancels(
+    canceller: Canceller,
     accounts: &SmartAccounts,
     checked: Vec<CheckedCancel>,
     not_done: Vec<(u64, String)>,
@@ -683,7 +770,7 @@ fn run_cancels(
         commands.push(cmd);
     }
     if checks.is_empty() {
-        return submit_cancels(commands, not_done, Vec::new());
+        return submit_cancels(canceller, commands, not_done, Vec::new());
     }
     accounts.judge(checks, move |verdicts| {
         let mut commands = commands;
@@ -691,13 +778,14 @@ fn run_cancels(
         for (i, verdict) in positions.into_iter().zip(verdicts) {
             apply_cancel_verdict(verdict, &mut commands[i], &mut chain_errors);
         }
-        submit_cancels(commands, not_done, chain_errors)
+        submit_cancels(canceller, commands, not_done, chain_errors)
     })
 }
 
 /// Submits `commands`; the answer adds `not_done`, and a cancel the registry refused whose
 /// signer the chain could not judge gives the chain's reason (`chain_errors`).
 fn submit_cancels(
+    canceller: Canceller,
     commands: Vec<Command>,
     not_done: Vec<(u64, String)>,
     chain_errors: Vec<(u64, String)>,
@@ -709,10 +797,20 @@ fn submit_cancels(
         Work::Commands(commands),
         Box::new(move |completion| match completion {
             Completion::AppliedAll { results, .. } => {
-                let reports = results.into_iter().filter_map(|(_, r)| match r {
-                    Reply::Canceled(report) => Some(report),
-                    _ => None,
-                });
+                let mut reports: Vec<CancelReport> = results
+                    .into_iter()
+                    .filter_map(|(_, r)| match r {
+                        Reply::Canceled(report) => Some(report),
+                        _ => None,
+                    })
+                    .collect();
+                for report in &mut reports {
+                    if let Err(why) = canceller.resolve_forgotten(report) {
+                        tracing::warn!(error = %why, "history store read failed");
+                        return Response::error(Status::Unavailable, "history store unavailable")
+                            .retry_after(1);
+                    }
+                }
                 let mut result = merge(reports, &not_done);
                 for (id, why) in chain_errors {
                     explain_signature_refusal(result.not_canceled.get_mut(&id.to_string()), why);
@@ -889,5 +987,153 @@ mod tests {
         assert_eq!(got["1"], Verdict::refusal("connection refused"));
         assert_eq!(got["2"], "not found");
         assert_eq!(got["3"], "already filled");
+    }
+
+    /// A store that holds one order (hash 0x11…, id 7, owned by 0x22…, filled) and is
+    /// `lag` records behind; every read fails when `broken`.
+    #[derive(Debug)]
+    struct OneOrderStore {
+        lag: u64,
+        broken: bool,
+    }
+
+    const STORED_HASH: ladder_engine::Hash32 = ladder_engine::Bytes32([0x11; 32]);
+    const OWNER: ladder_engine::Address = ladder_engine::Address([0x22; 20]);
+
+    impl HistoryReads for OneOrderStore {
+        fn trade(&self, _: u64) -> Result<Option<ladder_engine::TradeView>, String> {
+            Ok(None)
+        }
+        fn trades_of(
+            &self,
+            _: &ladder_engine::Address,
+            _: &ladder_engine::TradeFilter,
+            _: usize,
+        ) -> Result<Vec<ladder_engine::TradeView>, String> {
+            Ok(Vec::new())
+        }
+        fn closed_order(
+            &self,
+            id: u64,
+        ) -> Result<Option<(ladder_engine::Address, OrderStatus)>, String> {
+            if self.broken {
+                return Err("disk I/O error".into());
+            }
+            Ok((id == 7).then_some((OWNER, OrderStatus::Matched)))
+        }
+        fn order_hash_stored(&self, hash: &ladder_engine::Hash32) -> Result<bool, String> {
+            if self.broken {
+                return Err("disk I/O error".into());
+            }
+            Ok(*hash == STORED_HASH)
+        }
+        fn stored_through(&self) -> u64 {
+            0
+        }
+        fn lag(&self) -> u64 {
+            self.lag
+        }
+    }
+
+    fn order(hash: ladder_engine::Hash32) -> NewOrder {
+        NewOrder {
+            order_hash: hash,
+            maker: OWNER,
+            signer: OWNER,
+            token_id: ladder_engine::Bytes32([1; 32]),
+            side: ladder_engine::Side::Buy,
+            price_ticks: 5_000,
+            size_units: 1_000_000,
+            order_type: ladder_engine::OrderType::Gtc,
+            post_only: false,
+            expiration_s: 0,
+            signer_verified: false,
+            signed: None,
+        }
+    }
+
+    #[test]
+    fn an_order_the_store_holds_is_refused_as_the_engine_refuses_a_duplicate() {
+        let store = OneOrderStore {
+            lag: 0,
+            broken: false,
+        };
+        let refused = stored_before(Some(&store), &order(STORED_HASH))
+            .expect("the store answers")
+            .expect("a duplicate");
+        let engine_says = placement_result(
+            &Reply::Rejected(Reject::DuplicateOrder),
+            &order(STORED_HASH),
+            None,
+        )
+        .expect("a placement result");
+        assert_eq!(
+            serde_json::to_value(&refused).unwrap(),
+            serde_json::to_value(&engine_says).unwrap()
+        );
+        let other = ladder_engine::Bytes32([0x12; 32]);
+        assert!(matches!(
+            stored_before(Some(&store), &order(other)),
+            Ok(None)
+        ));
+        assert!(matches!(stored_before(None, &order(STORED_HASH)), Ok(None)));
+    }
+
+    #[test]
+    fn a_store_far_behind_or_broken_refuses_placements_for_a_while() {
+        for store in [
+            OneOrderStore {
+                lag: HASH_GRACE_RECORDS / 2 + 1,
+                broken: false,
+            },
+            OneOrderStore {
+                lag: 0,
+                broken: true,
+            },
+        ] {
+            let refused = stored_before(Some(&store), &order(ladder_engine::Bytes32([3; 32])))
+                .expect_err("refused");
+            assert_eq!(refused.status, Status::Unavailable);
+            assert_eq!(refused.retry_after_s, Some(1));
+        }
+        let at_the_edge = OneOrderStore {
+            lag: HASH_GRACE_RECORDS / 2,
+            broken: false,
+        };
+        assert!(stored_before(Some(&at_the_edge), &order(ladder_engine::Bytes32([3; 32]))).is_ok());
+    }
+
+    #[test]
+    fn a_forgotten_order_gets_the_reason_of_its_stored_owner_and_fate() {
+        let canceller = |requester| Canceller {
+            requester,
+            history: Some(Arc::new(OneOrderStore {
+                lag: 0,
+                broken: false,
+            })),
+        };
+        let report = || CancelReport {
+            canceled: Default::default(),
+            not_canceled: vec![(7, NotCanceled::Forgotten), (8, NotCanceled::Forgotten)].into(),
+        };
+        let mut mine = report();
+        canceller(OWNER).resolve_forgotten(&mut mine).unwrap();
+        assert_eq!(
+            mine.not_canceled.to_vec(),
+            [(7, NotCanceled::AlreadyFilled), (8, NotCanceled::NotFound)]
+        );
+        let mut theirs = report();
+        canceller(ladder_engine::Address([9; 20]))
+            .resolve_forgotten(&mut theirs)
+            .unwrap();
+        assert_eq!(theirs.not_canceled[0], (7, NotCanceled::NotOwner));
+        let broken = Canceller {
+            requester: OWNER,
+            history: Some(Arc::new(OneOrderStore {
+                lag: 0,
+                broken: true,
+            })),
+        };
+        assert!(broken.resolve_forgotten(&mut report()).is_err());
     }
 }
