@@ -51,6 +51,11 @@ pub struct HistorianConfig {
     /// Whether the journal is full now: no snapshot is written then (it would take the room
     /// the journal waits for); it is written once there is room again.
     pub journal_full: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// The lowest sequence every connected standby has acknowledged (`u64::MAX` without
+    /// one): the journal keeps the records after it.
+    pub standby_floor: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Where retired journal segments go (`--journal-archive`); removed without one.
+    pub journal_archive: Option<PathBuf>,
 }
 
 /// A running historian.
@@ -160,6 +165,38 @@ fn starting_engine(
         }
     }
     Ok((Engine::new(limits), 0))
+}
+
+impl Run {
+    /// Retires the journal segments whose records the oldest kept snapshot, the store and
+    /// every connected standby all hold (API.md §19).
+    fn retire_segments(&self) {
+        let data_dir = &self.config.data_dir;
+        let oldest_snapshot = match ladder_journal::oldest_valid_snapshot_seq(data_dir) {
+            Ok(Some(seq)) => seq,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "retention: snapshots not listed");
+                return;
+            }
+        };
+        let bound = oldest_snapshot
+            .min(self.writer.applied_seq())
+            .min((self.config.standby_floor)());
+        let archive = self.config.journal_archive.as_deref();
+        match ladder_journal::retire_segments_through(data_dir, bound, archive) {
+            Ok(retired) if !retired.is_empty() => {
+                tracing::info!(
+                    segments = retired.len(),
+                    through_seq = bound,
+                    archived = archive.is_some(),
+                    "journal segments retired"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention: segments not retired"),
+        }
+    }
 }
 
 /// The thread's state.
@@ -348,6 +385,7 @@ impl Run {
             Ok(path) => {
                 tracing::info!(seq, path = %path.display(), "snapshot written");
                 let _ = ladder_journal::prune_snapshots(data_dir, self.config.keep_snapshots);
+                self.retire_segments();
             }
             Err(e) => tracing::warn!(error = %e, "snapshot failed"),
         }

@@ -176,6 +176,8 @@ fn start(data_dir: &Path, released: Arc<AtomicU64>, journal_last_seq: u64) -> Hi
         keep_snapshots: 2,
         journal_last_seq,
         journal_full: Arc::new(|| false),
+        standby_floor: Arc::new(|| u64::MAX),
+        journal_archive: None,
     })
     .expect("historian starts")
 }

@@ -21,6 +21,7 @@ mod reader;
 mod record;
 mod recovery;
 mod repair;
+mod retention;
 mod scan;
 mod segment;
 pub mod snapshot;
@@ -40,10 +41,11 @@ pub use reader::JournalReader;
 pub use record::{Record, RecordRef};
 pub use recovery::{RecoveryReport, TornTail};
 pub use repair::{quarantine_after, repair, truncate_after, RepairReport, RepairedDamage};
+pub use retention::{journal_first_seq, retire_segments_through};
 pub use segment::{create_dir_durably, journal_dir, sync_dir, JOURNAL_DIR_NAME, SEGMENTS_MAX};
 pub use snapshot::{
-    latest_valid_snapshot, latest_valid_snapshot_through, prune_snapshots,
-    set_aside_snapshots_after, write_snapshot, Snapshot,
+    latest_valid_snapshot, latest_valid_snapshot_through, oldest_valid_snapshot_seq,
+    prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,
 };
 pub use space::{is_no_space, is_no_space_io};
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;

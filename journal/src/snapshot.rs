@@ -124,6 +124,20 @@ pub fn latest_valid_snapshot_through(
     Ok(None)
 }
 
+/// The sequence of the oldest snapshot whose header and checksum verify (`None`: none does).
+/// Recovery falls back to it when every newer one is unusable, so the journal must keep the
+/// records after it.
+pub fn oldest_valid_snapshot_seq(data_dir: impl AsRef<Path>) -> Result<Option<u64>> {
+    let listed = list_snapshots(&snapshot_dir(data_dir.as_ref()))?;
+    for (seq, path) in &listed {
+        match read_snapshot(path, *seq) {
+            Ok(_) => return Ok(Some(*seq)),
+            Err(defect) => warn_broken(path, &defect),
+        }
+    }
+    Ok(None)
+}
+
 /// Keeps the newest `keep_newest` valid snapshots and removes every snapshot older than the
 /// oldest of them (broken newer ones stay, for inspection), plus leftover temporary files.
 /// Removes nothing while fewer than `keep_newest` valid snapshots exist. Returns the removed

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use ladder_engine::{Engine, EngineLimits};
-use ladder_journal::{latest_valid_snapshot, JournalReader};
+use ladder_journal::{latest_valid_snapshot_through, JournalReader};
 
 use crate::codec::decode_command;
 
@@ -21,27 +21,37 @@ pub struct Recovered {
 
 /// Rebuilds the engine from `data_dir`: snapshot plus replay up to `until_seq` (inclusive;
 /// `None` = the end of the journal).
+///
+/// The newest snapshot at or before `until_seq` that decodes is used (an unusable one, say of an
+/// older engine's format, is passed over for the one before it). Without one, the journal is
+/// replayed from its first record, which must then be sequence 1: a journal trimmed by
+/// retention starts later and needs a snapshot that covers what it no longer holds.
 pub fn recover_engine(
     data_dir: &Path,
     limits: EngineLimits,
     until_seq: Option<u64>,
 ) -> Result<(Engine, Recovered), String> {
     let mut recovered = Recovered::default();
-    let snapshot = latest_valid_snapshot(data_dir).map_err(|e| e.to_string())?;
-    let restored = match snapshot {
-        Some(snapshot) if until_seq.is_none_or(|u| snapshot.seq <= u) => {
-            match Engine::from_snapshot_bytes(&snapshot.payload) {
-                Ok(engine) => Some((snapshot.seq, engine)),
-                Err(e) => {
-                    // An older engine's format (or damage the checksum missed): the journal is
-                    // complete from sequence 1, so replaying all of it gives the same state.
-                    tracing::warn!(seq = snapshot.seq, error = %e, "snapshot not usable; replaying the whole journal");
-                    None
+    let first_seq = ladder_journal::journal_first_seq(data_dir).map_err(|e| e.to_string())?;
+    let mut newest_allowed = until_seq.unwrap_or(u64::MAX);
+    let mut restored = None;
+    while let Some(snapshot) =
+        latest_valid_snapshot_through(data_dir, newest_allowed).map_err(|e| e.to_string())?
+    {
+        match Engine::from_snapshot_bytes(&snapshot.payload) {
+            Ok(engine) => {
+                restored = Some((snapshot.seq, engine));
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(seq = snapshot.seq, error = %e, "snapshot not usable; trying an older one");
+                match snapshot.seq.checked_sub(1) {
+                    Some(older) => newest_allowed = older,
+                    None => break,
                 }
             }
         }
-        _ => None,
-    };
+    }
     let mut engine = match restored {
         Some((seq, engine)) => {
             recovered.snapshot_seq = seq;
@@ -50,9 +60,15 @@ pub fn recover_engine(
         }
         None => Engine::new(limits),
     };
-    let journal_exists = ladder_journal::journal_dir(data_dir).exists();
-    if !journal_exists {
+    let Some(first_seq) = first_seq else {
         return Ok((engine, recovered));
+    };
+    if first_seq > recovered.last_seq + 1 {
+        return Err(format!(
+            "the journal starts at sequence {first_seq} and no usable snapshot covers the \
+             records before it (the newest usable one is at {})",
+            recovered.snapshot_seq
+        ));
     }
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     reader

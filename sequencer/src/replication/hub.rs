@@ -107,6 +107,12 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
+    /// The lowest sequence the connected standbys have all acknowledged (`None` without a
+    /// standby): the journal keeps every record after it.
+    pub fn slowest_ack(&self) -> Option<u64> {
+        self.lock().acks.values().copied().min()
+    }
+
     /// Standby `id` holds everything up to `seq`.
     pub fn ack(&self, id: u64, seq: u64) {
         let mut state = self.lock();

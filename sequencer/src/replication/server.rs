@@ -202,6 +202,15 @@ fn confirm_ready(stream: &TcpStream, reader: &mut secure::SecureReader) -> Resul
 
 /// Why a standby cannot follow: its last record is not the primary's.
 fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> {
+    // Retention removed the records it needs next.
+    let first = ladder_journal::journal_first_seq(data_dir).map_err(|e| e.to_string())?;
+    if let Some(first) = first.filter(|&first| hello.from_seq < first) {
+        return Ok(Some(format!(
+            "behind the primary's journal, which starts at sequence {first} (the records \
+             before it were retired): start the standby from a copy of the primary's data \
+             directory"
+        )));
+    }
     let Some(theirs) = hello.last else {
         return Ok(None);
     };

@@ -251,7 +251,11 @@ fn tail(args: &TailArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .last_seq
         .unwrap_or(0);
-    let from = last.saturating_sub(args.lines.saturating_sub(1)).max(1);
+    // A trimmed journal (retention) starts later than 1.
+    let first = ladder_journal::journal_first_seq(data_dir)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(1);
+    let from = last.saturating_sub(args.lines.saturating_sub(1)).max(first);
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     reader.seek(from).map_err(|e| e.to_string())?;
     loop {

@@ -52,6 +52,10 @@ pub struct ServiceFlags {
     /// written, so that a full disk is a refusal ahead of time, never a fault.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub segment_size_mb: u64,
+    /// Segment size in KiB instead (4 to 1,048,576, a multiple of 4): tests fill segments in
+    /// a few hundred records.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(4..=1 << 20))]
+    pub segment_size_kb: Option<u64>,
     /// A key whose heartbeats run (POST /heartbeats) and that does not beat within this many
     /// ms has every open order of its address cancelled.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -63,6 +67,19 @@ pub struct ServiceFlags {
     #[arg(long, default_value_t = 2,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub keep_snapshots: usize,
+    /// Journal segments that every kept snapshot, the history store and every connected
+    /// standby hold are moved here instead of removed.
+    #[arg(long, value_name = "DIR")]
+    pub journal_archive: Option<std::path::PathBuf>,
+}
+
+impl ServiceFlags {
+    /// The journal's segment size in bytes (`--segment-size-mb`, or the hidden
+    /// `--segment-size-kb`).
+    pub fn segment_size_bytes(&self) -> u64 {
+        self.segment_size_kb
+            .map_or(self.segment_size_mb << 20, |kb| kb << 10)
+    }
 }
 
 /// The subcommands.
@@ -76,7 +93,7 @@ pub enum Command {
         action: journal::JournalCommand,
     },
     /// Follow a primary as a hot standby.
-    Standby(StandbyArgs),
+    Standby(Box<StandbyArgs>),
     /// Turn a standby into a primary.
     Promote(AdminCallArgs),
     /// Make a running service write a snapshot of its state now (POST /admin/snapshot).

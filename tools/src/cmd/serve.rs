@@ -74,6 +74,8 @@ struct RunOptions {
     snapshot_every: u64,
     /// Snapshots kept (`--keep-snapshots`).
     keep_snapshots: usize,
+    /// Where retired journal segments go (`--journal-archive`).
+    journal_archive: Option<PathBuf>,
     admin_public: bool,
     durability: Durability,
     gateway_threads: usize,
@@ -96,10 +98,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
-        segment_size_bytes: args.service.segment_size_mb << 20,
+        segment_size_bytes: args.service.segment_size_bytes(),
         heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
         snapshot_every: args.service.snapshot_every,
         keep_snapshots: args.service.keep_snapshots,
+        journal_archive: args.service.journal_archive.clone(),
         admin_public: args.admin_public,
         durability: args.durability,
         gateway_threads: args.gateway_threads,
@@ -128,10 +131,11 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
-        segment_size_bytes: args.service.segment_size_mb << 20,
+        segment_size_bytes: args.service.segment_size_bytes(),
         heartbeat_timeout_ms: args.service.heartbeat_timeout_ms,
         snapshot_every: args.service.snapshot_every,
         keep_snapshots: args.service.keep_snapshots,
+        journal_archive: args.service.journal_archive.clone(),
         admin_public: false,
         durability: Durability::Sync,
         gateway_threads: 2,
@@ -312,6 +316,16 @@ fn run(options: RunOptions) -> Result<(), String> {
                 .is_some_and(|stats| stats.journal_full.load(Ordering::Relaxed))
         })
     };
+    // The journal keeps what a connected standby has not acknowledged (the hub is made below).
+    let hub_cell: Arc<OnceLock<Arc<ReplicationHub>>> = Arc::new(OnceLock::new());
+    let standby_floor = {
+        let cell = hub_cell.clone();
+        Arc::new(move || {
+            cell.get()
+                .and_then(|hub| hub.slowest_ack())
+                .unwrap_or(u64::MAX)
+        })
+    };
     let historian = Historian::start(HistorianConfig {
         data_dir: data_dir.clone(),
         limits: EngineLimits::default(),
@@ -320,6 +334,8 @@ fn run(options: RunOptions) -> Result<(), String> {
         keep_snapshots: options.keep_snapshots,
         journal_last_seq: journal_end,
         journal_full,
+        standby_floor,
+        journal_archive: options.journal_archive.clone(),
     })?;
     let history = historian.reader();
     // The prices of trades the engine no longer holds (none when the store cannot be read:
@@ -392,6 +408,9 @@ fn run(options: RunOptions) -> Result<(), String> {
         _ => None,
     };
     *state.replication.write() = hub.clone();
+    if let Some(hub) = &hub {
+        let _ = hub_cell.set(hub.clone());
+    }
     let parts = SequencerParts {
         engine,
         journal,

@@ -1,0 +1,182 @@
+//! Journal retention (API.md §19): once a snapshot, the history store and every connected
+//! standby hold a segment's records, the segment leaves the journal (or moves to
+//! `--journal-archive`); the service restarts from what is left, `ladder journal` works on the
+//! trimmed journal, and a connected standby keeps what it has not acknowledged.
+
+mod helpers;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use helpers::*;
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::Side;
+use serde_json::json;
+use support::*;
+
+/// First sequences of the journal's segments, oldest first.
+fn segment_firsts(data_dir: &Path) -> Vec<u64> {
+    let mut firsts: Vec<u64> = std::fs::read_dir(data_dir.join("journal"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| {
+                    let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".seg")?.parse().ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    firsts.sort_unstable();
+    firsts
+}
+
+fn ladder(args: &[&str], data_dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("run ladder");
+    assert!(
+        out.status.success(),
+        "ladder {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Credits many small deposits: one journal record each.
+fn fill_journal(service: &Service, records: usize) {
+    let address = ladder_protocol::Address::parse("0x00000000000000000000000000000000000000aa")
+        .expect("an address");
+    for _ in 0..records {
+        deposit(service, &address, "COLLATERAL", 1);
+    }
+}
+
+/// Waits until the journal's first segment starts after sequence 1.
+fn wait_trimmed(data_dir: &Path) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let firsts = segment_firsts(data_dir);
+        if firsts.first().is_some_and(|&f| f > 1) {
+            return firsts;
+        }
+        assert!(Instant::now() < deadline, "never trimmed: {firsts:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const SMALL: [&str; 8] = [
+    "--segment-size-kb",
+    "16",
+    "--snapshot-every",
+    "200",
+    "--keep-snapshots",
+    "2",
+    "--settlement-delay-ms",
+    "20",
+];
+
+#[test]
+fn retired_segments_leave_and_the_service_tools_and_reads_work_on_what_is_left() {
+    let archive = tempfile::tempdir().unwrap();
+    let archive_dir: PathBuf = archive.path().join("segments");
+    let mut args: Vec<&str> = SMALL.to_vec();
+    let archive_arg = archive_dir.to_string_lossy().into_owned();
+    args.extend(["--journal-archive", &archive_arg]);
+    let mut service = Service::start(&args);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 20);
+    let p = place(&mut bob, yes(), Side::Sell, 5_000, 3, OrderType::Fak);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let trade_id = p["tradeIds"][0].as_str().unwrap().to_string();
+    fill_journal(&service, 1_500);
+
+    let firsts = wait_trimmed(service.data_dir());
+    let moved: Vec<u64> = std::fs::read_dir(&archive_dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".seg")?.parse().ok()
+        })
+        .collect();
+    assert!(
+        moved.contains(&1),
+        "the first segment was archived: {moved:?}"
+    );
+    assert!(moved.iter().all(|m| m < &firsts[0]));
+
+    // The tools on the trimmed journal of the running service.
+    let verify: serde_json::Value =
+        serde_json::from_str(ladder(&["journal", "verify"], service.data_dir()).trim()).unwrap();
+    assert_eq!(verify["first_seq"], json!(firsts[0]), "{verify}");
+    let dump = ladder(&["journal", "dump"], service.data_dir());
+    let first_line: serde_json::Value =
+        serde_json::from_str(dump.lines().next().expect("records")).unwrap();
+    assert_eq!(first_line["seq"], json!(firsts[0]));
+    let hash_live = ladder(&["journal", "state-hash"], service.data_dir());
+    assert!(hash_live.trim().starts_with("0x"));
+
+    // A restart recovers from a snapshot and the journal left; reads are the same.
+    let balance_before = balance(&mut alice, "asset_type=COLLATERAL");
+    let trade_before = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap()
+        .json();
+    service.kill_and_restart();
+    let mut alice = service.trader(0);
+    assert_eq!(balance(&mut alice, "asset_type=COLLATERAL"), balance_before);
+    let trade_after = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap()
+        .json();
+    assert_eq!(trade_after, trade_before);
+    service.kill();
+    let last_line = ladder(&["journal", "state-hash"], service.data_dir());
+    assert!(last_line.trim().starts_with("0x"));
+}
+
+#[test]
+fn a_connected_standby_keeps_its_records_and_a_new_one_behind_the_journal_is_refused() {
+    let replication = free_port();
+    let mut args: Vec<&str> = SMALL.to_vec();
+    let listen = format!("127.0.0.1:{replication}");
+    args.extend(["--replication-listen", &listen]);
+    let primary = Service::start(&args);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = start_standby_in(replication, &standby_dir.path().join("data"));
+    fill_journal(&primary, 1_500);
+    // Trimmed with the standby connected: it held (acknowledged) what left.
+    let firsts = wait_trimmed(primary.data_dir());
+    let status = |url: &str| {
+        let mut http = ladder_client::HttpClient::new(url).unwrap();
+        http.request("GET", "/time", &[], None).unwrap().status
+    };
+    assert_eq!(status(&standby.url), 200, "the standby follows on");
+    drop(standby);
+
+    // A new standby needs records the primary no longer has: refused, and says why.
+    let fresh = tempfile::tempdir().unwrap();
+    let out = standby_command(replication, &fresh.path().join("data"))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run standby");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // It starts at `firsts[0]` or later (retention goes on).
+    assert!(
+        stderr.contains("behind the primary's journal, which starts at sequence"),
+        "{stderr}"
+    );
+    let named: u64 = stderr
+        .split("starts at sequence ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("the sequence it names");
+    assert!(named >= firsts[0]);
+}
