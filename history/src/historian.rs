@@ -56,6 +56,9 @@ pub struct HistorianConfig {
     pub standby_floor: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// Where retired journal segments go (`--journal-archive`); removed without one.
     pub journal_archive: Option<PathBuf>,
+    /// Told after each commit that the store holds the price of every trade below this
+    /// index (the read side then lets those go).
+    pub prices_stored_below: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
 /// A running historian.
@@ -363,6 +366,7 @@ impl Run {
                 .map_err(|e| format!("history store: {e}"))?;
             self.stored_through
                 .store(self.writer.applied_seq(), Ordering::Release);
+            (self.config.prices_stored_below)(self.engine.trade_count());
         }
         self.snapshot_when_due();
         Ok(applied)

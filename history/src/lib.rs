@@ -12,6 +12,6 @@ mod schema;
 mod writer;
 
 pub use historian::{Historian, HistorianConfig};
-pub use reader::{HistoryReader, StoredPrice};
+pub use reader::HistoryReader;
 pub use schema::{history_path, HISTORY_FILE_NAME, SCHEMA_VERSION};
 pub use writer::HistoryWriter;

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ladder_engine::{
-    Address, Bytes32, Hash32, OrderId, OrderStatus, TradeFilter, TradeView, NANOS_PER_SECOND,
+    Address, ConditionId, Hash32, OrderId, OrderStatus, TradeFilter, TradeView, NANOS_PER_SECOND,
 };
-use ladder_sequencer::HistoryReads;
+use ladder_sequencer::{HistoryReads, PriceBucket};
 use parking_lot::Mutex;
 use rusqlite::types::Value;
 use rusqlite::Connection;
@@ -71,45 +71,6 @@ impl HistoryReader {
     }
 }
 
-/// A stored trade price: trade index, market, Unix second, Yes price in ticks.
-pub type StoredPrice = (u64, Bytes32, u64, u32);
-
-impl HistoryReader {
-    /// Every stored trade price, in trade order (the read side's price history is filled
-    /// from it at start-up).
-    pub fn price_points(&self) -> Result<Vec<StoredPrice>, String> {
-        self.with_connection(|c| {
-            let mut statement = c.prepare(
-                "SELECT trade_index, condition_id, time_s, yes_price_ticks FROM prices \
-                 ORDER BY trade_index",
-            )?;
-            let rows = statement.query_map([], |row| {
-                let index: i64 = row.get(0)?;
-                let market: String = row.get(1)?;
-                let time_s: i64 = row.get(2)?;
-                let price: i64 = row.get(3)?;
-                let mut condition = [0u8; 32];
-                hex::decode_to_slice(market.trim_start_matches("0x"), &mut condition).map_err(
-                    |e| {
-                        rusqlite::Error::FromSqlConversionFailure(
-                            1,
-                            rusqlite::types::Type::Text,
-                            e.into(),
-                        )
-                    },
-                )?;
-                Ok((
-                    index.max(0) as u64,
-                    Bytes32(condition),
-                    time_s.max(0) as u64,
-                    price.clamp(0, i64::from(u32::MAX)) as u32,
-                ))
-            })?;
-            rows.collect()
-        })
-    }
-}
-
 impl HistoryReads for HistoryReader {
     fn trade(&self, index: u64) -> Result<Option<TradeView>, String> {
         self.with_connection(|c| {
@@ -155,6 +116,45 @@ impl HistoryReads for HistoryReader {
         self.with_connection(|c| {
             let mut statement = c.prepare_cached("SELECT 1 FROM orders WHERE order_hash = ?1")?;
             statement.exists([hex_text(&hash.0)])
+        })
+    }
+
+    fn price_buckets(
+        &self,
+        market: &ConditionId,
+        start_s: u64,
+        end_s: u64,
+        bucket_s: u64,
+        limit: usize,
+    ) -> Result<Vec<PriceBucket>, String> {
+        let bucket_s = int(bucket_s.max(1));
+        self.with_connection(|c| {
+            // SQLite takes a bare column's value from the row that gives the group its MAX.
+            let mut statement = c.prepare_cached(
+                "SELECT (time_s / ?4) * ?4 AS bucket, yes_price_ticks, MAX(trade_index) \
+                 FROM prices WHERE condition_id = ?1 AND time_s BETWEEN ?2 AND ?3 \
+                 GROUP BY bucket ORDER BY bucket LIMIT ?5",
+            )?;
+            let rows = statement.query_map(
+                rusqlite::params![
+                    hex_text(&market.0),
+                    int(start_s),
+                    int(end_s),
+                    bucket_s,
+                    int(limit as u64)
+                ],
+                |row| {
+                    let start: i64 = row.get(0)?;
+                    let price: i64 = row.get(1)?;
+                    let index: i64 = row.get(2)?;
+                    Ok(PriceBucket {
+                        start_s: start.max(0) as u64,
+                        yes_price_ticks: price.clamp(0, i64::from(u32::MAX)) as u32,
+                        trade_index: index.max(0) as u64,
+                    })
+                },
+            )?;
+            rows.collect()
         })
     }
 

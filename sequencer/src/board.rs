@@ -9,14 +9,20 @@
 //! acknowledged order. Each market's snapshot sits behind an `ArcSwap`: a reader loads it
 //! without a lock and the writer replaces it without waiting for readers. The directory of
 //! markets is behind a read-write lock whose write side is taken only when a market is
-//! created. A market's trade prices are an append-only list behind a read-write lock: a
-//! reader holds it for a binary search per bucket it answers (at most `HISTORY_BUCKETS_MAX`).
+//! created. A market's recent trade prices are a list behind a read-write lock: a reader holds
+//! it for a binary search per bucket it answers (at most `HISTORY_BUCKETS_MAX`). Only the
+//! prices the history store does not hold yet stay here (API.md §19): once the store holds
+//! every trade below an index, the next trade of that market trims the ones below it, and a
+//! price-history read merges the store's buckets with these ([`merge_price_buckets`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use ladder_engine::{BookView, Engine, Event, Outcome, TokenId, TradeView, NANOS_PER_SECOND};
+use ladder_engine::{
+    BookView, ConditionId, Engine, Event, Outcome, TokenId, TradeView, NANOS_PER_SECOND,
+};
 use parking_lot::RwLock;
 
 /// One market's book as of one released batch, kept as the Yes token sees it (the No
@@ -60,16 +66,67 @@ const PRICE_ONE_TICKS: u32 = 10_000;
 /// Most buckets one price-history answer holds.
 pub const HISTORY_BUCKETS_MAX: usize = 10_000;
 
-/// A trade's time (Unix seconds) and price on the Yes token (ticks).
-pub type PricePoint = (u64, u32);
+/// A trade's price, as the read side and the history store keep it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TradePrice {
+    /// The market's index.
+    pub market: u32,
+    /// The trade's index in the trade log.
+    pub trade_index: u64,
+    /// Match time, Unix seconds.
+    pub time_s: u64,
+    /// The price on the Yes token, in ticks.
+    pub yes_price_ticks: u32,
+}
+
+/// One bucket of a price history: its start, and the Yes price of its last trade (the one of
+/// highest index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PriceBucket {
+    /// Start of the bucket, Unix seconds (a multiple of the bucket's length).
+    pub start_s: u64,
+    /// The Yes price of its last trade, in ticks.
+    pub yes_price_ticks: u32,
+    /// The index of that trade.
+    pub trade_index: u64,
+}
+
+/// Buckets of the same query from two sources (the store and the read side) as one list,
+/// oldest first, at most `HISTORY_BUCKETS_MAX`: where both have a bucket, the later trade's
+/// price.
+pub fn merge_price_buckets(a: Vec<PriceBucket>, b: Vec<PriceBucket>) -> Vec<PriceBucket> {
+    let mut merged: BTreeMap<u64, PriceBucket> = BTreeMap::new();
+    for bucket in a.into_iter().chain(b) {
+        merged
+            .entry(bucket.start_s)
+            .and_modify(|kept| {
+                if bucket.trade_index > kept.trade_index {
+                    *kept = bucket;
+                }
+            })
+            .or_insert(bucket);
+    }
+    merged.into_values().take(HISTORY_BUCKETS_MAX).collect()
+}
+
+/// A price on `outcome`'s token from a price on the Yes token.
+pub fn token_price(outcome: Outcome, yes_price_ticks: u32) -> u32 {
+    match outcome {
+        Outcome::Yes => yes_price_ticks,
+        Outcome::No => PRICE_ONE_TICKS.saturating_sub(yes_price_ticks),
+    }
+}
+
+/// A trade's time (Unix seconds) and price on the Yes token (ticks), with its index.
+type PricePoint = (u64, u64, u32);
 
 /// What a batch brings to the read side.
 #[derive(Debug, Default)]
 pub struct BoardUpdates {
     /// New snapshots: `(market index, books)`.
     pub books: Vec<(u32, Arc<MarketBooks>)>,
-    /// New trades, in match order: `(market index, point)`.
-    pub trades: Vec<(u32, PricePoint)>,
+    /// New trades' prices, in match order.
+    pub trades: Vec<TradePrice>,
 }
 
 impl BoardUpdates {
@@ -82,8 +139,9 @@ impl BoardUpdates {
 /// One market on the read side.
 struct MarketSide {
     books: ArcSwap<MarketBooks>,
-    /// Trade prices in match order (times never go back: the sequencer's clock is monotonic).
-    trades: RwLock<Vec<PricePoint>>,
+    /// Recent trade prices `(time, index, price)` in match order (times never go back: the
+    /// sequencer's clock is monotonic).
+    trades: RwLock<VecDeque<PricePoint>>,
 }
 
 #[derive(Default)]
@@ -96,6 +154,8 @@ struct Directory {
 #[derive(Default)]
 pub struct BookBoard {
     directory: RwLock<Directory>,
+    /// The history store holds the price of every trade below this index.
+    prices_stored_below: AtomicU64,
 }
 
 impl std::fmt::Debug for BookBoard {
@@ -107,26 +167,24 @@ impl std::fmt::Debug for BookBoard {
 }
 
 impl BookBoard {
-    /// Installs every market of `engine` and the prices of its trades (at start-up, before
-    /// the sequencer runs): those of `stored` (the history store's, by trade index: the
-    /// engine no longer holds the oldest trades) and those of the trades the engine holds,
-    /// each trade once, in match order.
-    pub fn fill(&self, engine: &Engine, stored: Vec<(u64, u32, PricePoint)>) {
+    /// Installs every market of `engine` and the prices of the trades it holds (at start-up,
+    /// before the sequencer runs; older prices are in the history store).
+    pub fn fill(&self, engine: &Engine) {
         let books = (0..engine.market_count() as u32)
             .filter_map(|index| Some((index, Arc::new(MarketBooks::read(engine, index)?))))
             .collect();
-        let mut indexed = stored;
-        indexed.extend(engine.held_trades().filter_map(|trade| {
-            let (market, point) = price_point(engine, trade)?;
-            Some((trade.index, market, point))
-        }));
-        indexed.sort_unstable_by_key(|&(index, _, _)| index);
-        indexed.dedup_by_key(|&mut (index, _, _)| index);
-        let trades = indexed
-            .into_iter()
-            .map(|(_, market, point)| (market, point))
+        let trades = engine
+            .held_trades()
+            .filter_map(|trade| price_point(engine, trade))
             .collect();
         self.install(BoardUpdates { books, trades });
+    }
+
+    /// The history store now holds the price of every trade below `trade_index`: they leave
+    /// the read side as their markets trade again.
+    pub fn prices_stored_below(&self, trade_index: u64) {
+        self.prices_stored_below
+            .fetch_max(trade_index, Ordering::AcqRel);
     }
 
     /// The books of `token`'s market, and which of them is `token`'s.
@@ -137,41 +195,42 @@ impl BookBoard {
         Some((books, outcome))
     }
 
-    /// The price history of `token` (`None`: unknown token): for each `bucket_s`-second
-    /// bucket (aligned to multiples of it) holding trades from `start_s` to `end_s`
-    /// inclusive, the bucket's start and the price of its last trade on `token`, oldest
-    /// first, at most `HISTORY_BUCKETS_MAX` buckets.
+    /// The price history of `token` held here (`None`: unknown token): its market's condition
+    /// id, which of the market's tokens it is, and for each `bucket_s`-second bucket (aligned
+    /// to multiples of it) holding recent trades from `start_s` to `end_s` inclusive, the
+    /// bucket and its last trade, oldest first, at most `HISTORY_BUCKETS_MAX` buckets.
     pub fn price_history(
         &self,
         token: &TokenId,
         start_s: u64,
         end_s: u64,
         bucket_s: u64,
-    ) -> Option<Vec<PricePoint>> {
+    ) -> Option<(ConditionId, Outcome, Vec<PriceBucket>)> {
         let bucket_s = bucket_s.max(1);
         let (market, outcome) = {
             let directory = self.directory.read();
             let &(index, outcome) = directory.tokens.get(token)?;
             (directory.markets.get(index as usize)?.clone(), outcome)
         };
+        let condition_id = market.books.load().yes.market.condition_id;
         let trades = market.trades.read();
         let from = trades.partition_point(|p| p.0 < start_s);
-        let to = trades.partition_point(|p| p.0 <= end_s);
-        let in_range = &trades[from..to.max(from)];
+        let to = trades.partition_point(|p| p.0 <= end_s).max(from);
         let mut history = Vec::new();
-        let mut at = 0;
-        while at < in_range.len() && history.len() < HISTORY_BUCKETS_MAX {
-            let bucket = in_range[at].0 - in_range[at].0 % bucket_s;
+        let mut at = from;
+        while at < to && history.len() < HISTORY_BUCKETS_MAX {
+            let bucket = trades[at].0 - trades[at].0 % bucket_s;
             let next = bucket.saturating_add(bucket_s);
-            at += in_range[at..].partition_point(|p| p.0 < next);
-            let yes_price = in_range[at - 1].1;
-            let price = match outcome {
-                Outcome::Yes => yes_price,
-                Outcome::No => PRICE_ONE_TICKS - yes_price,
-            };
-            history.push((bucket, price));
+            // The first price at or after the next bucket (times are in order).
+            at = trades.partition_point(|p| p.0 < next).clamp(at + 1, to);
+            let (_, trade_index, yes_price_ticks) = trades[at - 1];
+            history.push(PriceBucket {
+                start_s: bucket,
+                yes_price_ticks,
+                trade_index,
+            });
         }
-        Some(history)
+        Some((condition_id, outcome, history))
     }
 
     /// Installs snapshots and trades (markets new to the board are added).
@@ -206,30 +265,36 @@ impl BookBoard {
                 }
                 directory.markets.push(Arc::new(MarketSide {
                     books: ArcSwap::new(books),
-                    trades: RwLock::new(Vec::new()),
+                    trades: RwLock::new(VecDeque::new()),
                 }));
             }
         }
         if trades.is_empty() {
             return;
         }
+        let stored_below = self.prices_stored_below.load(Ordering::Acquire);
         let directory = self.directory.read();
-        for (index, point) in trades {
-            if let Some(side) = directory.markets.get(index as usize) {
-                side.trades.write().push(point);
+        for price in trades {
+            if let Some(side) = directory.markets.get(price.market as usize) {
+                let mut recent = side.trades.write();
+                while recent.front().is_some_and(|p| p.1 < stored_below) {
+                    recent.pop_front();
+                }
+                recent.push_back((price.time_s, price.trade_index, price.yes_price_ticks));
             }
         }
     }
 }
 
-/// A trade's market and price point on the Yes token.
-pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<(u32, PricePoint)> {
-    let market = engine.market_index(&trade.condition_id)?;
-    let yes_price = match trade.taker.outcome {
-        Outcome::Yes => trade.taker.price_ticks,
-        Outcome::No => PRICE_ONE_TICKS - trade.taker.price_ticks,
-    };
-    Some((market, (trade.match_time_ns / NANOS_PER_SECOND, yes_price)))
+/// A trade's market and price on the Yes token.
+pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<TradePrice> {
+    Some(TradePrice {
+        market: engine.market_index(&trade.condition_id)?,
+        trade_index: trade.index,
+        time_s: trade.match_time_ns / NANOS_PER_SECOND,
+        // The taker's price seen from the Yes token.
+        yes_price_ticks: token_price(trade.taker.outcome, trade.taker.price_ticks),
+    })
 }
 
 /// The markets `events` changed: those named by level, last-trade and market events.
@@ -304,7 +369,7 @@ mod tests {
             },
         );
         let board = BookBoard::default();
-        board.fill(&engine, Vec::new());
+        board.fill(&engine);
         let yes = market(0).yes_token_id;
         let no = market(0).no_token_id;
         assert!(board.books(&yes).unwrap().0.yes.bids.is_empty());
@@ -349,27 +414,87 @@ mod tests {
         let touched = apply(&mut engine, Command::CreateMarket(market(1)));
         assert_eq!(touched, vec![1]);
         assert!(board.books(&market(1).yes_token_id).is_none());
+        let price = |trade_index, time_s, yes_price_ticks| TradePrice {
+            market: 1,
+            trade_index,
+            time_s,
+            yes_price_ticks,
+        };
         board.install(BoardUpdates {
             books: vec![(1, Arc::new(MarketBooks::read(&engine, 1).unwrap()))],
-            trades: vec![(1, (125, 3_000)), (1, (170, 3_500)), (1, (185, 4_000))],
+            trades: vec![
+                price(0, 125, 3_000),
+                price(1, 170, 3_500),
+                price(2, 185, 4_000),
+            ],
         });
         let yes1 = market(1).yes_token_id;
+        let condition1 = market(1).condition_id;
+        // (bucket, Yes price, trade index) as a token sees it.
+        let history = |token: &TokenId, start, end, bucket| {
+            board
+                .price_history(token, start, end, bucket)
+                .map(|(condition, outcome, buckets)| {
+                    assert_eq!(condition, condition1);
+                    buckets
+                        .iter()
+                        .map(|b| {
+                            (
+                                b.start_s,
+                                token_price(outcome, b.yes_price_ticks),
+                                b.trade_index,
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+        };
         assert_eq!(
-            board.price_history(&yes1, 0, 1_000, 60),
-            Some(vec![(120, 3_500), (180, 4_000)]),
+            history(&yes1, 0, 1_000, 60),
+            Some(vec![(120, 3_500, 1), (180, 4_000, 2)]),
             "the last price of each minute"
         );
         assert_eq!(
-            board.price_history(&market(1).no_token_id, 130, 180, 60),
-            Some(vec![(120, 6_500)]),
+            history(&market(1).no_token_id, 130, 180, 60),
+            Some(vec![(120, 6_500, 1)]),
             "the range cuts trades out, the No token sees the complement"
         );
         assert_eq!(
-            board.price_history(&yes1, 0, 1_000, 1),
-            Some(vec![(125, 3_000), (170, 3_500), (185, 4_000)])
+            history(&yes1, 0, 1_000, 1),
+            Some(vec![(125, 3_000, 0), (170, 3_500, 1), (185, 4_000, 2)])
         );
-        assert_eq!(board.price_history(&yes1, 200, 300, 60), Some(vec![]));
+        assert_eq!(history(&yes1, 200, 300, 60), Some(vec![]));
         assert_eq!(board.price_history(&Bytes32([0x99; 32]), 0, 1, 60), None);
+
+        // Once the store holds trades 0 and 1, the market's next trade lets them go; the
+        // store's buckets and the board's merge, the later trade winning a shared bucket.
+        board.prices_stored_below(2);
+        board.install(BoardUpdates {
+            books: Vec::new(),
+            trades: vec![price(3, 190, 4_200)],
+        });
+        assert_eq!(
+            history(&yes1, 0, 1_000, 60),
+            Some(vec![(180, 4_200, 3)]),
+            "trades 0 and 1 left the read side (trade 2 stays: not stored)"
+        );
+        let stored = vec![
+            PriceBucket {
+                start_s: 120,
+                yes_price_ticks: 3_500,
+                trade_index: 1,
+            },
+            PriceBucket {
+                start_s: 180,
+                yes_price_ticks: 4_000,
+                trade_index: 2,
+            },
+        ];
+        let (_, _, recent) = board.price_history(&yes1, 0, 1_000, 60).unwrap();
+        let merged: Vec<(u64, u32)> = merge_price_buckets(stored, recent)
+            .iter()
+            .map(|b| (b.start_s, b.yes_price_ticks))
+            .collect();
+        assert_eq!(merged, [(120, 3_500), (180, 4_200)]);
         let (books, _) = board.books(&market(1).no_token_id).unwrap();
         assert_eq!(books.yes.market.condition_id, market(1).condition_id);
         assert!(board.books(&Bytes32([0x99; 32])).is_none());

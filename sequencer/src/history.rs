@@ -8,7 +8,9 @@
 //! `HASH_GRACE_RECORDS` later: see the engine's `seen_hashes`). The store itself lives in its own crate (`ladder-history`, SQLite); this
 //! trait is all the gateway sees of it.
 
-use ladder_engine::{Address, Hash32, OrderId, OrderStatus, TradeFilter, TradeView};
+use ladder_engine::{Address, ConditionId, Hash32, OrderId, OrderStatus, TradeFilter, TradeView};
+
+use crate::board::PriceBucket;
 
 /// Reads of the history store, from any thread.
 pub trait HistoryReads: Send + Sync + std::fmt::Debug {
@@ -29,6 +31,18 @@ pub trait HistoryReads: Send + Sync + std::fmt::Debug {
 
     /// Whether an order with this hash is stored (it was accepted, and closed since).
     fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String>;
+
+    /// The stored price history of a market: for each `bucket_s`-second bucket (aligned to
+    /// multiples of it) holding trades from `start_s` to `end_s` inclusive, its last trade's
+    /// Yes price, oldest first, at most `limit` buckets.
+    fn price_buckets(
+        &self,
+        market: &ConditionId,
+        start_s: u64,
+        end_s: u64,
+        bucket_s: u64,
+        limit: usize,
+    ) -> Result<Vec<PriceBucket>, String>;
 
     /// The last journal sequence whose history is stored.
     fn stored_through(&self) -> u64;

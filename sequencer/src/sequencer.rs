@@ -13,7 +13,7 @@ use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal, WriteClass};
 
 use crate::board::{
-    price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, PricePoint,
+    price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, TradePrice,
 };
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, HeartbeatTimers};
@@ -379,7 +379,7 @@ struct Writer {
     /// Markets the batch being applied changed (with repeats).
     touched: Vec<u32>,
     /// Trades the batch being applied made, for the read side's price history.
-    fresh_trades: Vec<(u32, PricePoint)>,
+    fresh_trades: Vec<TradePrice>,
     /// Trades made so far (a trade event of an older one is a settlement change).
     trades_seen: u64,
     stats: Arc<SequencerStats>,

@@ -208,12 +208,35 @@ fn after_sigkill_the_store_has_every_final_trade_exactly_once() {
         .collect::<Vec<_>>();
     assert_eq!(listed_after, listed_before);
 
-    // Killed again once everything is stored and forgotten: the restart reads the same.
+    // Killed again once everything is stored and forgotten: the restart reads the same,
+    // price history included (the read side starts with no price: they are all stored).
     let reads = trade_reads(&mut alice, &ids);
+    let prices = price_reads(&service);
+    assert!(
+        prices
+            .iter()
+            .all(|(_, h)| !h["history"].as_array().unwrap().is_empty()),
+        "{prices:?}"
+    );
     service.kill_and_restart();
     let mut alice = service.trader(0);
     assert_eq!(trade_reads(&mut alice, &ids), reads);
+    assert_eq!(price_reads(&service), prices);
     assert_eq!(stored_trade_ids(service.data_dir()).1, ids.len());
+}
+
+/// `/prices-history` of both tokens, by the minute and by the second.
+fn price_reads(service: &Service) -> Vec<(String, Value)> {
+    let mut reads = Vec::new();
+    for token in [yes(), no()] {
+        for fidelity in ["1", "10"] {
+            let path = format!("/prices-history?market={token}&startTs=0&fidelity={fidelity}");
+            let (status, body) = get(service, &path);
+            assert_eq!(status, 200, "{path}: {body}");
+            reads.push((path, body));
+        }
+    }
+    reads
 }
 
 /// Waits until the engine holds `held` orders (`ladder_engine_orders_held`: open ones, and

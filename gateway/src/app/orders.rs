@@ -1027,6 +1027,16 @@ mod tests {
             }
             Ok(*hash == STORED_HASH)
         }
+        fn price_buckets(
+            &self,
+            _: &ladder_engine::ConditionId,
+            _: u64,
+            _: u64,
+            _: u64,
+            _: usize,
+        ) -> Result<Vec<ladder_sequencer::PriceBucket>, String> {
+            Ok(Vec::new())
+        }
         fn stored_through(&self) -> u64 {
             0
         }

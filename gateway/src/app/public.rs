@@ -6,7 +6,7 @@ use ladder_engine::{
 use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
 use ladder_protocol::{Address, B256, U256};
-use ladder_sequencer::BookBoard;
+use ladder_sequencer::{merge_price_buckets, BookBoard, HistoryReads, HISTORY_BUCKETS_MAX};
 use serde_json::{json, Map, Value};
 use sha1::{Digest, Sha1};
 
@@ -50,7 +50,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
             )
         }),
         (Method::Get | Method::Post, "/last-trades-prices") => last_trades_prices(app, request),
-        (Method::Get, "/prices-history") => prices_history(board, &q),
+        (Method::Get, "/prices-history") => prices_history(board, app.history().as_deref(), &q),
         (Method::Get, "/claimable") => claimable_of(&q),
         _ => return None,
     })
@@ -327,7 +327,11 @@ fn interval_seconds(interval: Option<&str>) -> Result<Option<u64>, String> {
     })
 }
 
-fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
+fn prices_history(
+    board: &BookBoard,
+    history: Option<&dyn HistoryReads>,
+    q: &QueryString,
+) -> Outcome {
     let token = match q.get("market").map(U256::from_dec_str) {
         None => return bad_request("market: required (a token id)"),
         Some(Err(e)) => return bad_request(format!("market: {e}")),
@@ -353,16 +357,33 @@ fn prices_history(board: &BookBoard, q: &QueryString) -> Outcome {
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    Outcome::Respond(match board.price_history(&token, start, end, bucket_s) {
-        None => not_found(),
-        Some(points) => {
-            let history: Vec<Value> = points
-                .iter()
-                .map(|(t, p)| json!({ "t": t, "p": tick_number(*p) }))
-                .collect();
-            ok_json(&json!({ "history": history }))
+    // The read side first, the store after: a price that left the read side was stored.
+    let Some((market, outcome, recent)) = board.price_history(&token, start, end, bucket_s) else {
+        return Outcome::Respond(not_found());
+    };
+    let stored = match history {
+        Some(store) => {
+            match store.price_buckets(&market, start, end, bucket_s, HISTORY_BUCKETS_MAX) {
+                Ok(stored) => stored,
+                Err(why) => {
+                    tracing::warn!(error = %why, "history store read failed");
+                    return Outcome::Respond(
+                        Response::error(Status::Unavailable, "history store unavailable")
+                            .retry_after(1),
+                    );
+                }
+            }
         }
-    })
+        None => Vec::new(),
+    };
+    let points: Vec<Value> = merge_price_buckets(stored, recent)
+        .iter()
+        .map(|b| {
+            let price = ladder_sequencer::token_price(outcome, b.yes_price_ticks);
+            json!({ "t": b.start_s, "p": tick_number(price) })
+        })
+        .collect();
+    Outcome::Respond(ok_json(&json!({ "history": points })))
 }
 
 fn claimable_of(q: &QueryString) -> Outcome {

@@ -336,22 +336,13 @@ fn run(options: RunOptions) -> Result<(), String> {
         journal_full,
         standby_floor,
         journal_archive: options.journal_archive.clone(),
+        prices_stored_below: {
+            let board = state.board.clone();
+            Arc::new(move |below| board.prices_stored_below(below))
+        },
     })?;
     let history = historian.reader();
-    // The prices of trades the engine no longer holds (none when the store cannot be read:
-    // a first start on a full disk, say).
-    let stored_prices = history
-        .price_points()
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "stored trade prices not read");
-            Vec::new()
-        })
-        .into_iter()
-        .filter_map(|(index, market, time_s, price)| {
-            Some((index, engine.market_index(&market)?, (time_s, price)))
-        })
-        .collect();
-    state.board.fill(&engine, stored_prices);
+    state.board.fill(&engine);
     metrics.attach_history(history.clone());
     *state.history.write() = Some(history);
     if engine.last_seq() != journal.last_seq() {
