@@ -159,3 +159,54 @@ fn a_closed_loop_burst_run_reports_no_offered_rate_and_fills_takers() {
     assert!(int(&line, "fill_notify_count") > 0, "{line}");
     assert!(out.path().join("latency.svg").exists());
 }
+
+/// `ladder bench soak` starts its own service, drives it in loadgen chunks, and prints a line
+/// per checkpoint (memory, snapshot, data directory, what the engine holds; the first and last
+/// with a timed restart) and a summary comparing the last with the first.
+#[test]
+fn bench_soak_prints_its_checkpoints_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["bench", "soak", "--commands", "1200", "--every", "600"])
+        .args(["--rate", "300", "--chunk-s", "3", "--snapshot-every", "300"])
+        .arg("--dir")
+        .arg(dir.path().join("data"))
+        .args(["--log", "warn"])
+        .output()
+        .expect("run ladder bench soak");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (summary, checkpoints) = lines.split_last().expect("lines");
+    assert_eq!(summary["summary"], Value::Bool(true), "{summary}");
+    assert!(checkpoints.len() >= 2, "{stdout}");
+    for line in checkpoints {
+        for key in [
+            "commands",
+            "rss_mb",
+            "snapshot_mb",
+            "data_dir_mb",
+            "orders_held",
+        ] {
+            assert!(line[key].is_number(), "{key} in {line}");
+        }
+    }
+    let first = &checkpoints[0];
+    let last = &checkpoints[checkpoints.len() - 1];
+    assert!(first["commands"].as_u64().unwrap() >= 600);
+    assert!(last["commands"].as_u64().unwrap() >= 1200);
+    assert!(first["restart_s"].as_f64().unwrap() > 0.0);
+    assert!(last["restart_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        first["snapshot_mb"].as_f64().unwrap() > 0.0,
+        "snapshots every 300"
+    );
+    assert!(summary["rss_ratio"].is_number());
+}

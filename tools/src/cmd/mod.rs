@@ -3,6 +3,7 @@
 mod bench;
 mod bench_fanout;
 mod bench_pipeline;
+mod bench_soak;
 mod chain_link;
 mod client;
 mod demo;
@@ -264,6 +265,9 @@ pub enum BenchCommand {
     Flush(bench_pipeline::FlushBenchArgs),
     /// Many /ws/market subscribers on one busy market of a running service.
     Fanout(bench_fanout::FanoutArgs),
+    /// Start a service and drive it with the market makers' mix for millions of commands:
+    /// memory, snapshot, data directory and restart time at checkpoints.
+    Soak(bench_soak::SoakArgs),
 }
 
 /// `ladder bench engine`.
@@ -406,6 +410,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Standby(args) => bench_pipeline::standby(&args),
             BenchCommand::Flush(args) => bench_pipeline::flush(&args),
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
+            BenchCommand::Soak(args) => bench_soak::soak(&args),
         },
         Command::Client(args) => client::run(args),
         Command::Loadgen(args) => loadgen::run(&args),
