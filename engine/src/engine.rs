@@ -96,6 +96,9 @@ pub struct Engine {
     /// Batches whose trades became final, with the sequence of the record that made them
     /// so, oldest first: they leave with the `ForgetHistory` that covers that sequence.
     pub(crate) retired_batches: VecDeque<(u64, u64)>,
+    /// The highest `through_seq` of the `ForgetHistory` commands applied: what left the engine
+    /// is in a history store that holds at least this much.
+    pub(crate) forgotten_through: u64,
     pub(crate) seen_hashes: SeenHashes,
     /// Orders that closed, with the sequence of the record that closed them and their
     /// hashes, oldest first: their fates leave with the `ForgetHistory` that covers it.
@@ -143,6 +146,7 @@ impl Engine {
             ledger: Ledger::default(),
             trades: TradeLog::with_room(limits.trades_preallocated),
             retired_batches: VecDeque::new(),
+            forgotten_through: 0,
             seen_hashes: SeenHashes::with_room(limits.orders_preallocated),
             retired_orders: VecDeque::new(),
             expiries: BTreeSet::new(),

@@ -195,10 +195,13 @@ impl<T> ForgetfulLog<T> {
     fn push_forgotten(&mut self, up_to: u64) {
         let chunk = CHUNK_ENTRIES as u64;
         if self.len % chunk == 0 && up_to - self.len >= chunk {
-            if !self.chunks.is_empty() {
+            if self.chunks.is_empty() {
+                // No chunk to keep a place for: every whole chunk up to `up_to` at once.
+                self.len = up_to - up_to % chunk;
+            } else {
                 self.chunks.push_back(None);
+                self.len += chunk;
             }
-            self.len += chunk;
             return;
         }
         let index = self.len;

@@ -238,6 +238,13 @@ impl Engine {
         self.trades.held()
     }
 
+    /// How far a history store must hold for a read of it to find everything this engine
+    /// has forgotten (a standby's engine forgets as its primary's store allows, ahead of its
+    /// own store).
+    pub fn forgotten_through(&self) -> u64 {
+        self.forgotten_through
+    }
+
     /// Orders the engine holds: open, or closed and not yet in the history store.
     pub fn held_order_count(&self) -> u64 {
         self.orders.held()

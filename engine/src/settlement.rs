@@ -49,6 +49,7 @@ impl Engine {
     /// final batches' trades leave the log and their parties' lists, closed orders' fates
     /// leave the order table (their hashes after a grace), and hashes whose grace is over go.
     pub(crate) fn forget_history(&mut self, through_seq: u64) {
+        self.forgotten_through = self.forgotten_through.max(through_seq);
         while let Some(&(seq, id, hash)) = self.retired_orders.front() {
             if seq > through_seq {
                 break;

@@ -82,6 +82,7 @@ impl Engine {
         for trade in self.trades.iter() {
             h.debug(trade);
         }
+        h.u64(self.forgotten_through);
         for (seq, batch) in &self.retired_batches {
             h.u64(*seq);
             h.u64(*batch);

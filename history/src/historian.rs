@@ -245,8 +245,9 @@ impl Run {
         None
     }
 
-    /// The store, set back to the journal's end if it is past it, and the engine it has
-    /// caught up with (and that engine's snapshot sequence).
+    /// The store, set back to the journal's end at start if it is past it, and the engine it
+    /// has caught up with (and that engine's snapshot sequence). Only the first open of a
+    /// service's life compares with the journal's end at start: later the journal has grown.
     fn open(config: &HistorianConfig) -> Result<(HistoryWriter, Engine, u64), String> {
         let path = history_path(&config.data_dir);
         let mut writer =
@@ -270,13 +271,28 @@ impl Run {
         let mut pending: Option<Pending> = None;
         // Failures in a row: the first is logged, then only the recovery.
         let mut failures = 0u64;
+        // After a failure nothing is followed until the engine and the store agree again.
+        let mut broken = false;
         while !self.stop.load(Ordering::Acquire) {
+            if broken {
+                match self.restart() {
+                    Ok(()) => broken = false,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "historian: cannot restart yet");
+                        std::thread::sleep(FAILURE_PAUSE);
+                        continue;
+                    }
+                }
+            }
             let reader = match journal.as_mut() {
                 Some(reader) => reader,
                 None => match self.open_journal() {
                     Ok(reader) => journal.insert(reader),
                     Err(e) => {
-                        tracing::warn!(error = %e, "historian: cannot read the journal");
+                        if failures == 0 {
+                            tracing::error!(error = %e, from_seq = self.engine.last_seq() + 1, "historian: cannot read the journal from where the store stands; history is not written until it can");
+                        }
+                        failures += 1;
                         std::thread::sleep(FAILURE_PAUSE);
                         continue;
                     }
@@ -297,10 +313,10 @@ impl Run {
                         tracing::warn!(error = %e, "historian: paused; trying again twice a second");
                     }
                     failures += 1;
-                    // Start again from what is committed: the engine and the reader too.
-                    if let Err(e) = self.restart() {
-                        tracing::debug!(error = %e, "historian: cannot restart yet");
-                    }
+                    // Back to what is committed: the store's transaction is rolled back, and
+                    // the engine and the reader restart from there.
+                    self.writer.abandon();
+                    broken = true;
                     journal = None;
                     pending = None;
                     std::thread::sleep(FAILURE_PAUSE);
@@ -320,12 +336,18 @@ impl Run {
         Ok(reader)
     }
 
-    /// Rebuilds the engine from what the store holds (after a failed write).
+    /// Rebuilds the engine from what the store has committed (after a failed write), on the
+    /// same connection (a second one would wait for the first's locks).
     fn restart(&mut self) -> Result<(), String> {
-        let (writer, engine, last_snapshot) = Run::open(&self.config)?;
-        self.writer = writer;
+        self.writer
+            .reload()
+            .map_err(|e| format!("history store: {e}"))?;
+        let (engine, last_snapshot) =
+            starting_engine(&self.config.data_dir, self.config.limits, &self.writer)?;
         self.engine = engine;
         self.last_snapshot = last_snapshot;
+        self.stored_through
+            .store(self.writer.applied_seq(), Ordering::Release);
         Ok(())
     }
 
@@ -388,7 +410,11 @@ impl Run {
         match ladder_journal::write_snapshot(data_dir, seq, &self.engine.snapshot_bytes()) {
             Ok(path) => {
                 tracing::info!(seq, path = %path.display(), "snapshot written");
-                let _ = ladder_journal::prune_snapshots(data_dir, self.config.keep_snapshots);
+                let _ = ladder_journal::prune_snapshots(
+                    data_dir,
+                    self.config.keep_snapshots,
+                    self.writer.applied_seq(),
+                );
                 self.retire_segments();
             }
             Err(e) => tracing::warn!(error = %e, "snapshot failed"),

@@ -101,6 +101,28 @@ impl HistoryWriter {
         Ok(())
     }
 
+    /// Gives up the open transaction after a failed write: rolled back (SQLite may have done
+    /// so already), nothing applied since the last commit counts.
+    pub fn abandon(&mut self) {
+        if self.in_transaction {
+            // An error here means SQLite rolled back by itself (a full disk, an I/O error).
+            let _ = self.connection.execute_batch("ROLLBACK");
+            self.in_transaction = false;
+        }
+    }
+
+    /// Reads back the last committed sequence (after `abandon`).
+    pub fn reload(&mut self) -> rusqlite::Result<()> {
+        self.abandon();
+        let applied: i64 = self.connection.query_row(
+            "SELECT applied_seq FROM progress WHERE id = 0",
+            [],
+            |r| r.get(0),
+        )?;
+        self.applied_seq = u64::try_from(applied).unwrap_or(0);
+        Ok(())
+    }
+
     /// Commits what was applied since the last commit (synced to disk).
     pub fn commit(&mut self) -> rusqlite::Result<()> {
         if self.in_transaction {

@@ -65,8 +65,20 @@ pub fn snapshot_path(data_dir: &Path, seq: u64) -> PathBuf {
     ))
 }
 
+/// Snapshot writes and prunes of this process, one at a time: two writers (the historian's
+/// periodic snapshot and one on command) may otherwise share a temporary file, or a prune
+/// remove the other's temporary file before its rename.
+static SNAPSHOT_FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn snapshot_files_lock() -> std::sync::MutexGuard<'static, ()> {
+    SNAPSHOT_FILES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Writes the snapshot at `seq` durably and returns its path.
 pub fn write_snapshot(data_dir: impl AsRef<Path>, seq: u64, payload: &[u8]) -> Result<PathBuf> {
+    let _one_at_a_time = snapshot_files_lock();
     let payload_len = payload.len() as u64;
     if payload_len > SNAPSHOT_PAYLOAD_MAX_BYTES {
         return Err(JournalError::SnapshotTooLarge {
@@ -138,16 +150,22 @@ pub fn oldest_valid_snapshot_seq(data_dir: impl AsRef<Path>) -> Result<Option<u6
     Ok(None)
 }
 
-/// Keeps the newest `keep_newest` valid snapshots and removes every snapshot older than the
-/// oldest of them (broken newer ones stay, for inspection), plus leftover temporary files.
-/// Removes nothing while fewer than `keep_newest` valid snapshots exist. Returns the removed
-/// paths.
-pub fn prune_snapshots(data_dir: impl AsRef<Path>, keep_newest: usize) -> Result<Vec<PathBuf>> {
+/// Keeps the newest `keep_newest` valid snapshots, and the newest valid one at or before
+/// `needed_through` (what a reader that stands there, as the history store's writer, starts
+/// from), and removes every snapshot older than the oldest of those (broken newer ones stay,
+/// for inspection), plus leftover temporary files. Removes nothing while fewer than
+/// `keep_newest` valid snapshots exist. Returns the removed paths.
+pub fn prune_snapshots(
+    data_dir: impl AsRef<Path>,
+    keep_newest: usize,
+    needed_through: u64,
+) -> Result<Vec<PathBuf>> {
     if keep_newest == 0 {
         return Err(JournalError::InvalidOptions(
             "prune_snapshots must keep at least one snapshot".to_string(),
         ));
     }
+    let _one_at_a_time = snapshot_files_lock();
     let dir = snapshot_dir(data_dir.as_ref());
     let mut removed = remove_temp_files(&dir)?;
     let listed = list_snapshots(&dir)?;
@@ -163,9 +181,19 @@ pub fn prune_snapshots(data_dir: impl AsRef<Path>, keep_newest: usize) -> Result
             break;
         }
     }
-    let Some(cutoff_seq) = cutoff_seq else {
+    let Some(mut cutoff_seq) = cutoff_seq else {
         return Ok(removed);
     };
+    if cutoff_seq > needed_through {
+        let needed = listed
+            .iter()
+            .rev()
+            .filter(|(seq, _)| *seq <= needed_through)
+            .find(|(seq, path)| read_snapshot(path, *seq).is_ok());
+        if let Some((needed, _)) = needed {
+            cutoff_seq = cutoff_seq.min(*needed);
+        }
+    }
     for (seq, path) in &listed {
         if *seq < cutoff_seq {
             fs::remove_file(path).map_err(JournalError::io("remove snapshot", path))?;

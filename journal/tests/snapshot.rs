@@ -76,9 +76,32 @@ fn prune_keeps_the_newest_valid_snapshots() {
         SNAPSHOT_HEADER_BYTES as u64,
     );
 
-    let removed = prune_snapshots(dir.path(), 2).unwrap();
+    let removed = prune_snapshots(dir.path(), 2, u64::MAX).unwrap();
 
     assert_eq!(removed, vec![snapshot_path(dir.path(), 100)]);
     assert!(snapshot_path(dir.path(), 400).exists());
     assert_eq!(latest_valid_snapshot(dir.path()).unwrap().unwrap().seq, 300);
+}
+
+#[test]
+fn prune_keeps_the_snapshot_a_lagging_reader_starts_from() {
+    let dir = tempfile::tempdir().unwrap();
+    for seq in [100, 200, 300, 400, 500] {
+        write_snapshot(dir.path(), seq, format!("state {seq}").as_bytes()).unwrap();
+    }
+    // A reader stands at 250: it needs snapshot 200, older than the newest two.
+    let removed = prune_snapshots(dir.path(), 2, 250).unwrap();
+    assert_eq!(removed, vec![snapshot_path(dir.path(), 100)]);
+    for kept in [200, 300, 400, 500] {
+        assert!(snapshot_path(dir.path(), kept).exists(), "{kept}");
+    }
+    // Once it stands past the newest two, they alone stay.
+    let removed = prune_snapshots(dir.path(), 2, 450).unwrap();
+    assert_eq!(
+        removed,
+        vec![
+            snapshot_path(dir.path(), 200),
+            snapshot_path(dir.path(), 300)
+        ]
+    );
 }

@@ -756,9 +756,16 @@ impl Writer {
     ) -> (u64, ladder_engine::Reply) {
         match self.engine.unchanged_by(command) {
             Some(reply) => {
-                self.stats
-                    .unjournaled_cancels
-                    .fetch_add(1, Ordering::Relaxed);
+                if matches!(
+                    command,
+                    Command::CancelOrder { .. }
+                        | Command::CancelMarket { .. }
+                        | Command::CancelAll { .. }
+                ) {
+                    self.stats
+                        .unjournaled_cancels
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 (self.journal.last_seq(), reply)
             }
             None => self.apply(now_ns, command, published),

@@ -204,3 +204,91 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
     assert_eq!(metric(&service, "ladder_journal_full"), "0");
     assert_eq!(open_count(&mut alice), kept + 15);
 }
+
+/// The history store on a full disk: its writes fail while the journal (allocated ahead) still
+/// takes orders; nothing is forgotten meanwhile, every read answers from the engine, and once
+/// space returns the store catches up by itself with every final trade exactly once.
+#[test]
+fn a_full_disk_under_the_history_store_loses_and_doubles_no_row() {
+    let Some(disk) = SmallDisk::mount(16 << 10) else {
+        return;
+    };
+    let data_dir = disk.mount.join("data");
+    let service = Service::start_on(
+        &data_dir,
+        &["--segment-size-mb", "4", "--settlement-delay-ms", "10"],
+    );
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 500);
+    let filler = disk.fill();
+    let mut ids = Vec::new();
+    for shares in 1..=40u64 {
+        let p = place(
+            &mut bob,
+            yes(),
+            Side::Sell,
+            5_000,
+            1 + shares % 3,
+            OrderType::Fak,
+        );
+        assert_eq!(p["success"], Value::Bool(true), "{p}");
+        ids.push(p["tradeIds"][0].as_str().unwrap().to_string());
+    }
+    // Every trade reads (from the engine: the store cannot take them).
+    for id in &ids {
+        let r = alice.send("GET", &format!("/trades/{id}"), None).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let last: u64 = metric(&service, "ladder_last_seq").parse().unwrap();
+    let stored_while_full: u64 = metric(&service, "ladder_history_stored_seq")
+        .parse()
+        .unwrap();
+    assert!(
+        stored_while_full < last,
+        "the store wrote on the full disk (through {stored_while_full} of {last})"
+    );
+    let held: u64 = metric(&service, "ladder_engine_trades_held")
+        .parse()
+        .unwrap();
+    assert!(held > 0, "nothing forgotten while the store cannot write");
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let held: u64 = metric(&service, "ladder_engine_trades_held")
+            .parse()
+            .unwrap();
+        let stored: u64 = metric(&service, "ladder_history_stored_seq")
+            .parse()
+            .unwrap();
+        if held == 0 && stored >= last {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store never caught up: {held} trades held, stored through {stored} of {last} \
+             (through {stored_while_full} while the disk was full)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let db = rusqlite::Connection::open_with_flags(
+        data_dir.join("history.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (rows, distinct): (i64, i64) = db
+        .query_row(
+            "SELECT COUNT(*), COUNT(DISTINCT trade_id) FROM trades",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, distinct), (ids.len() as i64, ids.len() as i64));
+    for id in &ids {
+        let r = alice.send("GET", &format!("/trades/{id}"), None).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["status"], Value::from("CONFIRMED"));
+    }
+}

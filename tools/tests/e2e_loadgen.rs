@@ -186,7 +186,8 @@ fn bench_soak_prints_its_checkpoints_and_a_summary() {
         .collect();
     let (summary, checkpoints) = lines.split_last().expect("lines");
     assert_eq!(summary["summary"], Value::Bool(true), "{summary}");
-    assert!(checkpoints.len() >= 2, "{stdout}");
+    // One chunk may pass both thresholds (a checkpoint is taken between chunks).
+    assert!(!checkpoints.is_empty(), "{stdout}");
     for line in checkpoints {
         for key in [
             "commands",
@@ -201,6 +202,7 @@ fn bench_soak_prints_its_checkpoints_and_a_summary() {
     let first = &checkpoints[0];
     let last = &checkpoints[checkpoints.len() - 1];
     assert!(first["commands"].as_u64().unwrap() >= 600);
+    assert_eq!(summary["commands_last"], last["commands"]);
     assert!(last["commands"].as_u64().unwrap() >= 1200);
     assert!(first["restart_s"].as_f64().unwrap() > 0.0);
     assert!(last["restart_s"].as_f64().unwrap() > 0.0);

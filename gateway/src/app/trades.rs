@@ -1,6 +1,7 @@
 //! Trades of the caller (API.md §11–4.9, API.md §11): one by id, or a page, newest first.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ladder_engine::{trade_index, Engine, TradeFilter, TradeView};
 use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
@@ -38,6 +39,28 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
     })
 }
 
+/// Longest wait for the history store to hold what the engine has forgotten.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(20);
+
+/// Waits (briefly) until the store holds what the engine had forgotten when it answered: on
+/// a primary at once (it forgets only what its store holds); a standby forgets as its
+/// primary's store allows, and its own store may be a moment behind. 503 if it stays behind.
+fn caught_up(history: Option<&dyn HistoryReads>, forgotten_through: u64) -> Result<(), Response> {
+    let Some(store) = history else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + CATCH_UP_WAIT;
+    while store.stored_through() < forgotten_through {
+        if Instant::now() >= deadline {
+            return Err(
+                Response::error(Status::Unavailable, "history store catching up").retry_after(1),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// The answer when the history store cannot be read.
 fn store_unavailable(why: &str) -> Response {
     tracing::warn!(error = %why, "history store read failed");
@@ -52,8 +75,11 @@ fn trade_by_id(caller: Address, id: &str, history: Option<History>) -> Outcome {
     let me = engine_address(&caller);
     let party = move |t: &TradeView| t.taker.address == me || t.maker.address == me;
     query(
-        move |e: &Engine| e.trade(&id),
-        move |held| {
+        move |e: &Engine| (e.trade(&id), e.forgotten_through()),
+        move |(held, forgotten_through)| {
+            if let Err(behind) = caught_up(history.as_deref(), forgotten_through) {
+                return behind;
+            }
             // Not in the engine: a final trade it has forgotten is in the store.
             let found = match (held, &history, trade_index(&id)) {
                 (Some(t), _, _) => Some(t),
@@ -124,8 +150,11 @@ fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Ou
     let me = engine_address(&caller);
     let store_filter = filter.clone();
     query(
-        move |e: &Engine| e.trades_of(&me, &filter),
-        move |held| {
+        move |e: &Engine| (e.trades_of(&me, &filter), e.forgotten_through()),
+        move |(held, forgotten_through)| {
+            if let Err(behind) = caught_up(history.as_deref(), forgotten_through) {
+                return behind;
+            }
             // The engine first, then the store: whatever the engine had forgotten when it
             // answered is stored (API.md §21).
             let all = match &history {

@@ -12,11 +12,27 @@ struct HubState {
     written: u64,
     acks: HashMap<u64, u64>,
     next_id: u64,
+    /// Standbys still in their handshake: the last sequence each holds (retention keeps
+    /// what they need next before they are registered).
+    pins: HashMap<u64, u64>,
 }
 
 /// How often a wait for acknowledgements looks again without being woken (every change
 /// wakes it; this only bounds a missed wake-up).
 const HELD_RECHECK: Duration = Duration::from_millis(100);
+
+/// Keeps a standby's next records in the journal during its handshake; dropped after.
+#[derive(Debug)]
+pub struct HandshakePin<'a> {
+    hub: &'a ReplicationHub,
+    id: u64,
+}
+
+impl Drop for HandshakePin<'_> {
+    fn drop(&mut self) {
+        self.hub.lock().pins.remove(&self.id);
+    }
+}
 
 /// Written and acknowledged sequences.
 #[derive(Debug)]
@@ -107,10 +123,26 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
-    /// The lowest sequence the connected standbys have all acknowledged (`None` without a
-    /// standby): the journal keeps every record after it.
+    /// The lowest sequence the connected standbys (and those still in their handshake) have
+    /// all acknowledged (`None` without one): the journal keeps every record after it.
     pub fn slowest_ack(&self) -> Option<u64> {
-        self.lock().acks.values().copied().min()
+        let state = self.lock();
+        state
+            .acks
+            .values()
+            .chain(state.pins.values())
+            .copied()
+            .min()
+    }
+
+    /// Keeps the records after `held` in the journal while the returned guard lives (a
+    /// standby's handshake, before it is registered).
+    pub fn pin(&self, held: u64) -> HandshakePin<'_> {
+        let mut state = self.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        state.pins.insert(id, held);
+        HandshakePin { hub: self, id }
     }
 
     /// Standby `id` holds everything up to `seq`.
@@ -183,5 +215,24 @@ mod tests {
         hub.written(7);
         assert_eq!(hub.wait_written_after(3, Duration::from_millis(1)), 9);
         assert_eq!(hub.wait_written_after(9, Duration::from_millis(1)), 9);
+    }
+
+    #[test]
+    fn the_slowest_standby_or_handshake_holds_the_journal_back() {
+        let hub = ReplicationHub::new(0, 100);
+        assert_eq!(hub.slowest_ack(), None);
+        let a = hub.register(51);
+        hub.ack(a, 80);
+        assert_eq!(hub.slowest_ack(), Some(80));
+        let pin = hub.pin(30);
+        assert_eq!(
+            hub.slowest_ack(),
+            Some(30),
+            "a standby still in its handshake"
+        );
+        drop(pin);
+        assert_eq!(hub.slowest_ack(), Some(80));
+        hub.unregister(a);
+        assert_eq!(hub.slowest_ack(), None);
     }
 }

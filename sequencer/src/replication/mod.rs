@@ -25,7 +25,7 @@ mod mark;
 pub mod secure;
 pub mod server;
 
-pub use hub::ReplicationHub;
+pub use hub::{HandshakePin, ReplicationHub};
 pub use mark::{check_standby, RecordMark};
 pub use secure::LinkSecret;
 

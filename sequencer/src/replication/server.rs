@@ -15,7 +15,9 @@ use ladder_journal::JournalReader;
 use parking_lot::Mutex;
 
 use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
-use super::{check_standby, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED};
+use super::{
+    check_standby, HandshakePin, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED,
+};
 
 /// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
@@ -165,6 +167,11 @@ fn stream_to(
     let hello = std::str::from_utf8(&opened.hello)
         .map_err(|_| "a hello that is not text".to_string())
         .and_then(Hello::parse);
+    // Retention keeps what this standby asks for until it is registered (in the session).
+    let pin = hello
+        .as_ref()
+        .ok()
+        .map(|h| primary.hub.pin(h.from_seq.saturating_sub(1)));
     let refusal = match &hello {
         Err(why) => Some(why.clone()),
         Ok(hello) => refusal_of(&primary.data_dir, hello)?,
@@ -181,7 +188,7 @@ fn stream_to(
     confirm_ready(&stream, &mut reader)?;
     let session = sessions.admit(&hello.node_id, &stream)?;
     tracing::info!(node = %hello.node_id, from = hello.from_seq, "standby connected");
-    let result = serve_session(&stream, (reader, writer), &hello, primary);
+    let result = serve_session(&stream, (reader, writer), &hello, primary, pin);
     sessions.leave(&hello.node_id, session);
     result
 }
@@ -224,6 +231,7 @@ fn serve_session(
     (reader, writer): secure::Link,
     hello: &Hello,
     primary: &Primary,
+    pin: Option<HandshakePin<'_>>,
 ) -> Result<(), String> {
     let mut writer = BufWriter::with_capacity(FRAME_PLAINTEXT_MAX, writer);
     writer
@@ -233,6 +241,8 @@ fn serve_session(
     stream.set_read_timeout(None).ok();
     let hub = &primary.hub;
     let id = hub.register(hello.from_seq);
+    // Registered: its acknowledgements keep the journal from here on.
+    drop(pin);
     let sent = Arc::new(AtomicU64::new(hello.from_seq.saturating_sub(1)));
     let alive = Arc::new(AtomicBool::new(true));
     let acks = {

@@ -546,7 +546,11 @@ fn run(options: RunOptions) -> Result<(), String> {
             promotion = promotion.or(Some(None));
         }
         if let Some(reply) = snapshot {
-            let taken = internal.snapshot(&data_dir, options.keep_snapshots);
+            let taken = internal.snapshot(
+                &data_dir,
+                options.keep_snapshots,
+                historian.stored_through(),
+            );
             if let Err(e) = &taken {
                 tracing::warn!(error = %e, "snapshot failed");
             }
@@ -592,8 +596,6 @@ fn run(options: RunOptions) -> Result<(), String> {
             forgetting.when_due(historian.stored_through(), &mut internal);
         }
     }
-    // The historian stops first: the shutdown snapshot below is the sequencer's.
-    historian.stop();
     if let Some((follow_stop, thread)) = follower {
         follow_stop.store(true, Ordering::Release);
         let _ = thread.join();
@@ -602,6 +604,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         server_shared,
         gateway_threads,
         handle,
+        historian,
         &data_dir,
         options.keep_snapshots,
     );
@@ -778,11 +781,13 @@ impl Forgetting {
         match internal.run(Work::Command(Command::ForgetHistory {
             through_seq: stored,
         })) {
+            // Journaled, or answered without a record when there was nothing to forget.
             Ok(Completion::Applied { .. }) => {
                 self.through = stored;
                 self.at = Instant::now();
             }
-            Ok(_) => {}
+            // Refused (a full journal, say): tried again after the interval.
+            Ok(_) => self.at = Instant::now(),
             Err(e) => tracing::warn!(error = %e, "forget history: not journaled"),
         }
     }
@@ -793,6 +798,7 @@ fn shutdown(
     server: Arc<ServerShared>,
     gateway_threads: Vec<std::thread::JoinHandle<()>>,
     handle: SequencerHandle,
+    historian: Historian,
     data_dir: &Path,
     keep_snapshots: usize,
 ) {
@@ -801,13 +807,31 @@ fn shutdown(
     for thread in gateway_threads {
         let _ = thread.join();
     }
-    if let Some(engine) = handle.stop() {
-        write_snapshot(data_dir, &engine, keep_snapshots);
+    let engine = handle.stop();
+    // The history store catches up with the last record before the historian stops, so
+    // that the next start finds a snapshot at or before where it stands.
+    let end = engine.as_ref().map_or(0, Engine::last_seq);
+    if !historian.wait_stored(end, HISTORY_DRAIN_TIMEOUT) {
+        tracing::warn!(
+            stored = historian.stored_through(),
+            end,
+            "the history store did not catch up before stopping; it will at the next start"
+        );
+    }
+    let stored = historian.stored_through();
+    historian.stop();
+    if let Some(engine) = engine {
+        write_snapshot(data_dir, &engine, keep_snapshots, stored);
     }
     tracing::info!("stopped");
 }
 
-fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize) {
+/// How long a stopping service waits for the history store to catch up.
+const HISTORY_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Writes a snapshot of `engine` and prunes, keeping the one the history store (at
+/// `stored`) starts from.
+fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, stored: u64) {
     let seq = engine.last_seq();
     if seq == 0 {
         return;
@@ -816,7 +840,7 @@ fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize) {
         Ok(path) => tracing::info!(seq, path = %path.display(), "snapshot written"),
         Err(e) => tracing::warn!(error = %e, "snapshot failed"),
     }
-    let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots);
+    let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots, stored);
 }
 
 /// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion).
@@ -856,12 +880,18 @@ impl Internal {
         }
     }
 
-    /// Serializes the engine on the sequencer thread and writes the snapshot here.
-    fn snapshot(&mut self, data_dir: &Path, keep: usize) -> Result<SnapshotTaken, String> {
+    /// Serializes the engine on the sequencer thread and writes the snapshot here, keeping
+    /// the one the history store (at `stored`) starts from.
+    fn snapshot(
+        &mut self,
+        data_dir: &Path,
+        keep: usize,
+        stored: u64,
+    ) -> Result<SnapshotTaken, String> {
         let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
         let path =
             ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
-        let _ = ladder_journal::prune_snapshots(data_dir, keep);
+        let _ = ladder_journal::prune_snapshots(data_dir, keep, stored);
         tracing::info!(seq, path = %path.display(), "snapshot written");
         Ok(SnapshotTaken {
             seq,
