@@ -28,6 +28,10 @@ use crate::writer::HistoryWriter;
 
 /// Records applied between two commits at most (a commit syncs the database).
 const COMMIT_EVERY_RECORDS: u64 = 16_384;
+/// The longest time between two commits while records come in: a commit syncs the database,
+/// and nothing waits for the store but the engine's forgetting (reads find what it has not
+/// forgotten yet in the engine).
+const COMMIT_INTERVAL: Duration = Duration::from_millis(50);
 /// How long the historian sleeps when it has caught up.
 const IDLE_SLEEP: Duration = Duration::from_millis(2);
 /// How long it waits before trying again after the store or the journal failed.
@@ -100,6 +104,8 @@ impl Historian {
                         writer,
                         engine,
                         last_snapshot,
+                        uncommitted: 0,
+                        last_commit: Instant::now(),
                         stop: flag,
                         stored_through: stored,
                     }),
@@ -208,6 +214,10 @@ struct Run {
     writer: HistoryWriter,
     engine: Engine,
     last_snapshot: u64,
+    /// Records applied since the last commit.
+    uncommitted: u64,
+    /// When the last commit was.
+    last_commit: Instant,
     stop: Arc<AtomicBool>,
     stored_through: Arc<AtomicU64>,
 }
@@ -236,6 +246,8 @@ impl Run {
                     writer,
                     engine,
                     last_snapshot,
+                    uncommitted: 0,
+                    last_commit: Instant::now(),
                     stop,
                     stored_through,
                 });
@@ -346,6 +358,7 @@ impl Run {
             starting_engine(&self.config.data_dir, self.config.limits, &self.writer)?;
         self.engine = engine;
         self.last_snapshot = last_snapshot;
+        self.uncommitted = 0;
         self.stored_through
             .store(self.writer.applied_seq(), Ordering::Release);
         Ok(())
@@ -381,11 +394,16 @@ impl Run {
                 .apply(next.seq, self.engine.events())
                 .map_err(|e| format!("history store: {e}"))?;
             applied += 1;
+            self.uncommitted += 1;
         }
-        if self.writer.has_uncommitted() {
+        let commit_due = self.uncommitted >= COMMIT_EVERY_RECORDS
+            || self.last_commit.elapsed() >= COMMIT_INTERVAL;
+        if self.writer.has_uncommitted() && commit_due {
             self.writer
                 .commit()
                 .map_err(|e| format!("history store: {e}"))?;
+            self.uncommitted = 0;
+            self.last_commit = Instant::now();
             self.stored_through
                 .store(self.writer.applied_seq(), Ordering::Release);
             (self.config.prices_stored_below)(self.engine.trade_count());
@@ -399,8 +417,11 @@ impl Run {
     fn snapshot_when_due(&mut self) {
         let seq = self.engine.last_seq();
         let every = self.config.snapshot_every;
+        // Only at a sequence the store has committed: a restart starts from a snapshot at or
+        // before what it committed.
         if every == 0
             || seq < self.last_snapshot + every
+            || self.writer.has_uncommitted()
             || seq > self.writer.applied_seq()
             || (self.config.journal_full)()
         {

@@ -74,10 +74,7 @@ impl HistoryWriter {
                 _ => {}
             }
         }
-        self.connection.execute(
-            "UPDATE progress SET applied_seq = ?1 WHERE id = 0",
-            params![int(seq)],
-        )?;
+        // The progress row is written once, with the commit.
         self.applied_seq = seq;
         Ok(())
     }
@@ -126,6 +123,9 @@ impl HistoryWriter {
     /// Commits what was applied since the last commit (synced to disk).
     pub fn commit(&mut self) -> rusqlite::Result<()> {
         if self.in_transaction {
+            self.connection
+                .prepare_cached("UPDATE progress SET applied_seq = ?1 WHERE id = 0")?
+                .execute(params![int(self.applied_seq)])?;
             self.connection.execute_batch("COMMIT")?;
             self.in_transaction = false;
         }

@@ -2,7 +2,8 @@
 //! history? It starts `ladder serve` (this binary) on a data directory of its own, drives it
 //! with `ladder loadgen --scenario mm` (signed orders over HTTP, the market makers' mix of
 //! quotes, cancels and takers) chunk after chunk until the journal holds `--commands` records,
-//! and at every `--every` records prints one JSON line: the process's resident memory, the
+//! and at every `--every` records (after the chunk's makers' dead-man switch has cancelled the
+//! quotes they left) prints one JSON line: the process's resident memory, the
 //! newest snapshot's size, the data directory's size (journal, snapshots, history.db), and what
 //! the engine holds. At the first checkpoint and at the end it also kills the service (SIGKILL)
 //! and times its restart until it answers again. The last line compares the end with the first
@@ -42,6 +43,16 @@ pub struct SoakArgs {
 
 /// The admin token of the service the soak starts.
 const ADMIN_TOKEN: &str = "soak-admin-token";
+/// The service's heartbeat timeout: loadgen's market makers beat their dead-man switch and
+/// leave it running at the end (`--leave-heartbeats`), so once a chunk ends the service
+/// cancels the quotes they left (as it would a real maker's that went away), and a checkpoint
+/// measures what a market keeps, not what a chunk left behind (the `mm` mix places more quotes
+/// than it cancels).
+const HEARTBEAT_TIMEOUT_MS: u64 = 2_000;
+/// How long after a chunk a checkpoint waits: the switch fires, the store and the engine's
+/// forgetting catch up.
+const SETTLE_AFTER_CHUNK: Duration = Duration::from_secs(5);
+
 /// How long a start or restart may take before the soak gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -72,6 +83,7 @@ impl Service {
             .args(["--durability", "async"])
             .args(["--rate-limit-key", "0", "--rate-limit-ip", "0"])
             .args(["--settlement-delay-ms", "100"])
+            .args(["--heartbeat-timeout-ms", &HEARTBEAT_TIMEOUT_MS.to_string()])
             .args(["--snapshot-every", &self.snapshot_every.to_string()])
             .args(["--log", "warn"])
             .stdout(Stdio::null())
@@ -214,6 +226,7 @@ fn drive(exe: &Path, service: &Service, args: &SoakArgs) -> Result<(), String> {
         .args(["--scenario", "mm"])
         .args(["--rate", &args.rate.to_string()])
         .args(["--duration", &args.chunk_s.to_string()])
+        .arg("--leave-heartbeats")
         .args(["--log", "warn"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -260,6 +273,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
     let mut next = args.every.min(args.commands);
     loop {
         drive(&exe, &service, args)?;
+        std::thread::sleep(SETTLE_AFTER_CHUNK);
         let seq = service
             .metrics()?
             .get("ladder_last_seq")

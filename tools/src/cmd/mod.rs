@@ -318,6 +318,11 @@ pub struct LoadgenArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
               .range(1..=loadgen::PIPELINE_MAX as u64))]
     pub pipeline: usize,
+    /// At the end, leave the market makers' heartbeats running instead of stopping them: once
+    /// their beats are overdue the service's dead-man switch cancels every quote they left, as
+    /// for makers that went away (`ladder bench soak` uses it).
+    #[arg(long)]
+    pub leave_heartbeats: bool,
 }
 
 impl ReplicationSecretFlag {

@@ -30,6 +30,8 @@ pub struct Heartbeats {
     stop: Arc<AtomicBool>,
     /// What they did.
     pub counts: Arc<BeatCounts>,
+    /// Set when they must not stop their accounts' heartbeats at the end.
+    leave_running: Arc<AtomicBool>,
 }
 
 impl Heartbeats {
@@ -37,22 +39,28 @@ impl Heartbeats {
     pub fn start(host: &str, auths: Vec<Auth>) -> Heartbeats {
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(BeatCounts::default());
+        let leave_running = Arc::new(AtomicBool::new(false));
         let threads = auths
             .into_iter()
             .map(|auth| {
                 let (host, stop, counts) = (host.to_string(), stop.clone(), counts.clone());
-                std::thread::spawn(move || beat_until(&host, &auth, &stop, &counts))
+                let leave = leave_running.clone();
+                std::thread::spawn(move || beat_until(&host, &auth, &stop, &counts, &leave))
             })
             .collect();
         Heartbeats {
             threads,
             stop,
             counts,
+            leave_running,
         }
     }
 
-    /// Stops the threads (each stops its account's heartbeats) and waits for them.
-    pub fn finish(self) -> Arc<BeatCounts> {
+    /// Stops the threads and waits for them; each stops its account's heartbeats unless
+    /// `leave_running` (the service's dead-man switch then cancels the account's orders once
+    /// the beats are overdue, as for a maker that went away).
+    pub fn finish(self, leave_running: bool) -> Arc<BeatCounts> {
+        self.leave_running.store(leave_running, Ordering::Release);
         self.stop.store(true, Ordering::Release);
         for thread in self.threads {
             let _ = thread.join();
@@ -85,7 +93,13 @@ fn exchange(
     Some((response.status, value))
 }
 
-fn beat_until(host: &str, auth: &Auth, stop: &AtomicBool, counts: &BeatCounts) {
+fn beat_until(
+    host: &str,
+    auth: &Auth,
+    stop: &AtomicBool,
+    counts: &BeatCounts,
+    leave_running: &AtomicBool,
+) {
     let Ok(mut stream) = TcpStream::connect(host) else {
         counts.failed.fetch_add(1, Ordering::Relaxed);
         return;
@@ -127,5 +141,7 @@ fn beat_until(host: &str, auth: &Auth, stop: &AtomicBool, counts: &BeatCounts) {
             slept += Duration::from_millis(50);
         }
     }
-    let _ = exchange(&mut stream, &mut reader, host, "DELETE", auth, b"");
+    if !leave_running.load(Ordering::Acquire) {
+        let _ = exchange(&mut stream, &mut reader, host, "DELETE", auth, b"");
+    }
 }

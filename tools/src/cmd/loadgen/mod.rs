@@ -187,7 +187,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     });
     let driven = driver::drive(&config, conns, start);
     if let Some(heartbeats) = heartbeats {
-        let counts = heartbeats.finish();
+        let counts = heartbeats.finish(args.leave_heartbeats);
         eprintln!(
             "loadgen: heartbeats of {n} makers every {} s: {} beats, {} refused or lost",
             heartbeats::BEAT_EVERY.as_secs(),
