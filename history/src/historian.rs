@@ -99,16 +99,7 @@ impl Historian {
             .name("historian".into())
             .spawn(move || {
                 let run = match opened {
-                    Ok((writer, engine, last_snapshot)) => Some(Run {
-                        config,
-                        writer,
-                        engine,
-                        last_snapshot,
-                        uncommitted: 0,
-                        last_commit: Instant::now(),
-                        stop: flag,
-                        stored_through: stored,
-                    }),
+                    Ok(parts) => Some(Run::new(config, parts, flag, stored)),
                     Err(()) => Run::open_until_stopped(config, flag, stored),
                 };
                 if let Some(mut run) = run {
@@ -230,6 +221,25 @@ struct Pending {
 }
 
 impl Run {
+    /// The thread's state over an opened store and the engine to follow with.
+    fn new(
+        config: HistorianConfig,
+        (writer, engine, last_snapshot): (HistoryWriter, Engine, u64),
+        stop: Arc<AtomicBool>,
+        stored_through: Arc<AtomicU64>,
+    ) -> Run {
+        Run {
+            config,
+            writer,
+            engine,
+            last_snapshot,
+            uncommitted: 0,
+            last_commit: Instant::now(),
+            stop,
+            stored_through,
+        }
+    }
+
     /// Opens the store and the engine to follow with (after a first try failed, with a
     /// warning), trying again until it works or the historian is stopped (`None`).
     fn open_until_stopped(
@@ -238,19 +248,10 @@ impl Run {
         stored_through: Arc<AtomicU64>,
     ) -> Option<Run> {
         while !stop.load(Ordering::Acquire) {
-            if let Ok((writer, engine, last_snapshot)) = Run::open(&config) {
+            if let Ok(parts) = Run::open(&config) {
                 tracing::info!("history store open");
-                stored_through.store(writer.applied_seq(), Ordering::Release);
-                return Some(Run {
-                    config,
-                    writer,
-                    engine,
-                    last_snapshot,
-                    uncommitted: 0,
-                    last_commit: Instant::now(),
-                    stop,
-                    stored_through,
-                });
+                stored_through.store(parts.0.applied_seq(), Ordering::Release);
+                return Some(Run::new(config, parts, stop, stored_through));
             }
             std::thread::sleep(FAILURE_PAUSE);
         }

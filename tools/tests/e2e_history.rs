@@ -34,22 +34,25 @@ fn trades_into(taker: &mut Trader, n: u64) -> Vec<String> {
         .collect()
 }
 
-/// Waits until the engine holds `held` trades (`ladder_engine_trades_held`).
-fn wait_held(service: &Service, held: u64) {
+/// Waits until the gauge `name` in `/metrics` reads `value`.
+fn wait_gauge(service: &Service, name: &str, value: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let now: u64 = metric(service, "ladder_engine_trades_held")
-            .parse()
-            .unwrap();
-        if now == held {
+        let now: u64 = metric(service, name).parse().unwrap();
+        if now == value {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the engine still holds {now} trades"
+            "{name} is still {now}, not {value}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until the engine holds `held` trades (`ladder_engine_trades_held`).
+fn wait_held(service: &Service, held: u64) {
+    wait_gauge(service, "ladder_engine_trades_held", held);
 }
 
 /// Waits until every trade of `ids` reads CONFIRMED for `trader`.
@@ -242,20 +245,7 @@ fn price_reads(service: &Service) -> Vec<(String, Value)> {
 /// Waits until the engine holds `held` orders (`ladder_engine_orders_held`: open ones, and
 /// closed ones not yet in the store).
 fn wait_orders_held(service: &Service, held: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let now: u64 = metric(service, "ladder_engine_orders_held")
-            .parse()
-            .unwrap();
-        if now == held {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the engine still holds {now} orders"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_gauge(service, "ladder_engine_orders_held", held);
 }
 
 #[test]
