@@ -463,6 +463,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
             master_key: [7; 32],
             secret: secret.clone(),
             stop: stop.clone(),
+            history_copy: None,
         },
     )
     .expect("replication server");

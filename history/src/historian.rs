@@ -266,10 +266,13 @@ impl Run {
         let mut writer =
             HistoryWriter::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         if writer.applied_seq() > config.journal_last_seq {
-            tracing::error!(
+            // The journal lost its unsynced tail (an `async` journal and a power loss), or
+            // a standby took the primary's store and snapshot and follows on from there: the
+            // rows of records the journal does not hold are written again as it does.
+            tracing::warn!(
                 stored = writer.applied_seq(),
                 journal_end = config.journal_last_seq,
-                "history store past the journal's end (its unsynced tail was lost): set back"
+                "history store past the journal's end: set back to it"
             );
             writer
                 .rewind_to(config.journal_last_seq)

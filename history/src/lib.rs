@@ -5,12 +5,14 @@
 //! `ladder_sequencer::HistoryReads`, all the gateway knows of the store). The schema is in
 //! `schema.rs` and, for operators, in this crate's README.
 
+mod copy;
 mod historian;
 mod reader;
 mod rows;
 mod schema;
 mod writer;
 
+pub use copy::copy_store;
 pub use historian::{Historian, HistorianConfig};
 pub use reader::HistoryReader;
 pub use schema::{history_path, HISTORY_FILE_NAME, SCHEMA_VERSION};

@@ -27,6 +27,7 @@ mod segment;
 pub mod snapshot;
 mod space;
 mod spare;
+mod start;
 mod truncate;
 mod verify;
 mod writer;
@@ -48,6 +49,7 @@ pub use snapshot::{
     prune_snapshots, set_aside_snapshots_after, write_snapshot, Snapshot,
 };
 pub use space::{is_no_space, is_no_space_io};
+pub use start::start_journal_after;
 pub use truncate::BACKUPS_PER_SEGMENT_MAX;
 pub use verify::{verify, VerifyReport};
 pub use writer::{FlushTicket, Journal, WriteClass};

@@ -141,12 +141,17 @@ fn retired_segments_leave_and_the_service_tools_and_reads_work_on_what_is_left()
 }
 
 #[test]
-fn a_connected_standby_keeps_its_records_and_a_new_one_behind_the_journal_is_refused() {
+fn a_connected_standby_keeps_its_records_and_a_new_one_behind_the_journal_bootstraps() {
     let replication = free_port();
     let mut args: Vec<&str> = SMALL.to_vec();
     let listen = format!("127.0.0.1:{replication}");
     args.extend(["--replication-listen", &listen]);
     let primary = Service::start(&args);
+    let mut alice = primary.trader(0);
+    let mut bob = primary.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 20);
+    let p = place(&mut bob, yes(), Side::Sell, 5_000, 3, OrderType::Fak);
+    let trade_id = p["tradeIds"][0].as_str().expect("a trade").to_string();
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, &standby_dir.path().join("data"));
     fill_journal(&primary, 1_500);
@@ -159,24 +164,71 @@ fn a_connected_standby_keeps_its_records_and_a_new_one_behind_the_journal_is_ref
     assert_eq!(status(&standby.url), 200, "the standby follows on");
     drop(standby);
 
-    // A new standby needs records the primary no longer has: refused, and says why.
+    // A new standby needs records the primary no longer has: it takes the primary's
+    // snapshot and history store, then follows the journal to the same state.
     let fresh = tempfile::tempdir().unwrap();
-    let out = standby_command(replication, &fresh.path().join("data"))
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("run standby");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // It starts at `firsts[0]` or later (retention goes on).
+    let fresh_dir = fresh.path().join("data");
+    let standby = start_standby_in(replication, &fresh_dir);
+    let (_, primary_hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &primary_hash);
+    let started = segment_firsts(&fresh_dir);
     assert!(
-        stderr.contains("behind the primary's journal, which starts at sequence"),
-        "{stderr}"
+        started.first().is_some_and(|&f| f >= firsts[0]),
+        "the standby's journal starts after the snapshot it took: {started:?}"
     );
-    let named: u64 = stderr
-        .split("starts at sequence ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("the sequence it names");
-    assert!(named >= firsts[0]);
+    // History that left the primary's journal long ago is there too.
+    let mut on_standby = trader_on(&standby.url, 0, &alice);
+    let trade = on_standby
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap();
+    assert_eq!(trade.status, 200, "{}", trade.body);
+    let on_primary = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap()
+        .json();
+    assert_eq!(trade.json(), on_primary);
+    // It goes on following.
+    fill_journal(&primary, 50);
+    let (_, primary_hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &primary_hash);
+}
+
+#[test]
+fn a_standby_whose_primary_moved_past_it_sets_its_records_aside_and_bootstraps() {
+    // A primary whose journal is trimmed past what the standby below will hold.
+    let replication = free_port();
+    let mut args: Vec<&str> = SMALL.to_vec();
+    let listen = format!("127.0.0.1:{replication}");
+    args.extend(["--replication-listen", &listen]);
+    let mut primary = Service::start(&args);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let data = standby_dir.path().join("data");
+    let standby = start_standby_in(replication, &data);
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+    drop(standby);
+    fill_journal(&primary, 1_500);
+    wait_trimmed(primary.data_dir());
+    // Away while the primary is down too: the standby comes up first and waits for it.
+    primary.kill();
+    let standby = start_standby_in(replication, &data);
+    std::thread::sleep(Duration::from_millis(500));
+    primary.restart();
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+    let set_aside: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|name| name.starts_with("set-aside-"))
+        .collect();
+    assert_eq!(
+        set_aside.len(),
+        1,
+        "what it held is kept aside: {set_aside:?}"
+    );
+    assert!(data.join(&set_aside[0]).join("journal").is_dir());
+    // The standby answered at the same address throughout its runs.
+    fill_journal(&primary, 20);
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
 }

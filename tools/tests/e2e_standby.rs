@@ -9,28 +9,9 @@ use std::time::{Duration, Instant};
 use ladder_client::{HttpClient, Trader, Wallet};
 use ladder_protocol::wire::OrderType;
 use ladder_protocol::{Address, Side};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use support::*;
-
-fn admin(url: &str, method: &str, path: &str) -> (u16, Value) {
-    let mut http = HttpClient::new(url).unwrap();
-    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
-    let r = http.request(method, path, &headers, Some("")).unwrap();
-    (r.status, r.json())
-}
-
-fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
-    let (key, account) = KEYS[i];
-    let mut t = Trader::new(
-        url,
-        Wallet::from_hex(key).unwrap(),
-        Address::parse(account).unwrap(),
-    )
-    .unwrap();
-    t.credentials = from.credentials.clone();
-    t
-}
 
 #[test]
 fn a_promoted_standby_holds_every_acknowledged_order() {
@@ -100,7 +81,7 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
         "most orders acknowledged: {}",
         acked.len()
     );
-    let (_, primary_hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let (_, primary_hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     let views = |a: &mut Trader, b: &mut Trader| {
         ["/orders?limit=500", "/trades?limit=500"]
             .iter()
@@ -133,9 +114,9 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
     );
 
     primary.kill();
-    let (status, body) = admin(&standby.url, "POST", "/admin/promote");
+    let (status, body) = admin_at(&standby.url, "POST", "/admin/promote");
     assert_eq!(status, 200, "{body}");
-    let (_, standby_hash) = admin(&standby.url, "GET", "/admin/state-hash");
+    let (_, standby_hash) = admin_at(&standby.url, "GET", "/admin/state-hash");
     assert_eq!(
         standby_hash, primary_hash,
         "the standby holds exactly the primary's state"
@@ -159,22 +140,6 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
     );
 }
 
-/// The standby's state hash once it equals `want`, within 10 s.
-fn wait_for_hash(url: &str, want: &Value) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, hash) = admin(url, "GET", "/admin/state-hash");
-        if &hash == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "standby at {hash}, primary {want}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_refused() {
     let replication = free_port();
@@ -184,7 +149,7 @@ fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_ref
 
     // A standby follows from nothing, stops, and resumes after the record it holds.
     let standby = start_standby_in(replication, &standby_dir);
-    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
     drop(standby);
     let mut alice = primary.trader(0);
@@ -193,7 +158,7 @@ fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_ref
         .unwrap();
     assert_eq!(r.json()["success"], json!(true), "{}", r.body);
     let standby = start_standby_in(replication, &standby_dir);
-    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
     drop(standby);
 
@@ -225,7 +190,7 @@ fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_ref
 
     // The refusal changed nothing on the primary, which still serves standbys.
     let standby = start_standby_in(replication, &standby_dir);
-    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
 }
 
@@ -279,12 +244,12 @@ fn a_standby_promotes_within_5_s_while_its_primary_is_frozen() {
     let mut primary =
         Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
     let standby = start_standby(replication);
-    let (_, hash) = admin(&primary.url, "GET", "/admin/state-hash");
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
     primary.signal("STOP");
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
-    let (status, body) = admin(&standby.url, "POST", "/admin/promote");
+    let (status, body) = admin_at(&standby.url, "POST", "/admin/promote");
     let took = started.elapsed();
     assert_eq!(status, 200, "{body}");
     assert!(took < Duration::from_secs(5), "promotion took {took:?}");

@@ -13,6 +13,7 @@ use crossbeam_channel::Receiver;
 use ladder_engine::{Command, Reply};
 use ladder_journal::RecordRef;
 
+use super::patient::{is_timeout, PatientReader};
 use super::secure::{self, LinkSecret, SecureReader, SecureWriter};
 use super::{Hello, RecordMark, ACCEPTED, READY, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
@@ -74,7 +75,11 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
                 Ok(()) => {}
                 Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, primary = %follower.primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
                 Err(SessionEnd::Refused(why)) => {
-                    tracing::error!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
+                    if why.starts_with(super::server::BEHIND_JOURNAL) {
+                        tracing::warn!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary's journal moved past this standby");
+                    } else {
+                        tracing::error!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
+                    }
                     return Err(why);
                 }
             }
@@ -87,16 +92,21 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
 /// How long a connection to the primary may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn session(f: &mut Follower) -> Result<(), SessionEnd> {
-    let address = f
-        .primary
+/// Connects to the primary's replication address.
+pub(super) fn dial(primary: &str) -> Result<TcpStream, String> {
+    let address = primary
         .to_socket_addrs()
-        .map_err(|e| format!("resolve: {e}"))?
+        .map_err(|e| format!("resolve {primary}: {e}"))?
         .next()
-        .ok_or_else(|| "resolve: no address".to_string())?;
+        .ok_or_else(|| format!("resolve {primary}: no address"))?;
     let stream = TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|e| format!("connect to {primary}: {e}"))?;
     stream.set_nodelay(true).ok();
+    Ok(stream)
+}
+
+fn session(f: &mut Follower) -> Result<(), SessionEnd> {
+    let stream = dial(&f.primary)?;
     let hello = Hello {
         from_seq: f.last_seq + 1,
         last: f.last_mark,
@@ -230,13 +240,6 @@ fn read_record(
     Ok(Some((mark, command)))
 }
 
-fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
-}
-
 /// How long a record that has started to arrive may go without a byte before the link is
 /// taken for dead (a primary that lost power after a record's head went out).
 pub const RECORD_STALL_MAX: Duration = Duration::from_secs(10);
@@ -249,30 +252,14 @@ fn read_full(
     buf: &mut [u8],
     stop: &AtomicBool,
 ) -> Result<(), String> {
-    let mut filled = 0;
-    let mut last_progress = std::time::Instant::now();
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..]) {
-            Ok(0) => return Err("the primary closed the stream mid-record".into()),
-            Ok(n) => {
-                filled += n;
-                last_progress = std::time::Instant::now();
+    PatientReader::new(reader, stop, RECORD_STALL_MAX)
+        .read_exact(buf)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                "the primary closed the stream mid-record".to_string()
             }
-            Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
-                if stop.load(Ordering::Acquire) {
-                    return Err("stopped mid-record".into());
-                }
-                if last_progress.elapsed() >= RECORD_STALL_MAX {
-                    return Err(format!(
-                        "the primary sent nothing for {} s in the middle of a record",
-                        RECORD_STALL_MAX.as_secs()
-                    ));
-                }
-            }
-            Err(e) => return Err(format!("read: {e}")),
-        }
-    }
-    Ok(())
+            _ => format!("mid-record: {e}"),
+        })
 }
 
 fn submit(f: &mut Follower, seq: u64, timestamp_ns: u64, command: Command) -> Result<(), String> {

@@ -18,10 +18,15 @@
 //! diverged). Then records as `len u32 | seq u64 | timestamp_ns u64 | type u16 | payload`,
 //! big-endian; acknowledgements from the standby as lines `ACK <seq>\n`, never past the
 //! last record sent (the primary ends a session that acknowledges what it was not sent).
+//!
+//! A standby whose next record the primary's journal no longer holds bootstraps first: see
+//! [`bootstrap`].
 
+pub mod bootstrap;
 pub mod client;
 mod hub;
 mod mark;
+pub mod patient;
 pub mod secure;
 pub mod server;
 

@@ -14,11 +14,15 @@ use std::time::Duration;
 use ladder_journal::JournalReader;
 use parking_lot::Mutex;
 
+use super::bootstrap::{self, BootstrapRequest, BootstrapSource, HistoryCopy};
 use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
 use super::{
     check_standby, HandshakePin, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED,
 };
 
+/// How a refusal of a standby behind the journal opens (followed by the journal's first
+/// sequence): such a standby bootstraps (see [`bootstrap`]) rather than stopping.
+pub const BEHIND_JOURNAL: &str = "behind the primary's journal, which starts at sequence ";
 /// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
 /// Most handshakes under way at once (each has [`secure::HANDSHAKE_TIMEOUT`] to finish).
@@ -38,6 +42,8 @@ pub struct Primary {
     pub secret: LinkSecret,
     /// Set to stop serving.
     pub stop: Arc<AtomicBool>,
+    /// Copies the history store for a standby that bootstraps (`None`: none can).
+    pub history_copy: Option<HistoryCopy>,
 }
 
 /// Serves standbys on `listener` until `primary.stop` is set.
@@ -124,6 +130,8 @@ impl Drop for PendingHandshake {
 struct Sessions {
     by_node: Mutex<HashMap<String, (u64, TcpStream)>>,
     next: AtomicU64,
+    /// Held while a standby bootstraps.
+    bootstrapping: Mutex<()>,
 }
 
 impl Sessions {
@@ -164,9 +172,11 @@ fn stream_to(
         primary.hub.count_refused_link();
     })?;
     drop(pending);
-    let hello = std::str::from_utf8(&opened.hello)
-        .map_err(|_| "a hello that is not text".to_string())
-        .and_then(Hello::parse);
+    let text = std::str::from_utf8(&opened.hello).map_err(|_| "a hello that is not text");
+    if let Some(request) = text.ok().and_then(BootstrapRequest::parse) {
+        return bootstrap_session(&stream, opened, request, primary, sessions);
+    }
+    let hello = text.map_err(str::to_string).and_then(Hello::parse);
     // Retention keeps what this standby asks for until it is registered (in the session).
     let pin = hello
         .as_ref()
@@ -193,6 +203,43 @@ fn stream_to(
     result
 }
 
+/// Serves a standby's request for the primary's state (one at a time: each copies the
+/// history store).
+fn bootstrap_session(
+    stream: &TcpStream,
+    opened: secure::Opened,
+    request: Result<BootstrapRequest, String>,
+    primary: &Primary,
+    sessions: &Sessions,
+) -> Result<(), String> {
+    let refuse = |opened: secure::Opened, why: String| {
+        let _ = opened.answer(stream, format!("{REFUSED}{why}").as_bytes());
+        Err(format!("bootstrap refused: {why}"))
+    };
+    let request = match request {
+        Ok(request) => request,
+        Err(why) => return refuse(opened, why),
+    };
+    if bootstrap::journal_holds(&primary.data_dir, request.from_seq)? {
+        opened.answer(stream, bootstrap::CURRENT.as_bytes())?;
+        return Ok(());
+    }
+    let Some(_only_one) = sessions.bootstrapping.try_lock() else {
+        return refuse(opened, "another standby is bootstrapping: try again".into());
+    };
+    let (mut reader, writer) = opened.answer(stream, bootstrap::SNAPSHOT.as_bytes())?;
+    confirm_ready(stream, &mut reader)?;
+    tracing::info!(node = %request.node_id, from = request.from_seq, "a standby behind the journal bootstraps");
+    let source = BootstrapSource {
+        data_dir: &primary.data_dir,
+        hub: &primary.hub,
+        history_copy: primary.history_copy.as_ref(),
+        master_key: primary.master_key,
+        stop: &primary.stop,
+    };
+    bootstrap::serve(stream, writer, &request, &source)
+}
+
 /// Reads the standby's [`READY`] under the session's keys within the handshake deadline.
 fn confirm_ready(stream: &TcpStream, reader: &mut secure::SecureReader) -> Result<(), String> {
     stream
@@ -213,9 +260,8 @@ fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> 
     let first = ladder_journal::journal_first_seq(data_dir).map_err(|e| e.to_string())?;
     if let Some(first) = first.filter(|&first| hello.from_seq < first) {
         return Ok(Some(format!(
-            "behind the primary's journal, which starts at sequence {first} (the records \
-             before it were retired): start the standby from a copy of the primary's data \
-             directory"
+            "{BEHIND_JOURNAL}{first} (the records before it were retired): the standby \
+             bootstraps from the primary's snapshot"
         )));
     }
     let Some(theirs) = hello.last else {

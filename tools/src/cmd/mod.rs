@@ -4,6 +4,7 @@ mod bench;
 mod bench_fanout;
 mod bench_pipeline;
 mod bench_soak;
+mod bootstrap;
 mod chain_link;
 mod client;
 mod demo;

@@ -32,6 +32,7 @@ use ladder_sequencer::{
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
 
+use super::bootstrap;
 use super::chain_link::ChainLink;
 use super::{demo, ChainFlags, ServeArgs, StandbyArgs, TlsFlags};
 
@@ -88,10 +89,53 @@ struct RunOptions {
     settlement_fail_percent: u8,
     tls: Option<Arc<rustls::ServerConfig>>,
     role: Role,
+    signals: Signals,
+}
+
+/// The process's signal flags, registered once for its life (a standby may run the
+/// service more than once: see [`standby`]).
+#[derive(Clone)]
+struct Signals {
+    /// SIGINT or SIGTERM: stop.
+    stop: Arc<AtomicBool>,
+    /// SIGUSR1: promote this standby (as `ladder promote`).
+    promote: Arc<AtomicBool>,
+    /// SIGUSR2: write a snapshot now (as `ladder snapshot`).
+    snapshot: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn register() -> Result<Signals, String> {
+        let signals = Signals {
+            stop: Arc::new(AtomicBool::new(false)),
+            promote: Arc::new(AtomicBool::new(false)),
+            snapshot: Arc::new(AtomicBool::new(false)),
+        };
+        for (signal, flag) in [
+            (signal_hook::consts::SIGINT, &signals.stop),
+            (signal_hook::consts::SIGTERM, &signals.stop),
+            (signal_hook::consts::SIGUSR1, &signals.promote),
+            (signal_hook::consts::SIGUSR2, &signals.snapshot),
+        ] {
+            signal_hook::flag::register(signal, flag.clone())
+                .map_err(|e| format!("signal handler: {e}"))?;
+        }
+        Ok(signals)
+    }
+}
+
+/// How a run of the service ended without a failure.
+enum RunEnd {
+    /// Asked to stop.
+    Stopped,
+    /// A standby found the primary's journal no longer holds the record it needs next: it
+    /// bootstraps and runs again, listening where it listened (`bound`).
+    Behind { bound: SocketAddr },
 }
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
+    let signals = Signals::register()?;
     run(RunOptions {
         data_dir: args.service.data_dir.clone(),
         listen: args.service.listen.clone(),
@@ -120,14 +164,63 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             replicas: args.replicas,
             secret: args.replication_secret.link_secret(),
         },
+        signals,
     })
+    .map(|_| ())
 }
 
-/// `ladder standby`.
+/// `ladder standby`: asks the primary first whether its journal holds the next record this
+/// standby needs, and takes the primary's state when it does not (see [`bootstrap`]); then
+/// runs until stopped, and again after a bootstrap when the primary's journal moved past it
+/// while it was away.
 pub fn standby(args: &StandbyArgs) -> Result<(), String> {
+    let signals = Signals::register()?;
+    let data_dir = &args.service.data_dir;
+    ladder_journal::create_dir_durably(data_dir)
+        .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
+    let node = node_id(data_dir)?;
+    let secret = args.replication_secret.link_secret();
+    let mut listen = args.service.listen.clone();
+    loop {
+        let asking = bootstrap::Asking {
+            data_dir,
+            node_id: &node,
+            primary: &args.primary,
+            secret: &secret,
+            journal: JournalOptions {
+                segment_size_bytes: args.service.segment_size_bytes(),
+            },
+            stop: &signals.stop,
+        };
+        if let Err(e) = bootstrap::when_behind(&asking) {
+            // Followed as usual: a primary that refuses this standby as behind its journal
+            // brings it back here.
+            tracing::warn!(error = %e, primary = %args.primary, "could not ask the primary for its state; following its journal");
+        }
+        if signals.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match standby_run(args, &listen, &secret, signals.clone())? {
+            RunEnd::Stopped => return Ok(()),
+            RunEnd::Behind { bound } => {
+                tracing::warn!("the primary's journal moved past this standby: bootstrapping");
+                listen = bound.to_string();
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// One run of a standby.
+fn standby_run(
+    args: &StandbyArgs,
+    listen: &str,
+    secret: &LinkSecret,
+    signals: Signals,
+) -> Result<RunEnd, String> {
     run(RunOptions {
         data_dir: args.service.data_dir.clone(),
-        listen: args.service.listen.clone(),
+        listen: listen.to_string(),
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
@@ -149,8 +242,9 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         tls: tls_config(&args.tls)?,
         role: Role::Standby {
             primary: args.primary.clone(),
-            secret: args.replication_secret.link_secret(),
+            secret: secret.clone(),
         },
+        signals,
     })
 }
 
@@ -186,7 +280,7 @@ fn ask_main_loop<T: Send + 'static>(
     }
 }
 
-fn run(options: RunOptions) -> Result<(), String> {
+fn run(options: RunOptions) -> Result<RunEnd, String> {
     let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
     let data_dir = options.data_dir.clone();
     ladder_journal::create_dir_durably(&data_dir)
@@ -418,7 +512,7 @@ fn run(options: RunOptions) -> Result<(), String> {
         ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets, server_shared.clone())
             .map_err(|e| format!("feed thread: {e}"))?;
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = options.signals.stop.clone();
     let mut internal = Internal {
         submitter: internal_ring,
         completions: internal_rx,
@@ -472,6 +566,7 @@ fn run(options: RunOptions) -> Result<(), String> {
                     "ladder: replication on {}",
                     listener.local_addr().map_err(|e| e.to_string())?
                 );
+                let history_dir = data_dir.clone();
                 server::serve(
                     listener,
                     server::Primary {
@@ -480,6 +575,9 @@ fn run(options: RunOptions) -> Result<(), String> {
                         master_key: keys.master_bytes(),
                         secret: secret.clone(),
                         stop: stop.clone(),
+                        history_copy: Some(Arc::new(move |to: &Path| {
+                            ladder_history::copy_store(&history_dir, to)
+                        })),
                     },
                 )
                 .map_err(|e| format!("replication: {e}"))?;
@@ -507,30 +605,26 @@ fn run(options: RunOptions) -> Result<(), String> {
             )?);
         }
     }
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone())
-            .map_err(|e| format!("signal handler: {e}"))?;
-    }
     // SIGUSR1 promotes a standby (as `ladder promote`), SIGUSR2 writes a snapshot now (as
     // `ladder snapshot`): for operators with a process manager rather than the admin token.
-    let promote_signal = Arc::new(AtomicBool::new(false));
-    let snapshot_signal = Arc::new(AtomicBool::new(false));
-    for (signal, flag) in [
-        (signal_hook::consts::SIGUSR1, &promote_signal),
-        (signal_hook::consts::SIGUSR2, &snapshot_signal),
-    ] {
-        signal_hook::flag::register(signal, flag.clone())
-            .map_err(|e| format!("signal handler: {e}"))?;
-    }
-    // Ready only once the signals are handled: a test (or a script) that signals a service
-    // that answers must not find the default action (termination) still in place.
+    // (Registered before this run began: a test or a script that signals a service that
+    // answers never finds the default action, termination, in place.)
+    let (promote_signal, snapshot_signal) = (
+        options.signals.promote.clone(),
+        options.signals.snapshot.clone(),
+    );
     state.ready.store(true, Ordering::Release);
     tracing::info!("ready");
     let mut failure = None;
+    let mut behind = false;
     let mut forgetting = Forgetting::default();
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
-            failure = Some(format!("standby: the primary refused replication: {why}"));
+            if why.starts_with(server::BEHIND_JOURNAL) {
+                behind = true;
+            } else {
+                failure = Some(format!("standby: the primary refused replication: {why}"));
+            }
             break;
         }
         let (mut promotion, mut snapshot) = (None, None);
@@ -612,7 +706,11 @@ fn run(options: RunOptions) -> Result<(), String> {
         s.join();
     }
     let _ = feed.join();
-    failure.map_or(Ok(()), Err)
+    match (failure, behind) {
+        (Some(why), _) => Err(why),
+        (None, true) => Ok(RunEnd::Behind { bound }),
+        (None, false) => Ok(RunEnd::Stopped),
+    }
 }
 
 /// The standby's follower: its stop flag and its thread (the last sequence held, or why the
@@ -668,10 +766,14 @@ fn start_follower(
     let key_dir = data_dir.to_path_buf();
     let last_mark = match last_seq {
         0 => None,
-        seq => Some(
-            RecordMark::of_journal(data_dir, seq)?
-                .ok_or_else(|| format!("the journal does not hold its last record {seq}"))?,
-        ),
+        seq => {
+            // Right after a bootstrap the journal does not hold the snapshot's record.
+            let held = match bootstrap::mark_of_start(data_dir, seq)? {
+                Some(mark) => Some(mark),
+                None => RecordMark::of_journal(data_dir, seq)?,
+            };
+            Some(held.ok_or_else(|| format!("the journal does not hold its last record {seq}"))?)
+        }
     };
     let follower = client::Follower {
         primary: primary.to_string(),
@@ -729,7 +831,7 @@ pub const NODE_ID_FILE: &str = "node.id";
 
 /// This data directory's node id, made (a random UUID) the first time: a standby names it to
 /// its primary, which keeps one replication session per node.
-fn node_id(data_dir: &Path) -> Result<String, String> {
+pub(super) fn node_id(data_dir: &Path) -> Result<String, String> {
     let path = data_dir.join(NODE_ID_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) if ladder_sequencer::replication::valid_node_id(text.trim()) => {

@@ -292,6 +292,51 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// An admin request to the service at `url`: its status and JSON body.
+pub fn admin_at(url: &str, method: &str, path: &str) -> (u16, serde_json::Value) {
+    let mut http = HttpClient::new(url).expect("client");
+    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    let r = http
+        .request(method, path, &headers, Some(""))
+        .expect("admin request");
+    (r.status, r.json())
+}
+
+/// Waits until the state hash of the service at `url` (a standby) equals `want` (what
+/// `GET /admin/state-hash` answered elsewhere), within 30 s.
+pub fn wait_for_hash(url: &str, want: &serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    loop {
+        // A standby that bootstraps again is briefly not listening.
+        let hash = HttpClient::new(url)
+            .and_then(|mut http| http.request("GET", "/admin/state-hash", &headers, Some("")))
+            .map(|r| r.json())
+            .unwrap_or_default();
+        if &hash == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "standby at {hash}, primary {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Demo trader `i` on the service at `url` (a standby), with `from`'s API credentials.
+pub fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
+    let (key, account) = KEYS[i];
+    let mut t = Trader::new(
+        url,
+        Wallet::from_hex(key).expect("key"),
+        Address::parse(account).expect("address"),
+    )
+    .expect("trader");
+    t.credentials = from.credentials.clone();
+    t
+}
+
 /// A running `ladder standby`, killed on drop.
 pub struct Standby {
     child: Child,
