@@ -194,6 +194,68 @@ fn a_standby_resumes_after_its_last_record_and_one_whose_journal_diverged_is_ref
     wait_for_hash(&standby.url, &hash);
 }
 
+/// A primary that lost its unflushed tail (power) restarts shorter than its standby, which was
+/// sent those records as soon as they were written: the standby cuts them by itself (they were
+/// never answered), keeps a copy, and follows the primary's new records.
+#[test]
+fn a_standby_ahead_of_its_restarted_primary_cuts_what_the_primary_lost_and_follows() {
+    let replication = free_port();
+    let mut primary =
+        Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let dir = tempfile::tempdir().unwrap();
+    let standby_dir = dir.path().join("standby");
+    let standby = start_standby_in(replication, &standby_dir);
+    let mut alice = primary.trader(0);
+    let (_, kept) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    for price in [4_100, 4_200, 4_300] {
+        let r = alice
+            .place(yes(), Side::Buy, price, 2, OrderType::Gtc)
+            .unwrap();
+        assert_eq!(r.json()["success"], json!(true), "{}", r.body);
+    }
+    let (_, ahead) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &ahead);
+
+    // The primary loses everything after `kept` and comes back.
+    primary.kill();
+    let cut_after = kept["seq"].as_u64().expect("a sequence").to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "journal",
+            "repair",
+            "--truncate-after",
+            &cut_after,
+            "--data-dir",
+        ])
+        .arg(primary.data_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    primary.restart();
+    let (_, restarted) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    assert_eq!(restarted, kept);
+    wait_for_hash(&standby.url, &kept);
+    let copies: Vec<String> = std::fs::read_dir(standby_dir.join("journal"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|name| name.contains(".bad"))
+        .collect();
+    assert!(!copies.is_empty(), "the cut records are kept aside");
+
+    // New records after the cut reach the standby.
+    let mut alice = primary.trader(0);
+    let r = alice
+        .place(yes(), Side::Buy, 4_400, 3, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.json()["success"], json!(true), "{}", r.body);
+    let (_, now) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &now);
+}
+
 /// Operators with a process manager signal instead of calling the admin surface: SIGUSR2
 /// writes a snapshot now, SIGUSR1 promotes a standby.
 #[test]

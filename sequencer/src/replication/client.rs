@@ -75,8 +75,9 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
                 Ok(()) => {}
                 Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, primary = %follower.primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
                 Err(SessionEnd::Refused(why)) => {
-                    if why.starts_with(super::server::BEHIND_JOURNAL) {
-                        tracing::warn!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary's journal moved past this standby");
+                    let behind = why.starts_with(super::server::BEHIND_JOURNAL);
+                    if behind || super::server::JournalEnd::of_refusal(&why).is_some() {
+                        tracing::warn!(primary = %follower.primary, last_seq = follower.last_seq, %why, "this standby and the primary's journal need reconciling");
                     } else {
                         tracing::error!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
                     }

@@ -97,6 +97,11 @@ impl ReplicationHub {
         }
     }
 
+    /// The last sequence written to the journal.
+    pub fn last_written(&self) -> u64 {
+        self.lock().written
+    }
+
     /// Waits until something after `seq` is written (or `timeout`); returns the written sequence.
     pub fn wait_written_after(&self, seq: u64, timeout: Duration) -> u64 {
         let state = self.lock();

@@ -23,6 +23,47 @@ use super::{
 /// How a refusal of a standby behind the journal opens (followed by the journal's first
 /// sequence): such a standby bootstraps (see [`bootstrap`]) rather than stopping.
 pub const BEHIND_JOURNAL: &str = "behind the primary's journal, which starts at sequence ";
+/// How a refusal of a standby that holds records past the primary's journal opens (followed
+/// by the mark of the primary's last record, or `-`): a primary that lost an unflushed tail
+/// (power) restarted shorter, and the standby's extra records were never answered, so the
+/// standby cuts them (see [`JournalEnd`]) and follows.
+pub const AHEAD_OF_JOURNAL: &str = "ahead of the primary's journal, which ends at ";
+
+/// The primary's last record, as an [`AHEAD_OF_JOURNAL`] refusal names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalEnd {
+    /// Its mark (`None`: the primary's journal holds no record).
+    pub last: Option<RecordMark>,
+}
+
+impl JournalEnd {
+    /// The sequence of the primary's last record (0: none).
+    pub fn seq(&self) -> u64 {
+        self.last.map_or(0, |mark| mark.seq)
+    }
+
+    /// The refusal's text.
+    pub fn refusal(&self) -> String {
+        let mark = self
+            .last
+            .map_or_else(|| super::NO_MARK.to_string(), |m| m.to_string());
+        format!(
+            "{AHEAD_OF_JOURNAL}{mark} (it lost records it never answered): the standby cuts \
+             its records after that one and follows"
+        )
+    }
+
+    /// Reads the primary's end from a refusal; `None` when it is not an [`AHEAD_OF_JOURNAL`]
+    /// refusal.
+    pub fn of_refusal(why: &str) -> Option<JournalEnd> {
+        let mark = why.strip_prefix(AHEAD_OF_JOURNAL)?.split(' ').next()?;
+        match mark {
+            super::NO_MARK => Some(JournalEnd { last: None }),
+            text => RecordMark::parse(text).map(|mark| JournalEnd { last: Some(mark) }),
+        }
+    }
+}
+
 /// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
 /// Most handshakes under way at once (each has [`secure::HANDSHAKE_TIMEOUT`] to finish).
@@ -184,7 +225,7 @@ fn stream_to(
         .map(|h| primary.hub.pin(h.from_seq.saturating_sub(1)));
     let refusal = match &hello {
         Err(why) => Some(why.clone()),
-        Ok(hello) => refusal_of(&primary.data_dir, hello)?,
+        Ok(hello) => refusal_of(&primary.data_dir, &primary.hub, hello)?,
     };
     if let Some(why) = refusal {
         let _ = opened.answer(&stream, format!("{REFUSED}{why}").as_bytes());
@@ -255,7 +296,11 @@ fn confirm_ready(stream: &TcpStream, reader: &mut secure::SecureReader) -> Resul
 }
 
 /// Why a standby cannot follow: its last record is not the primary's.
-fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> {
+fn refusal_of(
+    data_dir: &Path,
+    hub: &ReplicationHub,
+    hello: &Hello,
+) -> Result<Option<String>, String> {
     // Retention removed the records it needs next.
     let first = ladder_journal::journal_first_seq(data_dir).map_err(|e| e.to_string())?;
     if let Some(first) = first.filter(|&first| hello.from_seq < first) {
@@ -268,6 +313,14 @@ fn refusal_of(data_dir: &Path, hello: &Hello) -> Result<Option<String>, String> 
         return Ok(None);
     };
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
+    let written = hub.last_written();
+    if theirs.seq > written {
+        let last = match written {
+            0 => None,
+            seq => RecordMark::read_at(&mut reader, seq)?,
+        };
+        return Ok(Some(JournalEnd { last }.refusal()));
+    }
     let ours = RecordMark::read_at(&mut reader, theirs.seq)?;
     Ok(check_standby(&theirs, ours.as_ref()).err())
 }
@@ -393,4 +446,25 @@ fn send_records(
         writer.flush().map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_primary_end_reads_back_from_its_refusal() {
+        let last = RecordMark {
+            seq: 10,
+            timestamp_ns: 7,
+            record_type: 1,
+            payload_crc: 0xed55,
+        };
+        for end in [JournalEnd { last: Some(last) }, JournalEnd { last: None }] {
+            assert_eq!(JournalEnd::of_refusal(&end.refusal()), Some(end));
+        }
+        assert_eq!(JournalEnd { last: Some(last) }.seq(), 10);
+        assert_eq!(JournalEnd::of_refusal("behind the primary's journal"), None);
+        assert_eq!(JournalEnd::of_refusal(AHEAD_OF_JOURNAL), None);
+    }
 }

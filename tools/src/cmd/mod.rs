@@ -1,5 +1,6 @@
 //! The subcommands of `ladder` and their flags.
 
+mod ahead;
 mod bench;
 mod bench_fanout;
 mod bench_pipeline;

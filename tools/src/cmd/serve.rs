@@ -23,6 +23,7 @@ use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
+use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::{client, server, LinkSecret, RecordMark, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
@@ -32,8 +33,8 @@ use ladder_sequencer::{
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
 
-use super::bootstrap;
 use super::chain_link::ChainLink;
+use super::{ahead, bootstrap};
 use super::{demo, ChainFlags, ServeArgs, StandbyArgs, TlsFlags};
 
 /// Event batches queued for a consumer (settlement, feeds) before the sequencer waits.
@@ -131,6 +132,9 @@ enum RunEnd {
     /// A standby found the primary's journal no longer holds the record it needs next: it
     /// bootstraps and runs again, listening where it listened (`bound`).
     Behind { bound: SocketAddr },
+    /// A standby holds records past the primary's journal's `end`: it cuts them and runs
+    /// again, listening where it listened (`bound`).
+    Ahead { end: JournalEnd, bound: SocketAddr },
 }
 
 /// `ladder serve`.
@@ -206,6 +210,11 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
                 tracing::warn!("the primary's journal moved past this standby: bootstrapping");
                 listen = bound.to_string();
                 std::thread::sleep(Duration::from_secs(1));
+            }
+            RunEnd::Ahead { end, bound } => {
+                ahead::cut_after_primary_end(data_dir, end)
+                    .map_err(|why| format!("standby: the primary refused replication: {why}"))?;
+                listen = bound.to_string();
             }
         }
     }
@@ -617,11 +626,14 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     tracing::info!("ready");
     let mut failure = None;
     let mut behind = false;
+    let mut primary_end = None;
     let mut forgetting = Forgetting::default();
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
             if why.starts_with(server::BEHIND_JOURNAL) {
                 behind = true;
+            } else if let Some(end) = JournalEnd::of_refusal(&why) {
+                primary_end = Some(end);
             } else {
                 failure = Some(format!("standby: the primary refused replication: {why}"));
             }
@@ -706,10 +718,11 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         s.join();
     }
     let _ = feed.join();
-    match (failure, behind) {
+    match (failure, primary_end) {
         (Some(why), _) => Err(why),
-        (None, true) => Ok(RunEnd::Behind { bound }),
-        (None, false) => Ok(RunEnd::Stopped),
+        (None, Some(end)) => Ok(RunEnd::Ahead { end, bound }),
+        (None, None) if behind => Ok(RunEnd::Behind { bound }),
+        (None, None) => Ok(RunEnd::Stopped),
     }
 }
 
