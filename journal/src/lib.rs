@@ -11,6 +11,7 @@
 //! `Journal::open` recovers: a torn tail is cut away and reported, damage before the last good
 //! record is [`JournalError::Corrupt`].
 
+mod clean_stop;
 mod error;
 mod frame;
 pub mod layout;
@@ -35,6 +36,7 @@ mod writer;
 #[cfg(not(target_has_atomic = "64"))]
 compile_error!("the journal publishes frames with 64-bit atomic stores");
 
+pub use clean_stop::CLEAN_STOP_FILE_NAME;
 pub use error::{Fault, JournalError, Result};
 pub use lock::LOCK_FILE_NAME;
 pub use options::{Durability, JournalOptions};

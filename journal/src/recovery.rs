@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::clean_stop::TAIL_SEGMENTS;
 use crate::error::{Fault, JournalError, Result};
 use crate::scan::{scan, Damage, DamageKind, Scan};
 use crate::truncate::{bytes_after, cut_at, Disposal};
@@ -56,9 +57,24 @@ pub(crate) fn describe_torn_tail(scan: &Scan, damage: &Damage) -> Result<TornTai
     })
 }
 
+/// Whether damage that `verify` calls corruption (valid frames follow it) is what a power
+/// loss does to an unflushed tail, which recovery cuts by itself: after an unclean stop, in
+/// the last segments (where the flushes under way were), and not a valid frame with the
+/// wrong sequence (which no lost write makes). Pages of one flush reach the disk in any
+/// order, so a hole can precede records written after it; none of them was acknowledged,
+/// since an answer waits for the flush of everything before it. The frames after the hole
+/// are never searched (client bytes inside a payload could look like one); what is cut is
+/// kept in `.bad` copies.
+fn is_torn_out_of_order(scan: &Scan, damage: &Damage, clean_stop: bool) -> bool {
+    !clean_stop
+        && damage.kind == DamageKind::Corruption
+        && !matches!(damage.reason, Fault::SequenceGap { .. })
+        && damage.segment_index + TAIL_SEGMENTS >= scan.files.len()
+}
+
 /// Scans the journal, cuts away a torn tail (logging it), and returns the clean scan. The
-/// caller holds the writer lock.
-pub(crate) fn recover(data_dir: &Path) -> Result<(Scan, RecoveryReport)> {
+/// caller holds the writer lock; `clean_stop` says whether the last writer stopped cleanly.
+pub(crate) fn recover(data_dir: &Path, clean_stop: bool) -> Result<(Scan, RecoveryReport)> {
     let first = scan(data_dir, |_, _| {})?;
     if first.records_with_nonzero_padding > 0 {
         tracing::warn!(
@@ -71,16 +87,29 @@ pub(crate) fn recover(data_dir: &Path) -> Result<(Scan, RecoveryReport)> {
         let report = report_for(&first, None);
         return Ok((first, report));
     };
-    if let Some(error) = first.corruption_error() {
-        return Err(error);
+    let out_of_order = is_torn_out_of_order(&first, damage, clean_stop);
+    if !out_of_order {
+        if let Some(error) = first.corruption_error() {
+            return Err(error);
+        }
     }
-    debug_assert_eq!(damage.kind, DamageKind::TornTail);
-    let cut = cut_at(
-        &first,
-        damage.segment_index,
-        damage.offset,
-        Disposal::Delete,
-    )?;
+    let disposal = if out_of_order {
+        Disposal::KeepAsBad
+    } else {
+        Disposal::Delete
+    };
+    let cut = cut_at(&first, damage.segment_index, damage.offset, disposal)?;
+    if out_of_order {
+        tracing::error!(
+            segment = %first.files[damage.segment_index].path.display(),
+            offset = damage.offset,
+            reason = %damage.reason,
+            kept = ?cut.backups,
+            "after an unclean stop the journal's tail has a hole with records after it (pages of \
+             an unfinished flush reached the disk out of order): cut at the hole; nothing after \
+             it was acknowledged; what was cut is kept"
+        );
+    }
     let torn_tail = TornTail {
         segment: first.files[damage.segment_index].path.clone(),
         offset: damage.offset as u64,

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 
 use memmap2::MmapRaw;
 
+use crate::clean_stop;
 use crate::error::{JournalError, Result};
 use crate::layout::{self, FrameFields};
 use crate::lock::WriterLock;
@@ -50,6 +51,20 @@ pub struct Journal {
     /// The last ordinary write asked for was refused for want of space.
     refusing: bool,
     _lock: WriterLock,
+}
+
+/// A writer that stops after a successful final flush leaves the clean-stop marker; one
+/// that cannot flush (or was poisoned by a failed flush) leaves none, and the next open reads
+/// the journal's tail from the disk (see `clean_stop`).
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if self.poisoned || self.commit(Durability::Sync).is_err() {
+            return;
+        }
+        if let Err(error) = clean_stop::mark(&self.journal_dir) {
+            tracing::warn!(%error, "could not mark the journal's clean stop");
+        }
+    }
 }
 
 /// What a write is, for the room it may use when no further segment can be reserved.
@@ -102,7 +117,11 @@ impl Journal {
         crate::segment::create_dir_durably(&journal_dir)?;
         let lock = WriterLock::acquire(&journal_dir)?;
         remove_temp_files(&journal_dir)?;
-        let (scan, report) = recover(&data_dir)?;
+        let clean_stop = clean_stop::take(&journal_dir)?;
+        if !clean_stop {
+            clean_stop::drop_cached_tail(&crate::segment::list_segments(&journal_dir)?);
+        }
+        let (scan, report) = recover(&data_dir, clean_stop)?;
         sync_left_behind(&scan.walked, &journal_dir)?;
         let active = match scan.walked.last() {
             Some(segment) => Some(ActiveSegment::open(segment)?),

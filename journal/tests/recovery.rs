@@ -441,3 +441,100 @@ fn non_zero_padding_keeps_the_record_and_is_counted_by_verify() {
     assert_eq!(report.torn_tail, None);
     assert_eq!(read_all(dir.path()), written);
 }
+
+/// The marker a writer leaves when it stops after its final flush: removing it is what a
+/// crash (a kill, a power loss) looks like to the next open.
+fn forget_clean_stop(data_dir: &Path) {
+    fs::remove_file(
+        data_dir
+            .join("journal")
+            .join(ladder_journal::CLEAN_STOP_FILE_NAME),
+    )
+    .expect("a dropped writer marked its clean stop");
+}
+
+#[test]
+fn a_dropped_writer_marks_its_clean_stop_and_the_next_open_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(5));
+    let marker = dir
+        .path()
+        .join("journal")
+        .join(ladder_journal::CLEAN_STOP_FILE_NAME);
+    assert!(marker.exists());
+    let (journal, _) = Journal::open(dir.path(), small_segments()).unwrap();
+    assert!(
+        !marker.exists(),
+        "a crash of this writer is not a clean stop"
+    );
+    drop(journal);
+    assert!(marker.exists());
+}
+
+/// Pages of one flush reach the disk in any order: after a power loss a hole can precede
+/// records written after it (none of them answered). After an unclean stop, recovery cuts at
+/// the hole by itself and keeps what it cut; `verify` still calls it corruption.
+#[test]
+fn after_an_unclean_stop_a_hole_in_the_tail_before_later_records_is_cut_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_records(dir.path(), &varied_lens(RECORDS));
+    let frames = all_frames(dir.path());
+    let hole = frames[RECORDS - 4].clone();
+    patch(&hole.path, hole.offset, &[0u8; 16]);
+    forget_clean_stop(dir.path());
+    assert!(matches!(
+        verify(dir.path()),
+        Err(JournalError::Corrupt { .. })
+    ));
+
+    let (mut journal, report) = Journal::open(dir.path(), small_segments()).unwrap();
+    let last_kept = RECORDS as u64 - 4;
+    assert_eq!(journal.last_seq(), last_kept);
+    let torn = report.torn_tail.expect("the cut is reported");
+    assert_eq!(
+        (torn.segment, torn.offset),
+        (hole.path.clone(), hole.offset)
+    );
+    let kept: Vec<_> = fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|name| name.contains(".bad"))
+        .collect();
+    assert!(!kept.is_empty(), "what was cut is kept");
+    let again = append_records(&mut journal, last_kept + 1, &[7]);
+    drop(journal);
+    let mut expected = written[..RECORDS - 4].to_vec();
+    expected.extend(again);
+    assert_eq!(read_all(dir.path()), expected);
+}
+
+#[test]
+fn after_a_clean_stop_the_same_hole_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(RECORDS));
+    let hole = all_frames(dir.path())[RECORDS - 4].clone();
+    patch(&hole.path, hole.offset, &[0u8; 16]);
+
+    let error = Journal::open(dir.path(), small_segments()).unwrap_err();
+    assert!(
+        matches!(&error, JournalError::Corrupt { offset, .. } if *offset == hole.offset),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_hole_before_the_last_segments_is_corruption_even_after_an_unclean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let third = journal_with_bad_third_record(dir.path());
+    assert!(
+        segment_paths(dir.path()).len() > 2,
+        "the hole is in an old segment"
+    );
+    forget_clean_stop(dir.path());
+
+    let error = Journal::open(dir.path(), small_segments()).unwrap_err();
+    assert!(
+        matches!(&error, JournalError::Corrupt { offset, .. } if *offset == third.offset),
+        "{error}"
+    );
+}
