@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use hdrhistogram::Histogram;
 use ladder_engine::{Command, Engine, EngineLimits};
+use ladder_history::{Historian, HistorianConfig, HistoryWriter};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_sequencer::{
     recover_engine, start, BatchChannelSink, Completion, CorePin, SequencerConfig, SequencerParts,
@@ -40,6 +41,38 @@ pub struct SequencerResult {
     pub heartbeat_keys: usize,
     /// Beats answered during the run.
     pub beats: u64,
+    /// With the history store's writer following the journal: how far it was.
+    pub history: Option<HistoryFollowed>,
+}
+
+/// How the history store's writer (the historian) kept up with a sequencer run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HistoryFollowed {
+    /// Records the sequencer had journaled when the last answer came.
+    pub journaled: u64,
+    /// Records the store held then.
+    pub stored_at_end: u64,
+    /// Milliseconds from the last answer until the store held every record.
+    pub catch_up_ms: f64,
+}
+
+/// What one sequencer run drives.
+#[derive(Clone, Copy, Debug)]
+pub struct SequencerRun {
+    /// Stream commands measured.
+    pub commands: usize,
+    /// Gateway-like producer threads.
+    pub producers: usize,
+    /// The journal's durability.
+    pub durability: Durability,
+    /// Submissions in flight per producer.
+    pub window: usize,
+    /// The sequencer thread's core.
+    pub pin: CorePin,
+    /// API keys beating their heartbeats once a second each beside the stream (0: none).
+    pub heartbeat_keys: usize,
+    /// Whether the history store's writer follows the journal, as in `ladder serve`.
+    pub history: bool,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -49,16 +82,18 @@ fn histogram() -> Histogram<u64> {
 /// Drives `commands` stream commands through a sequencer on a journal in `dir` from
 /// `producers` threads, each keeping at most `window` submissions in flight; with
 /// `heartbeat_keys` > 0, that many API keys also beat their heartbeats once a second each
-/// (spread evenly) from a thread of their own, as market makers' bots would.
-pub fn sequencer(
-    dir: &Path,
-    commands: usize,
-    producers: usize,
-    durability: Durability,
-    window: usize,
-    pin: CorePin,
-    heartbeat_keys: usize,
-) -> SequencerResult {
+/// (spread evenly) from a thread of their own, as market makers' bots would; with `history`,
+/// the historian follows the journal into `history.db` as in `ladder serve`.
+pub fn sequencer(dir: &Path, run: SequencerRun) -> SequencerResult {
+    let SequencerRun {
+        commands,
+        producers,
+        durability,
+        window,
+        pin,
+        heartbeat_keys,
+        history,
+    } = run;
     let stream = generate(&StreamSpec {
         commands,
         ..StreamSpec::default()
@@ -70,6 +105,13 @@ pub fn sequencer(
     let options = JournalOptions {
         segment_size_bytes: 256 << 20,
     };
+    let set_up_seq = engine.last_seq();
+    if history {
+        // The historian starts from a snapshot of the set-up, which the journal follows.
+        ladder_journal::write_snapshot(dir, set_up_seq, &engine.snapshot_bytes())
+            .expect("snapshot of the set-up");
+        ladder_journal::start_journal_after(dir, set_up_seq, options).expect("journal");
+    }
     let (journal, _) = Journal::open(dir, options).expect("open journal");
     let mut sinks: Vec<Box<dyn ladder_sequencer::CompletionSink>> = Vec::new();
     let mut receivers = Vec::new();
@@ -94,6 +136,7 @@ pub fn sequencer(
         board: None,
     };
     let (handle, mut submitters) = start(config, parts, producers + 1).expect("start sequencer");
+    let historian = history.then(|| follow_with_historian(dir, &handle.stats, set_up_seq));
     let beater_ring = submitters.pop().expect("the beater's ring");
     let beating = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let beater = {
@@ -157,6 +200,25 @@ pub fn sequencer(
         .stats
         .batches
         .load(std::sync::atomic::Ordering::Relaxed);
+    let history = historian.map(|historian| {
+        let journaled = handle
+            .stats
+            .last_seq
+            .load(std::sync::atomic::Ordering::Acquire);
+        let stored_at_end = historian.stored_through();
+        let waited = Instant::now();
+        while historian.stored_through() < journaled && waited.elapsed() < Duration::from_secs(300)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let catch_up_ms = waited.elapsed().as_secs_f64() * 1e3;
+        historian.stop();
+        HistoryFollowed {
+            journaled: journaled - set_up_seq,
+            stored_at_end: stored_at_end.saturating_sub(set_up_seq),
+            catch_up_ms,
+        }
+    });
     handle.stop();
     SequencerResult {
         commands: commands_list.len() as u64,
@@ -169,7 +231,37 @@ pub fn sequencer(
         p999_us: all.value_at_quantile(0.999) as f64 / 1e3,
         heartbeat_keys,
         beats,
+        history,
     }
+}
+
+/// Starts the historian on `dir` as `ladder serve` does, reading what the sequencer released.
+fn follow_with_historian(
+    dir: &Path,
+    stats: &Arc<ladder_sequencer::SequencerStats>,
+    set_up_seq: u64,
+) -> Historian {
+    // The set-up's records were applied directly, never journaled: the store starts after them.
+    let mut store = HistoryWriter::open(&ladder_history::history_path(dir)).expect("history.db");
+    store
+        .apply(set_up_seq, &[])
+        .and_then(|()| store.commit())
+        .expect("history.db after the set-up");
+    drop(store);
+    let stats = stats.clone();
+    Historian::start(HistorianConfig {
+        data_dir: dir.to_path_buf(),
+        limits: EngineLimits::default(),
+        released: Arc::new(move || stats.last_seq.load(std::sync::atomic::Ordering::Acquire)),
+        snapshot_every: 0,
+        keep_snapshots: 2,
+        journal_last_seq: set_up_seq,
+        journal_full: Arc::new(|| false),
+        standby_floor: Arc::new(|| u64::MAX),
+        journal_archive: None,
+        prices_stored_below: Arc::new(|_| {}),
+    })
+    .expect("start the historian")
 }
 
 /// Heartbeats beside the bench's stream.

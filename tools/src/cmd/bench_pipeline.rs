@@ -35,6 +35,10 @@ pub struct SequencerBenchArgs {
     /// then made twice, without them and with them, and both results printed.
     #[arg(long, default_value_t = 0)]
     pub heartbeats: usize,
+    /// The history store's writer follows the journal into `history.db`, as in `ladder
+    /// serve`; the run is then made without it and with it, and both results printed.
+    #[arg(long)]
+    pub history: bool,
 }
 
 /// `ladder bench replay`.
@@ -116,33 +120,46 @@ fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
 pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
     let durability = args.durability;
     let producers = args.producers.clamp(1, 64);
-    let run = |heartbeats: usize| -> Result<pipeline_bench::SequencerResult, String> {
-        let dir = temp_dir(&args.dir)?;
-        Ok(pipeline_bench::sequencer(
-            dir.path(),
-            args.commands.max(1),
-            producers,
-            durability,
-            args.window.max(1),
-            args.sequencer_core,
-            heartbeats,
-        ))
-    };
-    if args.heartbeats == 0 {
-        return print(&run(0)?);
+    let run =
+        |heartbeat_keys: usize, history: bool| -> Result<pipeline_bench::SequencerResult, String> {
+            let dir = temp_dir(&args.dir)?;
+            Ok(pipeline_bench::sequencer(
+                dir.path(),
+                pipeline_bench::SequencerRun {
+                    commands: args.commands.max(1),
+                    producers,
+                    durability,
+                    window: args.window.max(1),
+                    pin: args.sequencer_core,
+                    heartbeat_keys,
+                    history,
+                },
+            ))
+        };
+    if args.heartbeats == 0 && !args.history {
+        return print(&run(0, false)?);
     }
-    // Without and with the heartbeats in the same run, in the order without, with, with,
-    // without (a later run on this machine tends to be faster): their cost is the ratio of
-    // the two pairs' throughputs.
-    let first = run(0)?;
-    let with = [run(args.heartbeats)?, run(args.heartbeats)?];
-    let last = run(0)?;
+    // Without and with the heartbeats (or the history store's writer) in the same run, in
+    // the order without, with, with, without (a later run on this machine tends to be
+    // faster): their cost is the ratio of the two pairs' throughputs.
+    let what = if args.history {
+        "history"
+    } else {
+        "heartbeats"
+    };
+    let first = run(0, false)?;
+    let with = [
+        run(args.heartbeats, args.history)?,
+        run(args.heartbeats, args.history)?,
+    ];
+    let last = run(0, false)?;
     let ratio =
         (with[0].ops_per_sec + with[1].ops_per_sec) / (first.ops_per_sec + last.ops_per_sec);
-    print(
-        &serde_json::json!({ "without_heartbeats": [first, last], "with_heartbeats": with,
-                               "throughput_ratio": ratio }),
-    )
+    let mut paired = serde_json::Map::new();
+    paired.insert(format!("without_{what}"), serde_json::json!([first, last]));
+    paired.insert(format!("with_{what}"), serde_json::json!(with));
+    paired.insert("throughput_ratio".into(), serde_json::json!(ratio));
+    print(&serde_json::Value::Object(paired))
 }
 
 /// Runs the replay bench.
