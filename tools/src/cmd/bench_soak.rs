@@ -124,18 +124,24 @@ impl Service {
         }
     }
 
-    /// Resident memory, MB.
-    fn rss_mb(&self) -> Option<f64> {
+    /// Resident memory, MB: `VmRSS` in all, or one of its parts (`RssAnon`: the heap, what
+    /// the engines and buffers hold; `RssFile`: mapped journal pages, bounded by retention).
+    fn resident_mb(&self, field: &str) -> Option<f64> {
         let pid = self.child.as_ref()?.id();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let kb: f64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
             .split_whitespace()
             .next()?
             .parse()
             .ok()?;
         Some(kb / 1024.0)
+    }
+
+    /// Resident memory, MB.
+    fn rss_mb(&self) -> Option<f64> {
+        self.resident_mb("VmRSS")
     }
 
     /// `/metrics` as name → value (labelled series left out).
@@ -205,6 +211,8 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
     Ok(json!({
         "commands": get("ladder_last_seq"),
         "rss_mb": service.rss_mb(),
+        "rss_anon_mb": service.resident_mb("RssAnon"),
+        "rss_file_mb": service.resident_mb("RssFile"),
         "snapshot_mb": newest_snapshot_mb(dir),
         "data_dir_mb": mb(size_of(dir)),
         "journal_mb": mb(size_of(&dir.join("journal"))),
@@ -312,6 +320,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
             "commands_first": first["commands"],
             "commands_last": last["commands"],
             "rss_ratio": ratio("rss_mb"),
+            "rss_anon_ratio": ratio("rss_anon_mb"),
             "snapshot_ratio": ratio("snapshot_mb"),
             "restart_s_first": first["restart_s"],
             "restart_s_last": last["restart_s"],
