@@ -10,6 +10,12 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// The signal of a plain cut: every unsynced page is lost.
+pub const PLAIN_CUT: libc::c_int = libc::SIGUSR1;
+/// The signal of a torn cut: a random subset of the unsynced pages reaches the disk first, one
+/// page per file torn.
+pub const TORN_CUT: libc::c_int = libc::SIGUSR2;
+
 /// How long a line from `ladder-powercut` may take.
 const LINE_WAIT: Duration = Duration::from_secs(30);
 /// Set to `1` (as CI does), a missing FUSE fails the tests instead of skipping them.
@@ -142,7 +148,7 @@ impl Mounted {
         self.backing.join(name)
     }
 
-    /// Cuts the power with `sig` (SIGUSR1: every unsynced page lost; SIGUSR2: torn) and returns
+    /// Cuts the power with `sig` ([`PLAIN_CUT`] or [`TORN_CUT`]) and returns
     /// the `(dropped, persisted)` pages of the cut.
     pub fn cut(&self, sig: libc::c_int) -> (usize, usize) {
         signal(&self.child, sig);
