@@ -106,8 +106,8 @@ pub(crate) fn recover(data_dir: &Path, clean_stop: bool) -> Result<(Scan, Recove
             reason = %damage.reason,
             kept = ?cut.backups,
             "after an unclean stop the journal's tail has a hole with records after it (pages of \
-             an unfinished flush reached the disk out of order): cut at the hole; nothing after \
-             it was acknowledged; what was cut is kept"
+             an unfinished flush reached the disk out of order): cut at the hole (with sync \
+             durability nothing after it was acknowledged); what was cut is kept"
         );
     }
     let torn_tail = TornTail {

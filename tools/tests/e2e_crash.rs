@@ -213,7 +213,11 @@ fn linked_trader(service: &Service, (key, account): (&str, &str)) -> Trader {
     )
     .expect("trader");
     let r = t.create_api_key(0).expect("create key");
-    assert_eq!(r.status, 200, "{}", r.body);
+    if r.status != 200 {
+        // Set up again after a power cut kept the key: derived.
+        let r = t.derive_api_key(0).expect("derive key");
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
     t
 }
 
@@ -670,8 +674,15 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
     let (mut sigkills, mut term_kills, mut graceful, mut cycle) = (0u64, 0u64, 0u64, 0usize);
     let mut startup_kills = 0u64;
 
+    // An `async` journal may lose acknowledged changes with the power (that is what async
+    // means): there the cycles prove unattended restarts on whatever the disk kept, and each
+    // cycle sets the traders up again (their keys and funds may be gone).
+    let may_lose = power.is_some() && durability == "async";
     while sigkills + term_kills < kills {
         cycle += 1;
+        if may_lose && cycle > 1 {
+            (traders, bank) = set_up(&service);
+        }
         let label = format!("seed {seed}, --durability {durability}, cycle {cycle}");
         let stop_how = if cycle % GRACEFUL_EVERY == 0 {
             Stop::Graceful
@@ -741,7 +752,7 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
             .filter(|a| matches!(stop_how, Stop::Kill) || !a.contains("HTTP 503"))
             .collect();
         assert!(
-            anomalies.is_empty(),
+            anomalies.is_empty() || may_lose,
             "{label} ({stop_how:?} after {load:?}): {anomalies:?}"
         );
 
@@ -781,6 +792,9 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
                 "{label}: recovered to another sequence than the journal's last"
             );
         }
+        if may_lose {
+            continue;
+        }
         let from = model.placements.len();
         model.absorb(acks, &bank_acks);
         let mut fails = model.check(&mut traders, &mut bank, from);
@@ -800,8 +814,10 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
 
     // Every acknowledged placement of the whole run, once more, then a last clean comparison.
     let label = format!("seed {seed}, --durability {durability}, final check");
-    let fails = model.check(&mut traders, &mut bank, 0);
-    assert!(fails.is_empty(), "{label}: {}", fails.join("\n"));
+    if !may_lose {
+        let fails = model.check(&mut traders, &mut bank, 0);
+        assert!(fails.is_empty(), "{label}: {}", fails.join("\n"));
+    }
     let online = admin_state_hash(&service);
     service.kill();
     let offline = offline_replay(service.data_dir(), true, &label);
@@ -842,6 +858,14 @@ fn sigkill_under_load_loses_nothing_acknowledged_with_sync_durability() {
 #[test]
 fn power_cuts_under_load_lose_nothing_acknowledged_with_sync_durability() {
     crash_cycles("sync", 8, true);
+}
+
+/// An `async` journal leaves many unsynced pages at each cut, so torn and out-of-order
+/// journal pages are common: every restart must still be unattended and reach the journal's
+/// replay (acknowledged changes may be lost: that is what `async` means).
+#[test]
+fn power_cuts_with_async_durability_restart_unattended_on_what_the_disk_kept() {
+    crash_cycles("async", 8, true);
 }
 
 #[test]
