@@ -12,6 +12,7 @@
 //! record is [`JournalError::Corrupt`].
 
 mod clean_stop;
+mod durable_file;
 mod error;
 mod frame;
 pub mod layout;
@@ -37,6 +38,7 @@ mod writer;
 compile_error!("the journal publishes frames with 64-bit atomic stores");
 
 pub use clean_stop::CLEAN_STOP_FILE_NAME;
+pub use durable_file::write_file_durably;
 pub use error::{Fault, JournalError, Result};
 pub use lock::LOCK_FILE_NAME;
 pub use options::{Durability, JournalOptions};

@@ -95,10 +95,11 @@ fn install(
         .map_err(|e| e.to_string())?;
     ladder_journal::start_journal_after(incoming, received.seq, asking.journal)
         .map_err(|e| e.to_string())?;
-    write_synced(
+    ladder_journal::write_file_durably(
         &incoming.join(BOOTSTRAP_MARK_FILE),
         format!("{}\n", received.mark).as_bytes(),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut held = Vec::new();
     for name in REPLACED {
         let path = data_dir.join(name);
@@ -183,13 +184,6 @@ fn no_segment(data_dir: &Path) -> Result<bool, String> {
 
 fn rename(from: &Path, to: &Path) -> Result<(), String> {
     fs::rename(from, to).map_err(|e| format!("move {} to {}: {e}", from.display(), to.display()))
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let described = |e: std::io::Error| format!("{}: {e}", path.display());
-    let mut file = fs::File::create(path).map_err(described)?;
-    std::io::Write::write_all(&mut file, bytes).map_err(described)?;
-    file.sync_all().map_err(described)
 }
 
 fn remove_if_there(dir: &Path) -> Result<(), String> {

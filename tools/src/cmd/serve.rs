@@ -850,15 +850,21 @@ pub(super) fn node_id(data_dir: &Path) -> Result<String, String> {
         Ok(text) if ladder_sequencer::replication::valid_node_id(text.trim()) => {
             Ok(text.trim().to_string())
         }
-        Ok(_) => Err(format!("{}: not a node id", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = Uuid::new_v4().to_string();
-            std::fs::write(&path, format!("{id}\n"))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(id)
-        }
+        // Empty: an older version's write that a power loss emptied. A new id only makes the
+        // primary see a new standby.
+        Ok(text) if !text.trim().is_empty() => Err(format!("{}: not a node id", path.display())),
+        Ok(_) => new_node_id(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_node_id(&path),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
+}
+
+/// Makes a node id (a random UUID) and keeps it at `path`, durably.
+fn new_node_id(path: &Path) -> Result<String, String> {
+    let id = Uuid::new_v4().to_string();
+    ladder_journal::write_file_durably(path, format!("{id}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    Ok(id)
 }
 
 /// When the runtime journals a `ForgetHistory`: once the history store holds records past
