@@ -318,3 +318,103 @@ fn a_replayed_first_message_takes_no_session_and_gets_no_key() {
         "the real session goes on"
     );
 }
+
+/// With `--replicas 1`, a trade no standby holds yet is neither answered nor settled (its
+/// settlement journals nothing; meanwhile the sequencer waits, so admin reads wait too); once
+/// a standby acknowledges the batch, the answer leaves and settlement goes on.
+#[test]
+fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
+    use ladder_protocol::wire::OrderType;
+    use ladder_protocol::Side;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let replication = free_port();
+    let secret = secret_file(dir.path(), "primary.secret", SECRET);
+    let primary = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replication-secret-file",
+        secret.to_str().unwrap(),
+        "--replicas",
+        "1",
+        "--settlement-delay-ms",
+        "20",
+    ]);
+    // A standby that reads every record and acknowledges it, unless told to withhold.
+    let withhold = Arc::new(AtomicBool::new(false));
+    let read = Arc::new(AtomicU64::new(0));
+    let mut fake = HandmadeStandby::connect(replication, "withholder");
+    {
+        let (withhold, read) = (withhold.clone(), read.clone());
+        std::thread::spawn(move || {
+            while let Ok(seq) = fake.next_record() {
+                read.store(seq, Ordering::Release);
+                while withhold.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if fake
+                    .writer
+                    .write_all(format!("ACK {seq}\n").as_bytes())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+    let mut alice = primary.trader(0);
+    let bob = primary.trader(1);
+    let r = alice
+        .place(yes(), Side::Buy, 5_000, 10, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let seq_now = || {
+        admin(&primary.url, "/admin/state-hash")["seq"]
+            .as_u64()
+            .unwrap()
+    };
+    // Settlement of nothing pending: the sequence stands still.
+    let before = seq_now();
+
+    withhold.store(true, Ordering::Release);
+    let taker = std::thread::spawn(move || {
+        let mut bob = bob;
+        let r = bob
+            .place(yes(), Side::Sell, 5_000, 4, OrderType::Fak)
+            .unwrap();
+        (r.status, r.json())
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read.load(Ordering::Acquire) <= before {
+        assert!(Instant::now() < deadline, "the trade's record never left");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let matched_at = read.load(Ordering::Acquire);
+    // Well past the settlement delay: still nothing settled (a settlement record would be
+    // sent to the standby as soon as it was written), and no answer.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        read.load(Ordering::Acquire),
+        matched_at,
+        "settlement journaled before a standby held the trade"
+    );
+    assert!(
+        !taker.is_finished(),
+        "answered before a standby held the batch"
+    );
+
+    withhold.store(false, Ordering::Release);
+    let (status, body) = taker.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "matched", "{body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seq_now() == matched_at {
+        assert!(
+            Instant::now() < deadline,
+            "settlement never went on once the standby held the trade"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
