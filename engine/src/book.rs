@@ -29,17 +29,60 @@ impl Default for Level {
     }
 }
 
-/// One side of the ladder.
+/// One side of the ladder. A snapshot holds its occupied levels only (an empty ladder of
+/// 10,001 levels would cost every market that ever had an order ~110 KB per side in every
+/// snapshot); the ladder is made whole again when read back.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "OccupiedLevels", into = "OccupiedLevels")]
 pub struct LadderSide {
     levels: Vec<Level>,
     occupied: PriceBits,
+}
+
+/// A ladder side as a snapshot holds it: each occupied level with its price.
+#[derive(Serialize, Deserialize)]
+struct OccupiedLevels(Vec<(PriceTicks, Level)>);
+
+impl From<LadderSide> for OccupiedLevels {
+    fn from(side: LadderSide) -> Self {
+        let occupied = side
+            .levels
+            .iter()
+            .enumerate()
+            .filter(|(_, level)| level.head != NIL)
+            .map(|(price, level)| (price as PriceTicks, *level))
+            .collect();
+        OccupiedLevels(occupied)
+    }
+}
+
+impl From<OccupiedLevels> for LadderSide {
+    fn from(OccupiedLevels(levels): OccupiedLevels) -> Self {
+        let mut side = LadderSide::default();
+        for (price, level) in levels {
+            // A price off the ladder cannot come from a snapshot this engine wrote.
+            if price > PRICE_SCALE {
+                continue;
+            }
+            side.ensure_levels();
+            side.levels[price as usize] = level;
+            side.occupied.set(price);
+        }
+        side
+    }
 }
 
 impl LadderSide {
     fn ensure_levels(&mut self) {
         if self.levels.is_empty() {
             self.levels = vec![Level::default(); PRICE_SCALE as usize + 1];
+        }
+    }
+
+    /// Gives the levels' memory back when no order rests on this side.
+    fn release_if_empty(&mut self) {
+        if self.levels.iter().all(|level| level.head == NIL) {
+            self.levels = Vec::new();
         }
     }
 
@@ -77,6 +120,19 @@ impl Book {
             AxisSide::Bid => &mut self.bids,
             AxisSide::Ask => &mut self.asks,
         }
+    }
+
+    /// Gives back the memory of the sides where no order rests (a resolved market's book:
+    /// nothing rests there any more); a side is made again if an order ever rests on it.
+    pub fn release_empty_sides(&mut self) {
+        self.bids.release_if_empty();
+        self.asks.release_if_empty();
+    }
+
+    /// Bytes the two ladders hold (0 for a book where nothing ever rested, or whose sides
+    /// were released).
+    pub fn ladder_bytes(&self) -> usize {
+        (self.bids.levels.capacity() + self.asks.levels.capacity()) * std::mem::size_of::<Level>()
     }
 
     /// The best (highest) bid on the Yes axis.

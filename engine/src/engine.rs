@@ -396,7 +396,9 @@ impl Engine {
                 self.cancel_slot(slot);
             }
         }
-        self.markets.get_mut(index).state = MarketState::Resolved(resolution);
+        let market = self.markets.get_mut(index);
+        market.state = MarketState::Resolved(resolution);
+        market.book.release_empty_sides();
         self.push_market_event(index, MarketChange::Resolved { resolution });
         Ok(())
     }

@@ -126,6 +126,16 @@ impl Engine {
         }
     }
 
+    /// Bytes the books' price ladders hold: a market holds them from its first resting
+    /// order until it is resolved.
+    pub fn book_ladder_bytes(&self) -> usize {
+        self.markets
+            .all()
+            .iter()
+            .map(|m| m.book.ladder_bytes())
+            .sum()
+    }
+
     /// Markets in creation order.
     pub fn markets(&self) -> impl Iterator<Item = MarketView> + '_ {
         (0..self.markets.len() as u32).map(|i| self.market_view(i))

@@ -552,6 +552,51 @@ fn resolution_cancels_orders_and_lists_winners_as_claimable() {
 }
 
 #[test]
+fn a_resolved_market_gives_its_ladders_memory_back() {
+    let mut h = Harness::new();
+    assert_eq!(h.engine.book_ladder_bytes(), 0, "nothing rested yet");
+    h.gtc(1, YES, Side::Buy, 4_000, 3);
+    h.gtc(2, YES, Side::Sell, 6_000, 3);
+    assert!(h.engine.book_ladder_bytes() > 100_000);
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Yes,
+    });
+    assert_eq!(h.engine.book_ladder_bytes(), 0);
+    let restored = Engine::from_snapshot_bytes(&h.engine.snapshot_bytes()).unwrap();
+    assert_eq!(restored.state_hash(), h.engine.state_hash());
+    assert_eq!(restored.book_ladder_bytes(), 0);
+}
+
+#[test]
+fn a_snapshot_holds_only_the_occupied_levels_of_a_book() {
+    let mut h = Harness::new();
+    let empty = h.engine.snapshot_bytes().len();
+    h.gtc(1, YES, Side::Buy, 4_000, 3);
+    h.gtc(2, YES, Side::Sell, 6_000, 3);
+    h.gtc(3, YES, Side::Sell, 6_100, 3);
+    let bytes = h.engine.snapshot_bytes();
+    // Three orders and their levels, not two ladders of 10,001 levels.
+    assert!(
+        bytes.len() - empty < 4_000,
+        "{} bytes more",
+        bytes.len() - empty
+    );
+    let mut restored = Engine::from_snapshot_bytes(&bytes).unwrap();
+    assert_eq!(restored.state_hash(), h.engine.state_hash());
+    assert_eq!(
+        restored.book(&YES, 10).unwrap().asks,
+        h.engine.book(&YES, 10).unwrap().asks
+    );
+    let taker = h.order(4, YES, Side::Buy, 6_100, 6);
+    let command = Command::PlaceOrder(taker);
+    let a = h.engine.apply(100, h.now_ns, &command);
+    let b = restored.apply(100, h.now_ns, &command);
+    assert_eq!(a, b);
+    assert_eq!(restored.state_hash(), h.engine.state_hash());
+}
+
+#[test]
 fn a_voided_market_refunds_both_outcomes() {
     let mut h = Harness::new();
     h.ok(Command::ResolveMarket {
