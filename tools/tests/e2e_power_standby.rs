@@ -115,6 +115,8 @@ fn power_cuts_of_a_primary_and_its_standby_lose_nothing_acknowledged() {
     let standby_dir = standby_disk.on_mount("data");
     let standby_args = ["--segment-size-kb", "1024"];
     let mut standby = Some(start_standby_with(replication, &standby_dir, &standby_args));
+    // Writes wait for (or, without one, are refused for want of) a standby: it must follow first.
+    caught_up(standby.as_ref().expect("a standby"), &primary);
     let mut trader = primary.trader(0);
     let account = trader.account.to_string();
     let units = |trader: &mut ladder_client::Trader| -> u64 {
