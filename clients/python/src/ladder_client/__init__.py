@@ -17,10 +17,11 @@ from .auth import (
     ws_user_subscribe,
 )
 from .book import LocalBook, book_hash
+from .bundler import Bundler
 from .cancels import cancel_market_orders_body, cancel_order_body
 from .client import END_CURSOR, START_CURSOR, LadderClient, paginate
 from .eip712 import CHAIN_ID, DEFAULT_EXCHANGE_ADDRESS, AuthDomain, ExchangeDomain
-from .errors import AmountError, LadderError, StreamClosed, StreamError
+from .errors import AmountError, BundlerError, LadderError, StreamClosed, StreamError
 from .heartbeat import Heartbeater
 from .market_stream import MarketStream
 from .orders import (
@@ -43,6 +44,15 @@ from .units import (
     price_and_size_from_amounts,
     price_to_ticks,
 )
+from .user_ops import (
+    ENTRY_POINT_V07,
+    UserOperation,
+    eip191_digest,
+    execute_redeem_call_data,
+    redeem_call_data,
+    redeem_operation,
+    sign_user_op_hash,
+)
 from .user_stream import UserStream
 
 __version__ = "1.0.0"
@@ -50,11 +60,14 @@ __version__ = "1.0.0"
 __all__ = [
     "AmountError",
     "AuthDomain",
+    "Bundler",
+    "BundlerError",
     "CHAIN_ID",
     "CLOCK_SKEW_MAX_S",
     "Credentials",
     "DEFAULT_EXCHANGE_ADDRESS",
     "END_CURSOR",
+    "ENTRY_POINT_V07",
     "ExchangeDomain",
     "Heartbeater",
     "LadderClient",
@@ -74,12 +87,15 @@ __all__ = [
     "StreamClosed",
     "StreamError",
     "UNITS_PER_SHARE",
+    "UserOperation",
     "UserStream",
     "amounts_from_price_and_size",
     "book_hash",
     "cancel_market_orders_body",
     "cancel_order_body",
     "check_clock_skew",
+    "eip191_digest",
+    "execute_redeem_call_data",
     "format_price_ticks",
     "l1_headers",
     "l2_headers",
@@ -90,5 +106,8 @@ __all__ = [
     "post_orders_body",
     "price_and_size_from_amounts",
     "price_to_ticks",
+    "redeem_call_data",
+    "redeem_operation",
+    "sign_user_op_hash",
     "ws_user_subscribe",
 ]

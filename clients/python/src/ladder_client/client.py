@@ -29,8 +29,10 @@ from .errors import LadderError
 from .orders import OrderBuilder, OrderType, PostOrder, SignedOrder, post_orders_body
 from .signing import Signer
 from .units import PriceLike, Side
+from .user_ops import BytesLike, UserOperation
 
 if TYPE_CHECKING:
+    from .bundler import Bundler
     from .heartbeat import Heartbeater
     from .market_stream import MarketStream
     from .user_stream import UserStream
@@ -80,6 +82,7 @@ class LadderClient:
         self.auth_domain = auth_domain
         self._timeout = timeout
         self._http = httpx.Client(timeout=timeout, transport=transport)
+        self._bundler: Optional["Bundler"] = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -269,6 +272,71 @@ class LadderClient:
     def get_claimable(self, address: Optional[str] = None) -> Json:
         """``GET /claimable``: positions waiting to be redeemed (default: this trader's account)."""
         return self.call("GET", "/claimable", params={"address": address or self.account})
+
+    # ------------------------------------------------------------------ the bundler (public)
+
+    def bundler(self) -> "Bundler":
+        """JSON-RPC calls to ``POST /bundler`` (:class:`~ladder_client.bundler.Bundler`)."""
+        from .bundler import Bundler
+
+        if self._bundler is None:
+            self._bundler = Bundler(self)
+        return self._bundler
+
+    def redeem(
+        self,
+        condition_id: BytesLike,
+        smart_account: Optional[str] = None,
+        owner_key: Union[str, bytes, LocalAccount, Signer, None] = None,
+        *,
+        entry_point: Optional[str] = None,
+        chain_id: Optional[int] = None,
+        nonce: Optional[int] = None,
+        exchange: Optional[str] = None,
+        wait_timeout_s: float = 30.0,
+        **gas: int,
+    ) -> Json:
+        """Redeems a smart account's claimable positions in a resolved market through the
+        service's bundler (API.md §13.1) and returns the operation's receipt.
+
+        ``smart_account`` defaults to this client's account and ``owner_key`` (one of its
+        owners) to this client's key; ``exchange`` to the exchange domain's contract. The entry
+        point and chain id are read from the service unless given; ``nonce`` (the sequence
+        number) is found from the service's ``AA25`` answer unless given. A refusal raises
+        :class:`~ladder_client.errors.BundlerError`. See :meth:`Bundler.redeem`.
+        """
+        if owner_key is None:
+            owner = self._need_signer()
+        else:
+            owner = owner_key if isinstance(owner_key, Signer) else Signer(owner_key)
+        account = smart_account or self.account
+        if account is None:
+            raise RuntimeError("no smart account: pass smart_account=")
+        return self.bundler().redeem(
+            condition_id,
+            account,
+            owner,
+            exchange=exchange or self.exchange.verifying_contract,
+            entry_point=entry_point,
+            chain_id=chain_id,
+            nonce=nonce,
+            wait_timeout_s=wait_timeout_s,
+            **gas,
+        )
+
+    def send_user_operation(self, op: Union[UserOperation, Json], entry_point: Optional[str] = None) -> str:
+        """``eth_sendUserOperation`` of a signed operation (object or RPC JSON); its
+        ``userOpHash``. ``entry_point`` defaults to the service's."""
+        bundler = self.bundler()
+        return bundler.send_user_operation(op, entry_point or bundler.supported_entry_points()[0])
+
+    def get_user_operation_receipt(self, user_op_hash: Union[str, bytes]) -> Optional[Json]:
+        """``eth_getUserOperationReceipt``: the receipt, or ``None`` for an unknown hash."""
+        return self.bundler().get_user_operation_receipt(user_op_hash)
+
+    def get_user_operation_by_hash(self, user_op_hash: Union[str, bytes]) -> Optional[Json]:
+        """``eth_getUserOperationByHash``: the operation and where it was included, or ``None``."""
+        return self.bundler().get_user_operation_by_hash(user_op_hash)
 
     # ------------------------------------------------------------------ API keys (L1)
 

@@ -55,3 +55,22 @@ class StreamError(Exception):
 
 class StreamClosed(StreamError):
     """The WebSocket connection closed."""
+
+
+class BundlerError(Exception):
+    """A JSON-RPC error answered by the service's bundler (``POST /bundler``, HTTP 200).
+
+    Carries the JSON-RPC ``code`` (``-32602`` malformed parameters, whose ``message`` names the
+    field; ``-32500`` a refused operation, e.g. ``AA24 signature error``, ``AA25 invalid account
+    nonce``, ``AA20 account not deployed``, ``nothing to redeem``, ``market not resolved``;
+    ``-32601`` an unknown method; ``-32600`` an invalid request), its ``message``, its ``data``
+    (``{"expectedNonce": "0x…"}`` with ``AA25``) and the ``method`` called.
+    """
+
+    def __init__(self, code: int, message: str, *, data: Any = None, method: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+        where = f"{method}: " if method else ""
+        super().__init__(f"{where}JSON-RPC error {code}: {message}")
