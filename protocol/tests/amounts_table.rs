@@ -63,5 +63,8 @@ fn every_price_and_size_gives_the_tables_amounts_or_its_refusal() {
             }
         }
     }
-    assert!(amounts > 0 && refusals > 0, "{amounts} amounts, {refusals} refusals");
+    assert!(
+        amounts > 0 && refusals > 0,
+        "{amounts} amounts, {refusals} refusals"
+    );
 }
