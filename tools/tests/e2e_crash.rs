@@ -591,18 +591,6 @@ impl Model {
 }
 
 /// Runs kill cycles against one service with `--durability durability`.
-/// The power-cut filesystem's binary, built beside `ladder` (`cargo test --workspace` builds
-/// it).
-fn powercut_binary() -> std::path::PathBuf {
-    let binary = Path::new(env!("CARGO_BIN_EXE_ladder")).with_file_name("ladder-powercut");
-    assert!(
-        binary.exists(),
-        "{} is missing: cargo build -p ladder-powercut (cargo test --workspace builds it)",
-        binary.display()
-    );
-    binary
-}
-
 /// The running service's `(seq, state hash)` and the journal's replay up to that sequence
 /// (the service journals by itself a second after its start, the history it may forget, so
 /// the journal may hold more by the time it is replayed).

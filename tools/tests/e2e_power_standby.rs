@@ -23,19 +23,6 @@ use ladder_powercut::harness::{fuse_or_skip, Mounted, PLAIN_CUT, TORN_CUT};
 use serde_json::json;
 use support::*;
 
-/// The power-cut filesystem's binary, built beside `ladder` (`cargo test --workspace` builds
-/// it).
-fn powercut_binary() -> std::path::PathBuf {
-    let binary =
-        std::path::Path::new(env!("CARGO_BIN_EXE_ladder")).with_file_name("ladder-powercut");
-    assert!(
-        binary.exists(),
-        "{} is missing: cargo build -p ladder-powercut (cargo test --workspace builds it)",
-        binary.display()
-    );
-    binary
-}
-
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.parse().ok()
 }

@@ -337,6 +337,18 @@ pub fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
     t
 }
 
+/// The power-cut filesystem's binary (`powercut/`), built beside `ladder` (`cargo test
+/// --workspace` builds it).
+pub fn powercut_binary() -> PathBuf {
+    let binary = Path::new(env!("CARGO_BIN_EXE_ladder")).with_file_name("ladder-powercut");
+    assert!(
+        binary.exists(),
+        "{} is missing: cargo build -p ladder-powercut (cargo test --workspace builds it)",
+        binary.display()
+    );
+    binary
+}
+
 /// A running `ladder standby`, killed on drop.
 pub struct Standby {
     child: Child,
