@@ -46,7 +46,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ladder_client::{
     cancel_order_request, cancel_orders_body, post_order_body, HttpClient, HttpResponse,
@@ -80,33 +80,6 @@ const VERIFY_EVERY: usize = 5;
 /// Settlement timers must not fire during the test: start-up journals nothing, so the state
 /// hash after a restart must equal the journal's until a client sends a command.
 const SETTLEMENT_DELAY_MS: &str = "600000";
-
-/// splitmix64: small, seedable, the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// In `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// An independent stream.
-    fn fork(&mut self) -> Rng {
-        Rng(self.next())
-    }
-}
 
 /// How a cycle ends.
 #[derive(Clone, Copy, Debug)]
@@ -162,10 +135,6 @@ struct Model {
     deposits_acked: u64,
     max_admin_seq: u64,
     requests: u64,
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
 fn num(v: &Value) -> u64 {
@@ -652,12 +621,7 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
     let kills = env_u64("LADDER_CRASH_KILLS")
         .unwrap_or(default_kills)
         .max(1);
-    let seed = env_u64("LADDER_CRASH_SEED").unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let seed = crash_seed();
     println!("e2e_crash --durability {durability}{}: seed {seed} (LADDER_CRASH_SEED={seed} replays it), {kills} kill points", if power { " with power cuts" } else { "" });
     let started = Instant::now();
     let mut rng = Rng(seed);

@@ -15,30 +15,13 @@ mod helpers;
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use helpers::balance;
 use ladder_client::HttpClient;
 use ladder_powercut::harness::{fuse_or_skip, Mounted, PLAIN_CUT, TORN_CUT};
 use serde_json::json;
 use support::*;
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.parse().ok()
-}
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 /// Deposits one unit at a time into `account` until `stop`: (acknowledged, attempted).
 fn deposit_until(url: &str, account: &str, stop: &AtomicBool, acked: &AtomicU64, sent: &AtomicU64) {
@@ -72,12 +55,7 @@ fn power_cuts_of_a_primary_and_its_standby_lose_nothing_acknowledged() {
         return;
     }
     let cycles = env_u64("LADDER_POWER_CYCLES").unwrap_or(6).max(1);
-    let seed = env_u64("LADDER_CRASH_SEED").unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let seed = crash_seed();
     println!(
         "e2e_power_standby: seed {seed} (LADDER_CRASH_SEED={seed} replays it), {cycles} cycles"
     );

@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-use ladder_journal::Journal;
 use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::RecordMark;
 
@@ -17,11 +16,7 @@ pub const AHEAD_RECORDS_CUT_MAX: u64 = 65_536;
 
 /// Cuts the records of the standby in `data_dir` after the primary's `end`, when it may.
 pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), String> {
-    let last_seq = {
-        let (journal, _) =
-            Journal::open(data_dir, Default::default()).map_err(|e| e.to_string())?;
-        journal.last_seq()
-    };
+    let last_seq = super::bootstrap::last_seq_held(data_dir, Default::default())?;
     let extra = last_seq.saturating_sub(end.seq());
     let remedy = "start the standby on an empty data directory to follow this primary";
     let Some(primary_last) = end.last else {

@@ -49,10 +49,7 @@ pub struct Asking<'a> {
 /// takes the primary's state. Returns the snapshot's sequence when it did.
 pub fn when_behind(asking: &Asking<'_>) -> Result<Option<u64>, String> {
     let data_dir = asking.data_dir;
-    let last_seq = {
-        let (journal, _) = Journal::open(data_dir, asking.journal).map_err(|e| e.to_string())?;
-        journal.last_seq()
-    };
+    let last_seq = last_seq_held(data_dir, asking.journal)?;
     let incoming = data_dir.join(INCOMING_DIR);
     remove_if_there(&incoming)?;
     fs::create_dir(&incoming).map_err(|e| format!("{}: {e}", incoming.display()))?;
@@ -141,6 +138,13 @@ fn install(
         "took the primary's state; following its journal from the next record"
     );
     Ok(())
+}
+
+/// The last sequence the journal of `data_dir` holds (its torn tail cut first, as a start
+/// would).
+pub fn last_seq_held(data_dir: &Path, options: JournalOptions) -> Result<u64, String> {
+    let (journal, _) = Journal::open(data_dir, options).map_err(|e| e.to_string())?;
+    Ok(journal.last_seq())
 }
 
 /// The mark of record `seq` a bootstrap left, when it is the snapshot this standby started

@@ -337,6 +337,51 @@ pub fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
     t
 }
 
+/// A `u64` from the environment variable `name`, when set and a number.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The seed of a randomised crash or power-cut run: `LADDER_CRASH_SEED` (to replay one), else
+/// the clock.
+pub fn crash_seed() -> u64 {
+    env_u64("LADDER_CRASH_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    })
+}
+
+/// splitmix64: small, seedable, the same everywhere.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// In `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// An independent stream.
+    pub fn fork(&mut self) -> Rng {
+        Rng(self.next())
+    }
+}
+
 /// The power-cut filesystem's binary (`powercut/`), built beside `ladder` (`cargo test
 /// --workspace` builds it).
 pub fn powercut_binary() -> PathBuf {
