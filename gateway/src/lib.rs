@@ -15,6 +15,7 @@ pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod peer_limit;
+pub mod process_stats;
 pub mod rate_limit;
 pub mod server;
 pub mod smart;

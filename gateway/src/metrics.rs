@@ -230,6 +230,7 @@ impl Metrics {
                 history.stored_through()
             );
         }
+        crate::process_stats::render(&mut out);
         out.push_str("# TYPE ladder_ring_depth gauge\n");
         for (i, ring) in self.rings.lock().iter().enumerate() {
             let _ = writeln!(out, "ladder_ring_depth{{ring=\"{i}\"}} {}", ring.depth());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, Receiver, Select, Sender};
+use crossbeam_channel::{bounded, Receiver, Select, Sender, TryRecvError};
 use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal, WriteClass};
 
@@ -426,17 +426,32 @@ impl Writer {
     fn drain(&mut self, batch: &mut Vec<Submission>) {
         let max = self.config.batch_max;
         let mut progress = true;
+        let mut gone: Vec<usize> = Vec::new();
         while progress && batch.len() < max {
             progress = false;
-            for ring in &self.rings {
-                if let Ok(s) = ring.try_recv() {
-                    batch.push(s);
-                    progress = true;
-                    if batch.len() >= max {
-                        return;
+            for (index, ring) in self.rings.iter().enumerate() {
+                match ring.try_recv() {
+                    Ok(s) => {
+                        batch.push(s);
+                        progress = true;
+                        if batch.len() >= max {
+                            return;
+                        }
                     }
+                    Err(TryRecvError::Disconnected) if !gone.contains(&index) => gone.push(index),
+                    Err(_) => {}
                 }
             }
+        }
+        // A ring whose producers are all gone (and that is empty) stays "ready" for a select
+        // forever, and the loop would spin on it (reading the clock) instead of waiting: it
+        // is let go.
+        if !gone.is_empty() {
+            let mut index = 0;
+            self.rings.retain(|_| {
+                index += 1;
+                !gone.contains(&(index - 1))
+            });
         }
     }
 

@@ -18,6 +18,8 @@ use serde_json::{json, Value};
 
 use ladder_client::HttpClient;
 
+use super::loadgen::setup::Admin;
+
 /// `ladder bench soak`.
 #[derive(Args, Debug, Clone)]
 pub struct SoakArgs {
@@ -213,6 +215,8 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
         "rss_mb": service.rss_mb(),
         "rss_anon_mb": service.resident_mb("RssAnon"),
         "rss_file_mb": service.resident_mb("RssFile"),
+        "heap_in_use_mb": get("ladder_heap_in_use_bytes") as f64 / 1_048_576.0,
+        "heap_free_mb": get("ladder_heap_free_bytes") as f64 / 1_048_576.0,
         "snapshot_mb": newest_snapshot_mb(dir),
         "data_dir_mb": mb(size_of(dir)),
         "journal_mb": mb(size_of(&dir.join("journal"))),
@@ -225,8 +229,10 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
     }))
 }
 
-/// Runs one loadgen chunk against the service.
+/// Runs one loadgen chunk against the service, then resolves the chunk's market (as markets
+/// end), so that what the service holds stays one market's worth however many chunks ran.
 fn drive(exe: &Path, service: &Service, args: &SoakArgs) -> Result<(), String> {
+    let out = service.data_dir.join("loadgen-chunk");
     let status = Command::new(exe)
         .arg("loadgen")
         .args(["--url", &service.url()])
@@ -235,6 +241,8 @@ fn drive(exe: &Path, service: &Service, args: &SoakArgs) -> Result<(), String> {
         .args(["--rate", &args.rate.to_string()])
         .args(["--duration", &args.chunk_s.to_string()])
         .arg("--leave-heartbeats")
+        .arg("--out")
+        .arg(&out)
         .args(["--log", "warn"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -243,7 +251,19 @@ fn drive(exe: &Path, service: &Service, args: &SoakArgs) -> Result<(), String> {
     if !status.success() {
         return Err(format!("ladder loadgen failed ({status})"));
     }
-    Ok(())
+    let result = std::fs::read_to_string(out.join("result.json"))
+        .map_err(|e| format!("ladder loadgen's result.json: {e}"))?;
+    let result: Value =
+        serde_json::from_str(&result).map_err(|e| format!("ladder loadgen's result.json: {e}"))?;
+    let market = result["market"]
+        .as_str()
+        .ok_or("ladder loadgen's result.json names no market")?;
+    let admin = Admin::new(&service.url(), ADMIN_TOKEN);
+    admin.post(
+        &mut admin.http()?,
+        &format!("/admin/markets/{market}/resolve"),
+        &json!({"outcome": "Yes"}),
+    )
 }
 
 /// Kills the service, restarts it and returns how long it took to answer again.
@@ -321,6 +341,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
             "commands_last": last["commands"],
             "rss_ratio": ratio("rss_mb"),
             "rss_anon_ratio": ratio("rss_anon_mb"),
+            "heap_in_use_ratio": ratio("heap_in_use_mb"),
             "snapshot_ratio": ratio("snapshot_mb"),
             "restart_s_first": first["restart_s"],
             "restart_s_last": last["restart_s"],

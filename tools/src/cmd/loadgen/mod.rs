@@ -23,7 +23,7 @@ mod heartbeats;
 mod plan;
 mod presign;
 mod report;
-mod setup;
+pub(crate) mod setup;
 mod stats;
 mod wire;
 
