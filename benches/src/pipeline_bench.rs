@@ -54,6 +54,28 @@ pub struct HistoryFollowed {
     pub stored_at_end: u64,
     /// Milliseconds from the last answer until the store held every record.
     pub catch_up_ms: f64,
+    /// CPU time the historian's thread spent per record (its engine and the store), µs:
+    /// what the history costs a core, whatever else ran beside it.
+    pub cpu_us_per_record: Option<f64>,
+}
+
+/// CPU time so far of this process's thread named `name` (the first found), seconds
+/// (`/proc/self/task/*/schedstat`, nanoseconds on the CPU).
+fn thread_cpu_s(name: &str) -> Option<f64> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|task| {
+        let path = task.ok()?.path();
+        let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+        if comm.trim() != name {
+            return None;
+        }
+        let ns: u64 = std::fs::read_to_string(path.join("schedstat"))
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Some(ns as f64 / 1e9)
+    })
 }
 
 /// What one sequencer run drives.
@@ -212,11 +234,13 @@ pub fn sequencer(dir: &Path, run: SequencerRun) -> SequencerResult {
             std::thread::sleep(Duration::from_millis(1));
         }
         let catch_up_ms = waited.elapsed().as_secs_f64() * 1e3;
+        let cpu_s = thread_cpu_s("historian");
         historian.stop();
         HistoryFollowed {
             journaled: journaled - set_up_seq,
             stored_at_end: stored_at_end.saturating_sub(set_up_seq),
             catch_up_ms,
+            cpu_us_per_record: cpu_s.map(|s| s * 1e6 / journaled.max(1) as f64),
         }
     });
     handle.stop();
