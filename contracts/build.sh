@@ -43,7 +43,9 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 node "$here/compile.js" input >"$tmp/input.json"
-(cd "$repo" && "${solc[@]}" --standard-json) <"$tmp/input.json" >"$tmp/solc-output.txt"
+# Imports (EntryPoint's, and the interfaces ours use) come from the npm packages.
+(cd "$repo" && "${solc[@]}" --standard-json --base-path . --include-path .ci/node/node_modules) \
+  <"$tmp/input.json" >"$tmp/solc-output.txt"
 node "$here/compile.js" output "$tmp/solc-output.txt" "$tmp/build"
 
 if [[ "$check" == 1 ]]; then

@@ -12,8 +12,20 @@ const fs = require('fs');
 const path = require('path');
 
 const HERE = __dirname;
-// Order is fixed: it is the order of the sources in the input and of selectors.json.
-const CONTRACTS = ['SmartAccount', 'TestExchange'];
+// Where build.sh's solcjs finds imported packages (installed by .ci/install-chain-tools.sh).
+const NODE_MODULES = path.join(HERE, '..', '.ci', 'node', 'node_modules');
+// Order is fixed: it is the order of the sources in the input and of selectors.json. Ours are
+// source units named by their file here; EntryPoint v0.7 is compiled from its npm package
+// (`@account-abstraction/contracts` 0.7.0), under its package path.
+const CONTRACTS = [
+  { name: 'SmartAccount', unit: 'SmartAccount.sol', file: path.join(HERE, 'SmartAccount.sol') },
+  { name: 'TestExchange', unit: 'TestExchange.sol', file: path.join(HERE, 'TestExchange.sol') },
+  {
+    name: 'EntryPoint',
+    unit: '@account-abstraction/contracts/core/EntryPoint.sol',
+    file: path.join(NODE_MODULES, '@account-abstraction/contracts/core/EntryPoint.sol'),
+  },
+];
 
 function die(msg) {
   process.stderr.write(`compile.js: ${msg}\n`);
@@ -22,12 +34,13 @@ function die(msg) {
 
 function standardJsonInput() {
   const sources = {};
-  for (const name of CONTRACTS) {
-    const file = `${name}.sol`;
-    // Source unit names are bare file names and line endings are normalized, so the metadata
-    // hash embedded in the bytecode does not depend on where or how the repo is checked out.
-    const content = fs.readFileSync(path.join(HERE, file), 'utf8').replace(/\r\n/g, '\n');
-    sources[file] = { content };
+  for (const { unit, file } of CONTRACTS) {
+    // Source unit names do not name a directory of this machine and line endings are
+    // normalized, so the metadata hash embedded in the bytecode does not depend on where or
+    // how the repo is checked out. Imports are found by solcjs under NODE_MODULES.
+    if (!fs.existsSync(file)) die(`${file} is missing (run: bash .ci/install-chain-tools.sh)`);
+    const content = fs.readFileSync(file, 'utf8').replace(/\r\n/g, '\n');
+    sources[unit] = { content };
   }
   return {
     language: 'Solidity',
@@ -73,10 +86,10 @@ function writeArtifacts(rawFile, outDir) {
 
   fs.mkdirSync(outDir, { recursive: true });
   const selectors = {};
-  for (const name of CONTRACTS) {
-    const unit = (output.contracts || {})[`${name}.sol`] || {};
+  for (const { name, unit: unitName } of CONTRACTS) {
+    const unit = (output.contracts || {})[unitName] || {};
     const contract = unit[name];
-    if (!contract) die(`no output for ${name}.sol:${name}`);
+    if (!contract) die(`no output for ${unitName}:${name}`);
     const bin = contract.evm.bytecode.object;
     if (!/^[0-9a-f]+$/.test(bin)) die(`${name}: unexpected bytecode (unlinked library?)`);
     // Creation bytecode, lower-case hex, no 0x prefix, exactly one trailing newline.

@@ -33,6 +33,11 @@ pub enum Arg<'a> {
     Bytes(&'a [u8]),
     /// `T[]` of a static tuple type: each element is its words, inline, in the tail.
     StaticTuples(&'a [Vec<Word>]),
+    /// A tuple with a dynamic member (`bytes`...): dynamic itself, encoded in the tail.
+    Tuple(&'a [Arg<'a>]),
+    /// `T[]` of a dynamic tuple type: in the tail, the length, each element's offset
+    /// (from the first offset), then the elements.
+    Tuples(&'a [Vec<Arg<'a>>]),
 }
 
 /// The calldata of `selector(args...)`.
@@ -65,6 +70,23 @@ pub fn encode(args: &[Arg<'_>]) -> Vec<u8> {
                     for word in item {
                         tail.extend_from_slice(word);
                     }
+                }
+            }
+            Arg::Tuple(members) => {
+                head.extend_from_slice(&uint_word((head_len + tail.len()) as u64));
+                tail.extend_from_slice(&encode(members));
+            }
+            Arg::Tuples(items) => {
+                head.extend_from_slice(&uint_word((head_len + tail.len()) as u64));
+                tail.extend_from_slice(&uint_word(items.len() as u64));
+                let encoded: Vec<Vec<u8>> = items.iter().map(|item| encode(item)).collect();
+                let mut offset = 32 * encoded.len();
+                for element in &encoded {
+                    tail.extend_from_slice(&uint_word(offset as u64));
+                    offset += element.len();
+                }
+                for element in &encoded {
+                    tail.extend_from_slice(element);
                 }
             }
         }

@@ -11,6 +11,7 @@
 //! verification workers and the settlement thread, never the sequencer.
 
 pub mod abi;
+pub mod entry_point;
 pub mod erc1271;
 pub mod exchange;
 pub mod rpc;

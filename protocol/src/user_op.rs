@@ -95,6 +95,16 @@ impl UserOperation {
         }
     }
 
+    /// `accountGasLimits`: the verification gas limit, then the call gas limit.
+    pub fn account_gas_limits(&self) -> [u8; 32] {
+        word_u128_pair(self.verification_gas_limit, self.call_gas_limit)
+    }
+
+    /// `gasFees`: the priority fee cap, then the fee cap.
+    pub fn gas_fees(&self) -> [u8; 32] {
+        word_u128_pair(self.max_priority_fee_per_gas, self.max_fee_per_gas)
+    }
+
     /// The hash EntryPoint v0.7 gives the operation:
     /// `keccak256(abi.encode(keccak256(pack(op)), entryPoint, chainId))`.
     pub fn hash(&self, entry_point: &Address, chain_id: u64) -> B256 {
@@ -103,9 +113,9 @@ impl UserOperation {
             &word_u256(&self.nonce),
             &keccak256(&self.init_code()),
             &keccak256(&self.call_data),
-            &word_u128_pair(self.verification_gas_limit, self.call_gas_limit),
+            &self.account_gas_limits(),
             &word_u256(&self.pre_verification_gas),
-            &word_u128_pair(self.max_priority_fee_per_gas, self.max_fee_per_gas),
+            &self.gas_fees(),
             &keccak256(&self.paymaster_and_data()),
         ]);
         B256::from(keccak256_concat(&[

@@ -10,156 +10,16 @@
 mod helpers;
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use helpers::{deposit, place, rejection, rest};
-use ladder_chain::abi::{address_word, encode_call, selector, uint_word, word_as_usize, Arg};
-use ladder_chain::RpcClient;
+use ladder_chain::abi::{address_word, encode_call, selector, uint_word, Arg};
 use ladder_client::{Trader, Wallet};
 use ladder_protocol::wire::OrderType;
-use ladder_protocol::{Address, ExchangeDomain, Side, CHAIN_ID};
+use ladder_protocol::{ExchangeDomain, Side, CHAIN_ID};
 use serde_json::{json, Value};
+use support::anvil::Anvil;
 use support::{no, yes, Service};
-
-/// A local anvil node, killed on drop.
-struct Anvil {
-    child: Child,
-    rpc: RpcClient,
-    url: String,
-}
-
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repository root")
-        .to_path_buf()
-}
-
-/// The anvil binary: `LADDER_ANVIL`, the one `.ci/install-chain-tools.sh` installs, or PATH.
-fn anvil_binary() -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("LADDER_ANVIL") {
-        return Some(PathBuf::from(path));
-    }
-    let installed =
-        repo_root().join(".ci/node/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
-    if installed.exists() {
-        return Some(installed);
-    }
-    let on_path = std::env::var_os("PATH")?;
-    std::env::split_paths(&on_path)
-        .map(|dir| dir.join("anvil"))
-        .find(|p| p.exists())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-impl Anvil {
-    fn start() -> Option<Anvil> {
-        let Some(binary) = anvil_binary() else {
-            assert!(
-                std::env::var("LADDER_REQUIRE_CHAIN").as_deref() != Ok("1"),
-                "LADDER_REQUIRE_CHAIN=1 but no anvil: run .ci/install-chain-tools.sh"
-            );
-            eprintln!("e2e_chain: no anvil binary (run .ci/install-chain-tools.sh); skipped");
-            return None;
-        };
-        let port = free_port();
-        let child = Command::new(binary)
-            .args([
-                "--chain-id",
-                &CHAIN_ID.to_string(),
-                "--port",
-                &port.to_string(),
-                "--block-time",
-                "1",
-                "--silent",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn anvil");
-        let url = format!("http://127.0.0.1:{port}");
-        let rpc = RpcClient::new(&url, Duration::from_secs(5)).expect("rpc client");
-        let anvil = Anvil { child, rpc, url };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while anvil.rpc.chain_id().is_err() {
-            assert!(Instant::now() < deadline, "anvil did not answer");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Some(anvil)
-    }
-
-    fn operator(&self) -> String {
-        self.rpc.call("eth_accounts", json!([])).expect("accounts")[0]
-            .as_str()
-            .expect("account")
-            .to_string()
-    }
-
-    /// Sends a transaction from the operator and waits for its receipt.
-    fn transact(&self, to: Option<&str>, data: &[u8]) -> Value {
-        let mut tx = json!({
-            "from": self.operator(),
-            "data": format!("0x{}", hex::encode(data)),
-            "gas": "0x4c4b40",
-        });
-        if let Some(to) = to {
-            tx["to"] = json!(to);
-        }
-        let hash = self
-            .rpc
-            .call("eth_sendTransaction", json!([tx]))
-            .expect("send transaction");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let receipt = self
-                .rpc
-                .call("eth_getTransactionReceipt", json!([hash]))
-                .expect("receipt");
-            if !receipt.is_null() {
-                assert_eq!(receipt["status"], json!("0x1"), "{receipt}");
-                return receipt;
-            }
-            assert!(Instant::now() < deadline, "transaction not mined");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Deploys `contracts/build/<name>.bin` with ABI-encoded constructor `args`.
-    fn deploy(&self, name: &str, args: &[[u8; 32]]) -> Address {
-        let path = repo_root().join(format!("contracts/build/{name}.bin"));
-        let text = std::fs::read_to_string(&path).expect("contract bytecode");
-        let mut code = hex::decode(text.trim()).expect("bytecode hex");
-        for arg in args {
-            code.extend_from_slice(arg);
-        }
-        let receipt = self.transact(None, &code);
-        Address::parse_ignoring_checksum(receipt["contractAddress"].as_str().expect("address"))
-            .expect("contract address")
-    }
-
-    fn call_word(&self, to: &Address, data: &[u8]) -> usize {
-        let out = self
-            .rpc
-            .eth_call(&to.to_lowercase_hex(), data)
-            .expect("call");
-        word_as_usize(&out[..32]).expect("small number")
-    }
-}
 
 /// A trader whose account is a freshly deployed SmartAccount owned by its wallet; nothing
 /// is linked in Ladder's registry.
@@ -370,7 +230,7 @@ fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
 /// be asked, and a match waits in RETRYING. Needs no node.
 #[test]
 fn an_unreachable_chain_leaves_the_registry_in_charge_and_says_why() {
-    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
     let service = Service::start(&[
         "--rpc-url",
         &dead,

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod anvil;
+
 use ladder_client::{HttpClient, Trader, Wallet};
 use ladder_protocol::{Address, B256, U256};
 
