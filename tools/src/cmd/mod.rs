@@ -1,6 +1,7 @@
 //! The subcommands of `ladder` and their flags.
 
 mod ahead;
+mod allocator;
 mod bench;
 mod bench_fanout;
 mod bench_pipeline;
@@ -405,8 +406,14 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
 pub fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Journal { action } => journal::run(action),
-        Command::Serve(args) => serve::serve(&args),
-        Command::Standby(args) => serve::standby(&args),
+        Command::Serve(args) => {
+            allocator::tune_for_a_long_run();
+            serve::serve(&args)
+        }
+        Command::Standby(args) => {
+            allocator::tune_for_a_long_run();
+            serve::standby(&args)
+        }
         Command::Promote(args) => admin_call(&args, "/admin/promote", "promotion"),
         Command::Snapshot(args) => admin_call(&args, "/admin/snapshot", "snapshot"),
         Command::Bench { action } => match action {
