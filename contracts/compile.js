@@ -20,6 +20,7 @@ const NODE_MODULES = path.join(HERE, '..', '.ci', 'node', 'node_modules');
 const CONTRACTS = [
   { name: 'SmartAccount', unit: 'SmartAccount.sol', file: path.join(HERE, 'SmartAccount.sol') },
   { name: 'TestExchange', unit: 'TestExchange.sol', file: path.join(HERE, 'TestExchange.sol') },
+  { name: 'TestCollateral', unit: 'TestExchange.sol', file: path.join(HERE, 'TestExchange.sol') },
   {
     name: 'EntryPoint',
     unit: '@account-abstraction/contracts/core/EntryPoint.sol',
@@ -35,6 +36,7 @@ function die(msg) {
 function standardJsonInput() {
   const sources = {};
   for (const { unit, file } of CONTRACTS) {
+    if (sources[unit]) continue;
     // Source unit names do not name a directory of this machine and line endings are
     // normalized, so the metadata hash embedded in the bytecode does not depend on where or
     // how the repo is checked out. Imports are found by solcjs under NODE_MODULES.

@@ -19,7 +19,7 @@ cargo_fuzz_version="${CARGO_FUZZ_VERSION:-0.13.2}"
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else
-  targets=(http_request post_order ws_subscribe replication_handshake engine_commands)
+  targets=(http_request post_order ws_subscribe replication_handshake engine_commands bundler_request)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -14,6 +14,7 @@ pub mod abi;
 pub mod entry_point;
 pub mod erc1271;
 pub mod exchange;
+pub mod redemptions;
 pub mod rpc;
 
 pub use erc1271::{Erc1271Verifier, VerifierConfig};

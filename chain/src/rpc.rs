@@ -64,7 +64,7 @@ impl RpcClient {
     pub fn new(url: &str, timeout: Duration) -> Result<RpcClient, RpcError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(RpcError::Malformed(format!(
-                "--rpc-url must start with http:// or https://, got {url:?}"
+                "the URL must start with http:// or https://, got {url:?}"
             )));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()

@@ -97,6 +97,17 @@ impl Engine {
         if nonce != expected {
             return Err(Reject::UserOpNonce { expected });
         }
+        self.check_redeemable(sender, condition_id)
+    }
+
+    /// Whether `sender` has something to redeem in `condition_id`: the market is known and
+    /// resolved (or voided), and `sender` holds a position in it. What a redeem needs of the
+    /// ledger, whoever carries it out (the built-in bundler, or the chain's EntryPoint).
+    pub fn check_redeemable(
+        &self,
+        sender: &Address,
+        condition_id: &ConditionId,
+    ) -> Result<(), Reject> {
         let index = self.known_market_index(condition_id)?;
         if !matches!(self.markets.get(index).state, MarketState::Resolved(_)) {
             return Err(Reject::MarketNotResolved);

@@ -5,6 +5,7 @@
 //! `protocol/tests/fuzz_corpus.rs`) with `#[path]`, which run every file of `corpus/<target>/`
 //! through them, so CI exercises the seed corpus even without the fuzzer.
 
+pub mod bundler_request;
 pub mod engine_commands;
 pub mod http_request;
 pub mod post_order;

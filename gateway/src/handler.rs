@@ -8,6 +8,10 @@ use crate::http::{Response, Status};
 /// Turns a completion into the response (runs on the gateway thread).
 pub type Completer = Box<dyn FnOnce(Completion) -> Response + Send>;
 
+/// Turns a completion into what happens next: an answer, more work, or a deferred job (runs
+/// on the gateway thread).
+pub type Continuation = Box<dyn FnOnce(Completion) -> Outcome + Send>;
+
 /// A handler's decision.
 pub enum Outcome {
     /// Answer now.
@@ -17,12 +21,23 @@ pub enum Outcome {
     /// Run `job` on a deferred-work worker (it waits on something outside the service);
     /// the outcome it returns is then carried out.
     Defer(crate::deferred::Job),
+    /// Send `work` to the sequencer; once it completes, the outcome `continuation` gives
+    /// is carried out (a read of the engine before a call outside the service, say).
+    Continue(Box<Work>, Continuation),
 }
 
 impl Outcome {
     /// Submits `work`, answering with `completer`.
     pub fn submit(work: Work, completer: Completer) -> Outcome {
         Outcome::Submit(Box::new(work), completer)
+    }
+
+    /// Submits `work`; once it completes, carries out what `continuation` says.
+    pub fn then(
+        work: Work,
+        continuation: impl FnOnce(Completion) -> Outcome + Send + 'static,
+    ) -> Outcome {
+        Outcome::Continue(Box::new(work), Box::new(continuation))
     }
 
     /// Runs `job` off the event loop.

@@ -184,6 +184,9 @@ fn closing(outcome: Outcome) -> Outcome {
             Outcome::Submit(work, Box::new(move |c| completer(c).closing()))
         }
         Outcome::Defer(job) => Outcome::Defer(Box::new(move || closing(job()))),
+        Outcome::Continue(work, continuation) => {
+            Outcome::Continue(work, Box::new(move |c| closing(continuation(c))))
+        }
     }
 }
 
@@ -269,6 +272,7 @@ pub fn spawn(
             free: Vec::new(),
             generation: 0,
             tickets: HashMap::new(),
+            continuations: HashMap::new(),
             next_ticket: 0,
             sockets: Vec::new(),
             sockets_free: Vec::new(),
@@ -299,6 +303,8 @@ struct Worker {
     free: Vec<usize>,
     generation: u32,
     tickets: HashMap<u64, (usize, u32, u64)>,
+    /// What happens once the work of a ticket completes, for requests that go on after it.
+    continuations: HashMap<u64, crate::handler::Continuation>,
     next_ticket: u64,
     sockets: Vec<Option<WsConn>>,
     sockets_free: Vec<usize>,
@@ -503,6 +509,23 @@ impl Worker {
                 let generation = conn.generation;
                 self.submit_for(index, generation, serial, *work);
             }
+            Outcome::Continue(work, continuation) => {
+                let continuation: crate::handler::Continuation = if request.keep_alive {
+                    continuation
+                } else {
+                    conn.stop_reading = true;
+                    Box::new(move |c| closing(continuation(c)))
+                };
+                let serial = conn.next_serial;
+                conn.next_serial += 1;
+                conn.slots.push_back(Slot::Pending {
+                    serial,
+                    completer: Box::new(crate::handler::unexpected),
+                    head_only,
+                });
+                let generation = conn.generation;
+                self.continue_for(index, generation, serial, *work, continuation);
+            }
             Outcome::Defer(job) => {
                 let keep_alive = request.keep_alive;
                 if !keep_alive {
@@ -528,7 +551,13 @@ impl Worker {
 
     /// Submits `work` for the pending slot `serial` of connection `index`; a full or
     /// stopped ring answers the slot at once.
-    fn submit_for(&mut self, index: usize, generation: u32, serial: u64, work: Work) {
+    fn submit_for(
+        &mut self,
+        index: usize,
+        generation: u32,
+        serial: u64,
+        work: Work,
+    ) -> Option<u64> {
         let ticket_token = self.next_ticket;
         self.next_ticket += 1;
         let submission = Submission {
@@ -542,7 +571,7 @@ impl Worker {
             Ok(()) => {
                 self.tickets
                     .insert(ticket_token, (index, generation, serial));
-                return;
+                return Some(ticket_token);
             }
             Err(SubmitError::Full(_)) => {
                 Response::error(Status::Unavailable, "service busy, retry shortly").retry_after(1)
@@ -553,6 +582,39 @@ impl Worker {
         };
         if let Some(conn) = self.conns[index].as_mut() {
             conn.complete(serial, |_| refusal);
+        }
+        None
+    }
+
+    /// Submits `work` for the pending slot `serial`; its completion goes to `continuation`.
+    fn continue_for(
+        &mut self,
+        index: usize,
+        generation: u32,
+        serial: u64,
+        work: Work,
+        continuation: crate::handler::Continuation,
+    ) {
+        if let Some(token) = self.submit_for(index, generation, serial, work) {
+            self.continuations.insert(token, continuation);
+        }
+    }
+
+    /// Carries out `outcome` for the pending slot `serial` of a live connection.
+    fn carry_out(&mut self, index: usize, generation: u32, serial: u64, outcome: Outcome) {
+        let Some(conn) = self.live_conn(index, generation) else {
+            return;
+        };
+        match outcome {
+            Outcome::Respond(response) => conn.complete(serial, |_| response),
+            Outcome::Submit(work, completer) => {
+                conn.replace_completer(serial, completer);
+                self.submit_for(index, generation, serial, *work);
+            }
+            Outcome::Continue(work, continuation) => {
+                self.continue_for(index, generation, serial, *work, continuation)
+            }
+            Outcome::Defer(job) => self.defer_for(index, generation, serial, job),
         }
     }
 
@@ -581,17 +643,10 @@ impl Worker {
             let Some((index, generation, serial)) = self.deferred.remove(&token) else {
                 continue;
             };
-            let Some(conn) = self.live_conn(index, generation) else {
+            if self.live_conn(index, generation).is_none() {
                 continue;
-            };
-            match outcome {
-                Outcome::Respond(response) => conn.complete(serial, |_| response),
-                Outcome::Submit(work, completer) => {
-                    conn.replace_completer(serial, completer);
-                    self.submit_for(index, generation, serial, *work);
-                }
-                Outcome::Defer(job) => self.defer_for(index, generation, serial, job),
             }
+            self.carry_out(index, generation, serial, outcome);
             touched.push(index);
         }
         for index in touched {
@@ -635,6 +690,14 @@ impl Worker {
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {
             return;
         };
+        if let Some(continuation) = self.continuations.remove(&token) {
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| continuation(completion)))
+                    .unwrap_or_else(|_| Outcome::error(Status::Internal, "internal error"));
+            self.carry_out(index, generation, serial, outcome);
+            touched.push(index);
+            return;
+        }
         let Some(conn) = self.live_conn(index, generation) else {
             return;
         };

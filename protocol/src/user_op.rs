@@ -125,6 +125,37 @@ impl UserOperation {
         ]))
     }
 
+    /// The operation in the JSON-RPC form of ERC-4337 v0.7 (what [`parse_user_operation`]
+    /// reads): quantities as `0x` hex, the factory and paymaster fields only when set.
+    pub fn to_json(&self) -> Value {
+        let quantity = |v: u128| format_quantity(&U256::from(v));
+        let bytes = |b: &[u8]| format!("0x{}", hex::encode(b));
+        let mut json = serde_json::json!({
+            "sender": self.sender.to_string(),
+            "nonce": format_quantity(&self.nonce),
+            "callData": bytes(&self.call_data),
+            "callGasLimit": quantity(self.call_gas_limit),
+            "verificationGasLimit": quantity(self.verification_gas_limit),
+            "preVerificationGas": format_quantity(&self.pre_verification_gas),
+            "maxFeePerGas": quantity(self.max_fee_per_gas),
+            "maxPriorityFeePerGas": quantity(self.max_priority_fee_per_gas),
+            "signature": bytes(&self.signature),
+        });
+        if let Some(factory) = &self.factory {
+            json["factory"] = Value::String(factory.to_string());
+            json["factoryData"] = Value::String(bytes(&self.factory_data));
+        }
+        if let Some(paymaster) = &self.paymaster {
+            json["paymaster"] = Value::String(paymaster.to_string());
+            json["paymasterVerificationGasLimit"] =
+                Value::String(quantity(self.paymaster_verification_gas_limit));
+            json["paymasterPostOpGasLimit"] =
+                Value::String(quantity(self.paymaster_post_op_gas_limit));
+            json["paymasterData"] = Value::String(bytes(&self.paymaster_data));
+        }
+        json
+    }
+
     /// The nonce's key (its upper 192 bits are not zero) and sequence (its lower 64 bits).
     pub fn nonce_key_and_sequence(&self) -> (bool, u64) {
         let bytes = self.nonce.to_be_bytes();

@@ -60,3 +60,41 @@ fn post_order_corpus_passes_the_fuzz_checks() {
     assert!(CancelOrderRequest::parse(&seed("cancel_order.json")).is_ok());
     assert!(CancelMarketOrdersRequest::parse(&seed("cancel_market.json")).is_ok());
 }
+
+#[path = "../../fuzz/src/bundler_request.rs"]
+mod bundler_request;
+
+/// The `bundler_request` target's seed corpus passes its checks, and its valid seeds parse (so
+/// the fuzzer starts from operations that get past the parser).
+#[test]
+fn bundler_request_corpus_passes_the_fuzz_checks() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/bundler_request");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 5,
+        "{}: only {} files",
+        dir.display(),
+        files.len()
+    );
+    for path in &files {
+        let data = std::fs::read(path).unwrap();
+        if let Err(panic) = std::panic::catch_unwind(|| bundler_request::check(&data)) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{}: {message}", path.display());
+        }
+    }
+    for name in ["send_vector.json", "send_factory_paymaster.json"] {
+        let call: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+        let parsed = ladder_protocol::user_op::parse_user_operation(&call["params"][0]);
+        assert!(parsed.is_ok(), "{name}: {parsed:?}");
+    }
+}

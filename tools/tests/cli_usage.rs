@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 36] = [
+    let cases: [(&[&str], &str); 37] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
@@ -128,6 +128,10 @@ fn bad_usage_exits_2_naming_the_flag() {
         (
             &["serve", "--replication-secret-file", "/no/such/secret"],
             "/no/such/secret",
+        ),
+        (
+            &["serve", "--bundler-url", "http://127.0.0.1:4337"],
+            "--bundler-url",
         ),
         (
             &["serve", "--replication-secret-file", &short_secret],

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use helpers::{deposit, place, rejection, rest};
 use ladder_chain::abi::{address_word, encode_call, selector, uint_word, Arg};
 use ladder_client::{Trader, Wallet};
+use ladder_protocol::user_op::{eip191_digest, execute_redeem_call_data, UserOperation};
 use ladder_protocol::wire::OrderType;
-use ladder_protocol::{ExchangeDomain, Side, CHAIN_ID};
+use ladder_protocol::{Address, ExchangeDomain, Side, CHAIN_ID, U256};
 use serde_json::{json, Value};
 use support::anvil::Anvil;
 use support::{no, yes, Service};
@@ -329,5 +330,191 @@ fn a_new_data_directory_on_the_same_contract_settles_its_own_batches() {
     assert_ne!(
         batches[0], batches[1],
         "each deployment's first batch has its own hash"
+    );
+}
+
+/// `eth_*` call to the service's `POST /bundler`: the JSON-RPC answer.
+fn bundler_call(service: &Service, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let r = helpers::public(service, "POST", "/bundler", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+/// The claimable entries of `account`.
+fn claimable_of(service: &Service, account: &Address) -> Vec<Value> {
+    let (status, body) = helpers::get(
+        service,
+        &format!("/claimable?address={}", account.to_lowercase_hex()),
+    );
+    assert_eq!(status, 200, "{body}");
+    body["claimable"].as_array().expect("claimable").clone()
+}
+
+/// Chain mode (`--rpc-url` with `--bundler-url`): a market registered on the test exchange
+/// trades (a MINT, settled on the chain, so the contract holds the positions), resolves No on
+/// the chain and in Ladder; the No holder's smart account redeems through `POST /bundler`,
+/// which checks the operation against the ledger and hands it to Alto beside the node; the
+/// EntryPoint runs it, the exchange pays the test collateral, and once the redemption event
+/// is final the entry leaves `/claimable`. A second redeem finds nothing.
+#[test]
+fn a_redeem_goes_through_the_bundler_beside_the_node() {
+    let Some(anvil) = Anvil::start() else { return };
+    let entry_point = anvil.place_entry_point();
+    let Some(alto) = support::anvil::Alto::start(&anvil) else {
+        return;
+    };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let condition = batch_word(support::CONDITION_ID);
+    anvil.transact(
+        Some(&exchange_text),
+        &encode_call(
+            selector("registerMarket(bytes32,uint256,uint256)"),
+            &[
+                Arg::Word(condition),
+                Arg::Word(yes().to_be_bytes()),
+                Arg::Word(no().to_be_bytes()),
+            ],
+        ),
+    );
+    let service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "2",
+        "--chain-poll-ms",
+        "100",
+        "--bundler-url",
+        &alto.url,
+    ]);
+    let chain_id = bundler_call(&service, "eth_chainId", json!([]));
+    assert_eq!(
+        chain_id["result"],
+        json!(format!("0x{CHAIN_ID:x}")),
+        "{chain_id}"
+    );
+
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let (mut taker, trade_id, _) = smart_mint(&anvil, &service, &exchange);
+    wait_status(&mut taker, &trade_id, "CONFIRMED", &mut Vec::new());
+    let account = taker.account;
+    let held = anvil.call_word(
+        &exchange_address,
+        &encode_call(
+            selector("positions(address,uint256)"),
+            &[
+                Arg::Word(address_word(&account)),
+                Arg::Word(no().to_be_bytes()),
+            ],
+        ),
+    );
+    assert_eq!(held, 10_000_000, "the contract holds the taker's No tokens");
+
+    // Resolved No on the chain and in Ladder: the taker's 10 No shares are claimable.
+    anvil.transact(
+        Some(&exchange_text),
+        &encode_call(
+            selector("resolve(bytes32,uint8)"),
+            &[Arg::Word(condition), Arg::Word(uint_word(2))],
+        ),
+    );
+    helpers::admin_ok(
+        &service,
+        "POST",
+        &format!("/admin/markets/{}/resolve", support::CONDITION_ID),
+        json!({"outcome": "No"}),
+    );
+    let claimable = claimable_of(&service, &account);
+    assert_eq!(claimable.len(), 1, "{claimable:?}");
+    assert_eq!(claimable[0]["refund_reason"], json!("resolved_winner"));
+
+    // The service's estimate is Alto's, with the fees it asks for.
+    anvil.fund(&account);
+    let probe = UserOperation {
+        sender: account,
+        call_data: execute_redeem_call_data(&exchange_address, &support::market()),
+        signature: [[0u8; 31].as_slice(), &[1], &[0; 31], &[1], &[27]].concat(),
+        ..UserOperation::default()
+    };
+    let estimate = bundler_call(
+        &service,
+        "eth_estimateUserOperationGas",
+        json!([probe.to_json(), entry_point.to_string()]),
+    );
+    for field in ["callGasLimit", "verificationGasLimit", "maxFeePerGas"] {
+        assert!(estimate["result"][field].is_string(), "{field}: {estimate}");
+    }
+    // A nonce the EntryPoint does not expect: refused before the bundler, saying which.
+    let mut wrong = probe.clone();
+    wrong.nonce = U256::from(3u64);
+    let refused = bundler_call(
+        &service,
+        "eth_sendUserOperation",
+        json!([wrong.to_json(), entry_point.to_string()]),
+    );
+    assert_eq!(
+        refused["error"]["message"],
+        json!("AA25 invalid account nonce"),
+        "{refused}"
+    );
+    assert_eq!(
+        refused["error"]["data"]["expectedNonce"],
+        json!("0x0"),
+        "{refused}"
+    );
+
+    // The Rust client: execute(exchange, 0, redeem(conditionId)) with Alto's estimate,
+    // signed by the owner, sent, and its receipt waited for.
+    let receipt = taker.redeem(&support::market()).expect("redeem");
+    assert_eq!(receipt["success"], json!(true), "{receipt}");
+    assert_eq!(receipt["sender"], json!(account.to_string()), "{receipt}");
+
+    // The exchange paid the test collateral on the chain; the entry leaves /claimable once
+    // the redemption is final.
+    let collateral_address = anvil
+        .rpc
+        .eth_call(&exchange_text, &selector("collateral()"))
+        .expect("collateral()");
+    let collateral_address = Address(
+        collateral_address[12..32]
+            .try_into()
+            .expect("collateral address"),
+    );
+    let paid = anvil.call_word(
+        &collateral_address,
+        &encode_call(
+            selector("balanceOf(address)"),
+            &[Arg::Word(address_word(&account))],
+        ),
+    );
+    assert_eq!(paid, 10_000_000, "one unit of collateral per winning token");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !claimable_of(&service, &account).is_empty() {
+        assert!(Instant::now() < deadline, "the redemption was not recorded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Nothing left: refused before it reaches the bundler.
+    let mut again_op = probe;
+    again_op.nonce = U256::from(1u64);
+    let hash = again_op.hash(&entry_point, CHAIN_ID);
+    again_op.signature = taker
+        .wallet
+        .sign_digest(&eip191_digest(&hash))
+        .as_bytes()
+        .to_vec();
+    let again = bundler_call(
+        &service,
+        "eth_sendUserOperation",
+        json!([again_op.to_json(), entry_point.to_string()]),
+    );
+    assert_eq!(again["error"]["code"], json!(-32500), "{again}");
+    assert_eq!(
+        again["error"]["message"],
+        json!("nothing to redeem"),
+        "{again}"
     );
 }

@@ -16,39 +16,15 @@ use ladder_chain::entry_point::{get_nonce_call, get_user_op_hash_call, handle_op
 use ladder_chain::rpc::to_hex;
 use ladder_chain::RpcError;
 use ladder_client::Wallet;
-use ladder_protocol::user_op::{eip191_digest, UserOperation, ENTRY_POINT_V07};
+use ladder_protocol::user_op::{eip191_digest, UserOperation};
 use ladder_protocol::{Address, B256, CHAIN_ID, U256};
 use serde_json::json;
 use support::anvil::Anvil;
 
-/// EntryPoint v0.7, deployed, then its code placed at the canonical address (which the
-/// SmartAccount fixture trusts): the constructor's SenderCreator stays where it was made.
-fn place_entry_point(anvil: &Anvil) -> Address {
-    let deployed = anvil.deploy("EntryPoint", &[]);
-    let code = anvil
-        .rpc
-        .call(
-            "eth_getCode",
-            json!([deployed.to_lowercase_hex(), "latest"]),
-        )
-        .expect("code");
-    anvil
-        .rpc
-        .call("anvil_setCode", json!([ENTRY_POINT_V07, code]))
-        .expect("anvil_setCode");
-    Address::parse(ENTRY_POINT_V07).expect("canonical address")
-}
-
 /// A SmartAccount owned by `owner`, with 1 ETH for its gas.
 fn account_of(anvil: &Anvil, owner: &Wallet) -> Address {
     let account = anvil.deploy("SmartAccount", &[address_word(&owner.address())]);
-    anvil
-        .rpc
-        .call(
-            "anvil_setBalance",
-            json!([account.to_lowercase_hex(), "0xde0b6b3a7640000"]),
-        )
-        .expect("anvil_setBalance");
+    anvil.fund(&account);
     account
 }
 
@@ -117,7 +93,7 @@ fn is_owner(anvil: &Anvil, account: &Address, who: &Address) -> bool {
 #[test]
 fn the_entry_point_hashes_validates_and_executes_like_the_built_in_bundler() {
     let Some(anvil) = Anvil::start() else { return };
-    let entry_point = place_entry_point(&anvil);
+    let entry_point = anvil.place_entry_point();
     let entry_point_hex = entry_point.to_lowercase_hex();
     let owner = Wallet::random();
     let account = account_of(&anvil, &owner);

@@ -1,8 +1,15 @@
 //! `POST /bundler` (public, JSON-RPC 2.0; API.md §13): the service is an ERC-4337 bundler
 //! (EntryPoint v0.7) for redeeming claimable positions. Without `--rpc-url` it bundles on its
 //! own ledger: a valid redeem operation is one journaled command, applied at once, and its
-//! receipt is kept. Refusals are JSON-RPC errors and change nothing.
+//! receipt is kept. With `--rpc-url` ([`ChainBundler`]) an operation whose form and ledger
+//! check out goes to the bundler beside the node (`--bundler-url`), which answers it, its
+//! gas estimate and its receipt; the chain's EntryPoint checks signature and nonce, and the
+//! service marks the entries redeemed when the exchange's redemption event is final.
+//! Refusals are JSON-RPC errors and change nothing.
 
+use std::sync::Arc;
+
+use ladder_chain::{RpcClient, RpcError};
 use ladder_engine::{Command, Engine, Reject, Reply, UserOpReceipt};
 use ladder_protocol::user_op::{
     eip191_digest, execute_redeem_call_data, format_quantity, parse_user_operation,
@@ -13,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::{command, query, App};
 use crate::convert::{engine_address, engine_b256};
-use crate::handler::Outcome;
+use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 
 /// JSON-RPC: the request is not valid JSON-RPC.
@@ -24,6 +31,19 @@ const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 /// ERC-4337: the operation was refused (validation).
 const REJECTED: i64 = -32500;
+/// JSON-RPC: the call could not be carried out (the bundler beside the node did not answer).
+const INTERNAL_ERROR: i64 = -32603;
+
+/// With `--rpc-url`: the node's chain and the ERC-4337 bundler run beside it.
+pub struct ChainBundler {
+    /// `--bundler-url`'s client; without one, operations are refused with a message that
+    /// says so.
+    pub bundler: Option<RpcClient>,
+    /// The node's client (`--rpc-url`): the EntryPoint's nonces, gas prices.
+    pub node: RpcClient,
+    /// The node's chain id (the userOpHash's).
+    pub chain_id: u64,
+}
 
 /// Gas the service asks for (it charges none): what `eth_estimateUserOperationGas` answers.
 const GAS_ESTIMATE: (u64, u64, u64) = (50_000, 150_000, 100_000);
@@ -77,11 +97,15 @@ fn dispatch(app: &App, call: &Value) -> Outcome {
         .cloned()
         .unwrap_or(Value::Array(Vec::new()));
     let entry_point = app.config.entry_point;
+    if let Some(chain) = &app.config.chain_bundler {
+        return dispatch_on_chain(app, chain, id, method, params);
+    }
     match method {
         "eth_chainId" => answer(&id, Ok(json!(format_quantity(&U256::from(CHAIN_ID))))),
         "eth_supportedEntryPoints" => answer(&id, Ok(json!([entry_point.to_string()]))),
         "eth_estimateUserOperationGas" => {
-            let estimate = parse_operation(app, &params).map(|_| {
+            // An estimate is asked before signing: the form is checked, not the signature.
+            let estimate = parse_form(app, &params).map(|_| {
                 let (pre, verification, call) = GAS_ESTIMATE;
                 json!({
                     "preVerificationGas": format_quantity(&U256::from(pre)),
@@ -132,16 +156,254 @@ fn dispatch(app: &App, call: &Value) -> Outcome {
     }
 }
 
-/// A redeem operation whose form, entry point, call and signature check out.
-struct Checked {
-    hash: B256,
-    sender: Address,
-    signer: Address,
-    nonce: u64,
+impl std::fmt::Debug for ChainBundler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainBundler")
+            .field("bundler", &self.bundler.as_ref().map(RpcClient::url))
+            .field("node", &self.node.url())
+            .field("chain_id", &self.chain_id)
+            .finish()
+    }
+}
+
+/// The methods with `--rpc-url`: the chain's id; operations checked for form and against
+/// the ledger, then sent, estimated and looked up at the bundler beside the node.
+fn dispatch_on_chain(
+    app: &App,
+    chain: &Arc<ChainBundler>,
+    id: Value,
+    method: &str,
+    params: Value,
+) -> Outcome {
+    match method {
+        "eth_chainId" => answer(&id, Ok(json!(format_quantity(&U256::from(chain.chain_id))))),
+        "eth_supportedEntryPoints" => answer(&id, Ok(json!([app.config.entry_point.to_string()]))),
+        "eth_estimateUserOperationGas" => match parse_form(app, &params) {
+            Err(error) => answer(&id, Err(error)),
+            Ok(_) => forward(
+                chain,
+                id,
+                method,
+                params,
+                Before::Nothing,
+                After::SuggestFees,
+            ),
+        },
+        "eth_sendUserOperation" => match parse_form(app, &params) {
+            Err(error) => answer(&id, Err(error)),
+            Ok(form) => {
+                let (sender, condition_id) = (form.op.sender, form.condition_id);
+                let chain = chain.clone();
+                let work =
+                    ladder_sequencer::Work::Query(Box::new(move |engine: &Engine| {
+                        Box::new(engine.check_redeemable(
+                            &engine_address(&sender),
+                            &engine_b256(&condition_id),
+                        )) as ladder_sequencer::QueryOutput
+                    }));
+                let method = method.to_string();
+                let entry_point = app.config.entry_point;
+                let nonce = form.op.nonce_key_and_sequence().1;
+                let check_nonce = Before::CheckNonce {
+                    entry_point,
+                    sender,
+                    nonce,
+                };
+                Outcome::then(work, move |completion| {
+                    let ladder_sequencer::Completion::Answered { output, .. } = completion else {
+                        return Outcome::Respond(unexpected(completion));
+                    };
+                    match output
+                        .downcast::<Result<(), Reject>>()
+                        .map(|checked| *checked)
+                    {
+                        Ok(Ok(())) => {
+                            forward(&chain, id, &method, params, check_nonce, After::Nothing)
+                        }
+                        Ok(Err(Reject::MarketNotResolved)) => {
+                            answer(&id, Err((REJECTED, "market not resolved".into(), None)))
+                        }
+                        Ok(Err(reject)) => answer(&id, Err((REJECTED, reject.to_string(), None))),
+                        Err(_) => answer(&id, Err((INTERNAL_ERROR, "internal error".into(), None))),
+                    }
+                })
+            }
+        },
+        "eth_getUserOperationReceipt" | "eth_getUserOperationByHash" => {
+            match params
+                .get(0)
+                .and_then(Value::as_str)
+                .map(str::parse::<B256>)
+            {
+                Some(Ok(_)) => forward(chain, id, method, params, Before::Nothing, After::Nothing),
+                _ => answer(
+                    &id,
+                    Err(params_error("params[0]: expected a 0x userOpHash")),
+                ),
+            }
+        }
+        other => answer(
+            &id,
+            Err((METHOD_NOT_FOUND, format!("method not found: {other}"), None)),
+        ),
+    }
+}
+
+/// What a forwarded call checks at the node first.
+enum Before {
+    Nothing,
+    /// The operation's sequence must be the EntryPoint's next for its sender (key 0): else
+    /// the refusal says which (`data.expectedNonce`), as the built-in bundler's does.
+    CheckNonce {
+        entry_point: Address,
+        sender: Address,
+        nonce: u64,
+    },
+}
+
+/// What a forwarded call adds to the bundler's answer.
+enum After {
+    Nothing,
+    /// Fees the bundler would take (`maxFeePerGas`, `maxPriorityFeePerGas`), beside the
+    /// gas limits of an estimate, unless the bundler gave them.
+    SuggestFees,
+}
+
+/// Sends the call to the bundler beside the node (off the event loop) and answers with what
+/// it answers: its result, or its error (code, message and data as it gave them).
+fn forward(
+    chain: &Arc<ChainBundler>,
+    id: Value,
+    method: &str,
+    params: Value,
+    before: Before,
+    after: After,
+) -> Outcome {
+    if chain.bundler.is_none() {
+        return answer(
+            &id,
+            Err((
+                INTERNAL_ERROR,
+                "no bundler: the service was started with --rpc-url but without --bundler-url"
+                    .into(),
+                None,
+            )),
+        );
+    }
+    let (chain, method) = (chain.clone(), method.to_string());
+    Outcome::defer(move || {
+        let Some(bundler) = &chain.bundler else {
+            unreachable!("checked before deferring");
+        };
+        if let Before::CheckNonce {
+            entry_point,
+            sender,
+            nonce,
+        } = before
+        {
+            match chain_nonce(&chain.node, &entry_point, &sender) {
+                Ok(expected) if expected != nonce => {
+                    return answer(
+                        &id,
+                        Err((
+                            REJECTED,
+                            Reject::UserOpNonce { expected }.to_string(),
+                            Some(json!({
+                                "expectedNonce": format_quantity(&U256::from(expected))
+                            })),
+                        )),
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return answer(
+                        &id,
+                        Err((
+                            INTERNAL_ERROR,
+                            format!("the node did not answer: {e}"),
+                            None,
+                        )),
+                    )
+                }
+            }
+        }
+        let result = match bundler.call(&method, params) {
+            Ok(mut result) => {
+                if let (After::SuggestFees, Some(fields)) = (&after, result.as_object_mut()) {
+                    if !fields.contains_key("maxFeePerGas") {
+                        if let Some((max_fee, priority)) = fees(bundler, &chain.node) {
+                            fields.insert("maxFeePerGas".into(), json!(max_fee));
+                            fields.insert("maxPriorityFeePerGas".into(), json!(priority));
+                        }
+                    }
+                }
+                Ok(result)
+            }
+            Err(RpcError::Node {
+                code,
+                message,
+                data,
+            }) => Err((code, message, data.map(Value::String))),
+            Err(other) => Err((
+                INTERNAL_ERROR,
+                format!("the bundler did not answer: {other}"),
+                None,
+            )),
+        };
+        answer(&id, result)
+    })
+}
+
+/// The sequence number the EntryPoint expects next from `sender` under key 0.
+fn chain_nonce(node: &RpcClient, entry_point: &Address, sender: &Address) -> Result<u64, RpcError> {
+    let out = node.eth_call(
+        &entry_point.to_lowercase_hex(),
+        &ladder_chain::entry_point::get_nonce_call(sender, U256::ZERO),
+    )?;
+    let word: [u8; 32] = out
+        .get(..32)
+        .and_then(|w| w.try_into().ok())
+        .ok_or_else(|| RpcError::Malformed("getNonce: short answer".into()))?;
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&word[24..]);
+    Ok(u64::from_be_bytes(low))
+}
+
+/// Fees an operation needs to be taken now, as `0x` quantities: the bundler's own
+/// (`pimlico_getUserOperationGasPrice`, its "fast" tier) when it has that method, else twice
+/// the node's gas price and its priority fee.
+fn fees(bundler: &RpcClient, node: &RpcClient) -> Option<(String, String)> {
+    if let Ok(prices) = bundler.call("pimlico_getUserOperationGasPrice", json!([])) {
+        let fast = &prices["fast"];
+        if let (Some(max_fee), Some(priority)) = (
+            fast["maxFeePerGas"].as_str(),
+            fast["maxPriorityFeePerGas"].as_str(),
+        ) {
+            return Some((max_fee.to_string(), priority.to_string()));
+        }
+    }
+    let gas_price =
+        ladder_chain::rpc::quantity(&node.call("eth_gasPrice", json!([])).ok()?).ok()?;
+    let priority = node
+        .call("eth_maxPriorityFeePerGas", json!([]))
+        .ok()
+        .and_then(|v| ladder_chain::rpc::quantity(&v).ok())
+        .unwrap_or(gas_price);
+    Some((
+        format_quantity(&U256::from(gas_price.saturating_mul(2))),
+        format_quantity(&U256::from(priority)),
+    ))
+}
+
+/// An operation's form: parsed strictly, for the served entry point, a redeem call of the
+/// exchange, nonce key 0.
+struct Form {
+    op: UserOperation,
+    entry_point: Address,
     condition_id: B256,
 }
 
-fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, Option<Value>)> {
+fn parse_form(app: &App, params: &Value) -> Result<Form, (i64, String, Option<Value>)> {
     let op_value = params
         .get(0)
         .ok_or_else(|| params_error("params[0]: the user operation is required"))?;
@@ -159,7 +421,7 @@ fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, O
     }
     let exchange = app.config.exchange.verifying_contract();
     let condition_id = redeemed_market(&op.call_data, &exchange).map_err(params_error)?;
-    let (keyed, nonce) = op.nonce_key_and_sequence();
+    let (keyed, _) = op.nonce_key_and_sequence();
     if keyed {
         return Err((
             REJECTED,
@@ -167,6 +429,29 @@ fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, O
             None,
         ));
     }
+    Ok(Form {
+        op,
+        entry_point,
+        condition_id,
+    })
+}
+
+/// A redeem operation whose form, entry point, call and signature check out.
+struct Checked {
+    hash: B256,
+    sender: Address,
+    signer: Address,
+    nonce: u64,
+    condition_id: B256,
+}
+
+fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, Option<Value>)> {
+    let Form {
+        op,
+        entry_point,
+        condition_id,
+    } = parse_form(app, params)?;
+    let (_, nonce) = op.nonce_key_and_sequence();
     let hash = op.hash(&entry_point, CHAIN_ID);
     let signature: [u8; 65] = op
         .signature

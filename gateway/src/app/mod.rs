@@ -3,7 +3,7 @@
 
 mod admin;
 mod allow;
-mod bundler;
+pub mod bundler;
 mod credentials;
 mod heartbeats;
 mod orders;
@@ -53,6 +53,8 @@ pub struct AppConfig {
     pub smart_accounts: crate::smart::SmartAccounts,
     /// The ERC-4337 EntryPoint the bundler serves (`--entry-point`).
     pub entry_point: ladder_protocol::Address,
+    /// With `--rpc-url`: the chain's bundler (operations go there instead of the ledger).
+    pub chain_bundler: Option<std::sync::Arc<bundler::ChainBundler>>,
 }
 
 /// Chain calls (ERC-1271 `eth_call`) one client address may cause per 10 s before its request
@@ -401,6 +403,15 @@ fn observed(metrics: &Arc<Metrics>, path: &str, started: Instant, outcome: Outco
         Outcome::Defer(job) => {
             let (metrics, path) = (metrics.clone(), path.to_string());
             Outcome::defer(move || observed(&metrics, &path, started, job()))
+        }
+        Outcome::Continue(work, continuation) => {
+            let (metrics, path) = (metrics.clone(), path.to_string());
+            Outcome::Continue(
+                work,
+                Box::new(move |completion| {
+                    observed(&metrics, &path, started, continuation(completion))
+                }),
+            )
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ladder_chain::{Erc1271Verifier, ExchangeClient, RpcClient, VerifierConfig};
+use ladder_gateway::app::bundler::ChainBundler;
 use ladder_protocol::{Address, CHAIN_ID};
 use ladder_settlement::ChainSettings;
 
@@ -20,6 +21,9 @@ pub struct ChainLink {
     pub settings: ChainSettings,
     /// The ERC-1271 verifier.
     pub verifier: Arc<Erc1271Verifier>,
+    /// What POST /bundler does with `--rpc-url`: the node's chain id (Ladder's own when the
+    /// node did not answer at start), `--bundler-url`'s client.
+    pub chain_bundler: Arc<ChainBundler>,
 }
 
 impl ChainLink {
@@ -31,15 +35,30 @@ impl ChainLink {
         };
         let timeout = Duration::from_millis(flags.rpc_timeout_ms.max(1));
         let rpc = RpcClient::new(url, timeout).map_err(|e| e.to_string())?;
-        match rpc.chain_id() {
-            Ok(id) if id != CHAIN_ID => tracing::warn!(
-                chain_id = id,
-                signing_chain_id = CHAIN_ID,
-                "the node's chain id differs from the EIP-712 domain's; signatures use the domain's"
-            ),
-            Ok(id) => tracing::info!(chain_id = id, url = %url, "chain node reached"),
-            Err(e) => tracing::warn!(error = %e, url = %url, "chain node not reachable yet"),
-        }
+        let chain_id = match rpc.chain_id() {
+            Ok(id) if id != CHAIN_ID => {
+                tracing::warn!(
+                    chain_id = id,
+                    signing_chain_id = CHAIN_ID,
+                    "the node's chain id differs from the EIP-712 domain's; signatures use the domain's"
+                );
+                id
+            }
+            Ok(id) => {
+                tracing::info!(chain_id = id, url = %url, "chain node reached");
+                id
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, url = %url, "chain node not reachable yet");
+                CHAIN_ID
+            }
+        };
+        let bundler = flags
+            .bundler_url
+            .as_deref()
+            .map(|url| RpcClient::new(url, timeout))
+            .transpose()
+            .map_err(|e| format!("--bundler-url: {e}"))?;
         let from = flags
             .chain_from
             .as_deref()
@@ -60,6 +79,11 @@ impl ChainLink {
                 ..ChainSettings::default()
             },
             verifier: Arc::new(Erc1271Verifier::new(rpc, VerifierConfig::default())),
+            chain_bundler: Arc::new(ChainBundler {
+                bundler,
+                node: RpcClient::new(url, timeout).map_err(|e| e.to_string())?,
+                chain_id,
+            }),
         }))
     }
 
@@ -80,6 +104,21 @@ impl ChainLink {
                 Ok(Some(client))
             }
         }
+    }
+
+    /// Watches the exchange's redemption events (primary only), from `data_dir`'s cursor.
+    pub fn redemption_watch(
+        &self,
+        data_dir: &std::path::Path,
+    ) -> Result<super::redemption_watch::RedemptionWatch, String> {
+        let rpc = RpcClient::new(&self.url, self.timeout).map_err(|e| e.to_string())?;
+        super::redemption_watch::RedemptionWatch::start(
+            rpc,
+            self.exchange,
+            self.settings.confirmations,
+            self.settings.poll_interval,
+            data_dir,
+        )
     }
 
     /// A client of the exchange contract for the settlement thread. Without `--chain-from`

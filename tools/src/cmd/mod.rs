@@ -13,6 +13,7 @@ mod demo;
 mod flags;
 mod journal;
 mod loadgen;
+mod redemption_watch;
 mod serve;
 
 use std::path::PathBuf;
@@ -214,6 +215,10 @@ pub struct ChainFlags {
     #[arg(long, default_value = ladder_protocol::user_op::ENTRY_POINT_V07,
           value_parser = flags::address)]
     pub entry_point: String,
+    /// With `--rpc-url`: the ERC-4337 bundler run beside the node (its JSON-RPC URL), where
+    /// POST /bundler sends redeem operations.
+    #[arg(long)]
+    pub bundler_url: Option<String>,
 }
 
 /// `ladder standby`.
@@ -360,6 +365,16 @@ pub fn init_logging(level: &str) {
 /// A mistake in how flags go together that their parsers cannot see alone (bad usage, exit
 /// code 2, like a malformed value).
 pub fn usage_problem(cli: &Cli) -> Option<String> {
+    let chain = match &cli.command {
+        Command::Serve(args) => Some(&args.chain),
+        Command::Standby(args) => Some(&args.chain),
+        _ => None,
+    };
+    if chain.is_some_and(|chain| chain.bundler_url.is_some() && chain.rpc_url.is_none()) {
+        return Some(
+            "--bundler-url needs --rpc-url (the bundler submits to that node's EntryPoint)".into(),
+        );
+    }
     match &cli.command {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())

@@ -317,6 +317,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             .unwrap_or_default(),
         entry_point: Address::parse_ignoring_checksum(&options.chain.entry_point)
             .map_err(|e| format!("--entry-point: {e}"))?,
+        chain_bundler: chain.as_ref().map(|link| link.chain_bundler.clone()),
     };
     let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
     let hook = Arc::new(ask_main_loop(
@@ -628,6 +629,10 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let mut behind = false;
     let mut primary_end = None;
     let mut forgetting = Forgetting::default();
+    let mut redemption_watch = match &chain {
+        Some(link) => Some(link.redemption_watch(&data_dir)?),
+        None => None,
+    };
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
             if why.starts_with(server::BEHIND_JOURNAL) {
@@ -700,6 +705,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         let journal_full = handle.stats.journal_full.load(Ordering::Relaxed);
         if primary && !journal_full {
             forgetting.when_due(historian.stored_through(), &mut internal);
+        }
+        if let Some(watch) = redemption_watch.as_mut() {
+            watch.tick(primary && !journal_full, |work| internal.run(work));
         }
     }
     if let Some((follow_stop, thread)) = follower {

@@ -1,6 +1,7 @@
 //! A local anvil node (installed by `.ci/install-chain-tools.sh`) for the tests that need a
 //! chain: started on a free port with Ladder's chain id, the contracts of `contracts/build/`
-//! deployed from its first (operator) account.
+//! deployed from its first (operator) account; EntryPoint v0.7 at its canonical address; and
+//! Pimlico's Alto, an ERC-4337 bundler, run beside it.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use ladder_chain::abi::word_as_usize;
 use ladder_chain::RpcClient;
+use ladder_protocol::user_op::ENTRY_POINT_V07;
 use ladder_protocol::{Address, CHAIN_ID};
 use serde_json::{json, Value};
 
@@ -142,5 +144,109 @@ impl Anvil {
             .eth_call(&to.to_lowercase_hex(), data)
             .expect("call");
         word_as_usize(&out[..32]).expect("small number")
+    }
+}
+
+impl Anvil {
+    /// EntryPoint v0.7, deployed, then its code placed at the canonical address (which the
+    /// SmartAccount fixture trusts): the constructor's SenderCreator stays where it was made.
+    pub fn place_entry_point(&self) -> Address {
+        let deployed = self.deploy("EntryPoint", &[]);
+        let code = self
+            .rpc
+            .call(
+                "eth_getCode",
+                json!([deployed.to_lowercase_hex(), "latest"]),
+            )
+            .expect("code");
+        self.rpc
+            .call("anvil_setCode", json!([ENTRY_POINT_V07, code]))
+            .expect("anvil_setCode");
+        Address::parse(ENTRY_POINT_V07).expect("canonical address")
+    }
+
+    /// Gives `account` 1 ETH (a smart account pays its operations' gas from it).
+    pub fn fund(&self, account: &Address) {
+        self.rpc
+            .call(
+                "anvil_setBalance",
+                json!([account.to_lowercase_hex(), "0xde0b6b3a7640000"]),
+            )
+            .expect("anvil_setBalance");
+    }
+}
+
+/// Anvil's development keys #2 and #3 (its default mnemonic): Alto's executor and utility
+/// accounts, apart from the operator (#0) that sends settlement batches.
+const ALTO_EXECUTOR_KEY: &str =
+    "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+const ALTO_UTILITY_KEY: &str = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6";
+
+/// Pimlico's Alto (`@pimlico/alto` from npm, installed by `.ci/install-chain-tools.sh`), an
+/// ERC-4337 bundler for the canonical EntryPoint v0.7 on `anvil`; killed on drop.
+pub struct Alto {
+    child: Child,
+    /// Its JSON-RPC URL.
+    pub url: String,
+    /// Its JSON-RPC client.
+    pub rpc: RpcClient,
+}
+
+impl Drop for Alto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Alto {
+    /// Starts Alto against `anvil` (whose EntryPoint must be placed) and waits until it
+    /// answers; `None` (the test then passes, saying why) without Alto or Node.js, unless
+    /// `LADDER_REQUIRE_CHAIN=1`.
+    pub fn start(anvil: &Anvil) -> Option<Alto> {
+        let script = repo_root().join(".ci/node/node_modules/@pimlico/alto/esm/cli/alto.js");
+        let node_found = Command::new("node").arg("--version").output().is_ok();
+        if !script.exists() || !node_found {
+            assert!(
+                std::env::var("LADDER_REQUIRE_CHAIN").as_deref() != Ok("1"),
+                "LADDER_REQUIRE_CHAIN=1 but no Alto: run .ci/install-chain-tools.sh"
+            );
+            eprintln!("no Alto bundler (run .ci/install-chain-tools.sh); skipped");
+            return None;
+        }
+        let port = super::free_port();
+        let child = Command::new("node")
+            .arg(&script)
+            .args(["--entrypoints", ENTRY_POINT_V07])
+            .args(["--executor-private-keys", ALTO_EXECUTOR_KEY])
+            .args(["--utility-private-key", ALTO_UTILITY_KEY])
+            .args(["--rpc-url", &anvil.url])
+            .args(["--port", &port.to_string()])
+            // Safe mode traces validation with a tracer anvil does not have; no stake rules.
+            .args(["--safe-mode", "false", "--min-entity-stake", "0"])
+            // LADDER_ALTO_LOG=info (say) shows its log (on stdout) when a test fails.
+            .args([
+                "--log-level",
+                &std::env::var("LADDER_ALTO_LOG").unwrap_or_else(|_| "warn".into()),
+            ])
+            .stdout(match std::env::var_os("LADDER_ALTO_LOG") {
+                Some(_) => Stdio::inherit(),
+                None => Stdio::null(),
+            })
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn alto");
+        let url = format!("http://127.0.0.1:{port}");
+        let rpc = RpcClient::new(&url, Duration::from_secs(30)).expect("rpc client");
+        let mut alto = Alto { child, url, rpc };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while alto.rpc.call("eth_chainId", json!([])).is_err() {
+            if let Ok(Some(status)) = alto.child.try_wait() {
+                panic!("alto stopped: {status}");
+            }
+            assert!(Instant::now() < deadline, "alto did not answer");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(alto)
     }
 }

@@ -1,0 +1,158 @@
+//! With `--rpc-url`: redemptions made on the chain (an ERC-4337 operation through the
+//! bundler beside the node, or anyone calling the exchange's `redeem`) become
+//! `RecordRedemption` commands once final (`--chain-confirmations` blocks), so that the
+//! entries leave `GET /claimable` (API.md §2.9). A helper thread reads the chain; the
+//! runtime's loop journals what it found while it is the primary, then keeps the next block
+//! to read in `<data>/chain-redemptions` (written durably). Recording a redemption again
+//! (after a crash between the two) finds nothing left and changes nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
+use ladder_chain::redemptions::{redemptions_in, Redemption};
+use ladder_chain::RpcClient;
+use ladder_engine::Command;
+use ladder_gateway::convert::{engine_address, engine_b256};
+use ladder_protocol::Address;
+use ladder_sequencer::{Completion, Work};
+
+/// The file that keeps the next block to read.
+const CURSOR_FILE: &str = "chain-redemptions";
+/// Blocks read by one `eth_getLogs` at most (nodes and providers cap the range).
+const BLOCKS_PER_READ: u64 = 2_000;
+
+/// What the helper thread found: the redemptions of blocks `from..=through`.
+type Found = Result<(Vec<Redemption>, u64), String>;
+
+/// The watch, driven by the runtime's loop.
+pub struct RedemptionWatch {
+    requests: Sender<u64>,
+    answers: Receiver<Found>,
+    in_flight: bool,
+    next_block: u64,
+    cursor: PathBuf,
+    poll: Duration,
+    last_read: Option<Instant>,
+}
+
+impl RedemptionWatch {
+    /// Starts the helper thread; the first block to read comes from `data_dir`.
+    pub fn start(
+        rpc: RpcClient,
+        exchange: Address,
+        confirmations: u64,
+        poll: Duration,
+        data_dir: &Path,
+    ) -> Result<RedemptionWatch, String> {
+        let cursor = data_dir.join(CURSOR_FILE);
+        let next_block = match std::fs::read_to_string(&cursor) {
+            Ok(text) => text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{}: not a block number", cursor.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(format!("{}: {e}", cursor.display())),
+        };
+        let (requests, inbox) = bounded::<u64>(1);
+        let (outbox, answers) = bounded::<Found>(1);
+        std::thread::Builder::new()
+            .name("chain-redemptions".into())
+            .spawn(move || {
+                for from in inbox {
+                    let found = read_final(&rpc, &exchange, confirmations, from);
+                    if outbox.send(found).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("chain redemptions thread: {e}"))?;
+        Ok(RedemptionWatch {
+            requests,
+            answers,
+            in_flight: false,
+            next_block,
+            cursor,
+            poll,
+            last_read: None,
+        })
+    }
+
+    /// Journals what the last read found (while `primary`), and asks for the next read when
+    /// one is due. `run` carries a command through the sequencer.
+    pub fn tick(&mut self, primary: bool, mut run: impl FnMut(Work) -> Result<Completion, String>) {
+        match self.answers.try_recv() {
+            Ok(found) => {
+                self.in_flight = false;
+                match found {
+                    Ok((redemptions, through)) if primary => {
+                        self.record(&redemptions, through, &mut run)
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "chain redemptions: not read"),
+                }
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => return,
+        }
+        let due = self.last_read.is_none_or(|at| at.elapsed() >= self.poll);
+        if primary && !self.in_flight && due && self.requests.try_send(self.next_block).is_ok() {
+            self.in_flight = true;
+            self.last_read = Some(Instant::now());
+        }
+    }
+
+    /// Journals each redemption, then moves the cursor past `through`.
+    fn record(
+        &mut self,
+        redemptions: &[Redemption],
+        through: u64,
+        run: &mut impl FnMut(Work) -> Result<Completion, String>,
+    ) {
+        for redemption in redemptions {
+            let command = Command::RecordRedemption {
+                address: engine_address(&redemption.account),
+                condition_id: engine_b256(&redemption.condition_id),
+            };
+            match run(Work::Command(command)) {
+                Ok(Completion::Applied { .. }) => tracing::info!(
+                    account = %redemption.account.to_lowercase_hex(),
+                    condition_id = %redemption.condition_id,
+                    block = redemption.block,
+                    "redemption on the chain recorded"
+                ),
+                // Refused (a full journal, say): read again from the same block later.
+                Ok(_) | Err(_) => {
+                    tracing::warn!(
+                        block = redemption.block,
+                        "chain redemption not recorded yet"
+                    );
+                    return;
+                }
+            }
+        }
+        if through + 1 > self.next_block {
+            self.next_block = through + 1;
+            let text = format!("{}\n", self.next_block);
+            if let Err(e) = ladder_journal::write_file_durably(&self.cursor, text.as_bytes()) {
+                tracing::warn!(error = %e, "chain redemptions: cursor not kept");
+            }
+        }
+    }
+}
+
+/// The redemptions in final blocks from `from` on (at most [`BLOCKS_PER_READ`] blocks), and
+/// the last block read; `from - 1` when no block from `from` on is final yet.
+fn read_final(rpc: &RpcClient, exchange: &Address, confirmations: u64, from: u64) -> Found {
+    let head = rpc.block_number().map_err(|e| e.to_string())?;
+    // A block is final once `confirmations` blocks, its own included, are on the chain.
+    let Some(last_final) = (head + 1).checked_sub(confirmations.max(1)) else {
+        return Ok((Vec::new(), from.saturating_sub(1)));
+    };
+    if last_final < from {
+        return Ok((Vec::new(), from.saturating_sub(1)));
+    }
+    let through = last_final.min(from.saturating_add(BLOCKS_PER_READ - 1));
+    let found = redemptions_in(rpc, exchange, from, through).map_err(|e| e.to_string())?;
+    Ok((found, through))
+}
