@@ -22,6 +22,7 @@ mod prefault;
 mod reader;
 mod record;
 mod recovery;
+mod release;
 mod repair;
 mod retention;
 mod scan;

@@ -91,10 +91,12 @@ fn run(inbox: &Receiver<Job>, written: &AtomicUsize) {
         return;
     };
     loop {
-        let target = job
-            .map
-            .len()
-            .min(written.load(Ordering::Relaxed).saturating_add(AHEAD_BYTES));
+        let writer_at = written.load(Ordering::Relaxed);
+        // Never behind the writer: those pages are written already, and the writer lets go
+        // of them once far behind (`release`); populating them again would only bring them
+        // back into the resident set.
+        job.from = job.from.max(writer_at);
+        let target = job.map.len().min(writer_at.saturating_add(AHEAD_BYTES));
         if job.from >= target {
             match inbox.recv_timeout(REST) {
                 Ok(newer) => job = newer,

@@ -7,6 +7,7 @@ use crate::error::{Fault, JournalError, Result};
 use crate::frame::{check_frame, FrameCheck, FrameInfo};
 use crate::layout;
 use crate::record::{Record, RecordRef};
+use crate::release::Released;
 use crate::scan::{count_valid_frames_after, record_at};
 use crate::segment::{journal_dir, list_segments, segment_file_name, SegmentMap};
 
@@ -36,6 +37,8 @@ struct OpenSegment {
     map: SegmentMap,
     first_seq: u64,
     frames_end: usize,
+    /// Pages far behind the read position, let go of the mapping.
+    released: Released,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +157,11 @@ impl JournalReader {
             self.offset = frame.next_offset;
             self.next_seq = Some(expected + 1);
             self.torn = None;
+            if let Some(segment) = self.segment.as_mut() {
+                segment
+                    .map
+                    .release_behind(&mut segment.released, self.offset);
+            }
             if frame.fields.seq >= self.skip_before_seq {
                 return Ok(Some(frame));
             }
@@ -237,6 +245,7 @@ impl JournalReader {
             map,
             first_seq,
             frames_end,
+            released: Released::default(),
         });
         self.offset = layout::SEGMENT_HEADER_BYTES;
         self.next_seq = Some(first_seq);

@@ -210,6 +210,13 @@ impl SegmentMap {
         &self.path
     }
 
+    /// Lets go of the mapped pages far behind `position` (see [`Released`]).
+    pub fn release_behind(&self, released: &mut crate::release::Released, position: usize) {
+        if let Some(map) = &self.map {
+            released.behind(map, position);
+        }
+    }
+
     /// Mapped length (0 when the file is too short to hold a header).
     pub fn len(&self) -> usize {
         self.map.as_ref().map_or(0, MmapRaw::len)

@@ -10,6 +10,8 @@ use std::thread::JoinHandle;
 
 use memmap2::MmapRaw;
 
+use crate::release::Released;
+
 use crate::clean_stop;
 use crate::error::{JournalError, Result};
 use crate::layout::{self, FrameFields};
@@ -92,6 +94,8 @@ struct ActiveSegment {
     synced_offset: usize,
     /// The end-of-segment marker is written: the next append rolls over.
     sealed: bool,
+    /// Pages far behind `write_offset`, let go of the mapping.
+    released: Released,
 }
 
 /// A segment the writer has left that still has bytes to flush.
@@ -218,6 +222,7 @@ impl Journal {
         active.publish(offset, layout::frame_word(payload_len as u32, checksum));
         active.write_offset = offset + layout::frame_len_bytes(payload_len);
         let write_offset = active.write_offset;
+        active.released.behind(&active.map, write_offset);
         self.prefaulter.advance(write_offset);
         self.next_seq = seq + 1;
         self.first_seq.get_or_insert(seq);
@@ -571,6 +576,7 @@ impl ActiveSegment {
             write_offset: layout::SEGMENT_HEADER_BYTES,
             synced_offset,
             sealed: false,
+            released: Released::default(),
         }
     }
 
@@ -606,6 +612,7 @@ impl ActiveSegment {
             write_offset: segment.data_end,
             synced_offset: segment.data_end,
             sealed: segment.sealed,
+            released: Released::default(),
         })
     }
 
