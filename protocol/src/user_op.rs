@@ -255,7 +255,7 @@ pub fn parse_user_operation(value: &Value) -> Result<UserOperation, String> {
     let optional_address = |name: &str| -> Result<Option<Address>, String> {
         text(name)?.map(|t| address(name, t)).transpose()
     };
-    Ok(UserOperation {
+    let op = UserOperation {
         sender: address("sender", required("sender")?)?,
         nonce: quantity("nonce", true)?,
         factory: optional_address("factory")?,
@@ -277,7 +277,28 @@ pub fn parse_user_operation(value: &Value) -> Result<UserOperation, String> {
             required("signature")?;
             bytes("signature")?
         },
-    })
+    };
+    // What would go nowhere in the packed operation (and not into its hash) is refused.
+    if op.factory.is_none() && !op.factory_data.is_empty() {
+        return Err("factoryData: given without factory".into());
+    }
+    if op.paymaster.is_none() {
+        let stray = [
+            (
+                "paymasterVerificationGasLimit",
+                op.paymaster_verification_gas_limit != 0,
+            ),
+            (
+                "paymasterPostOpGasLimit",
+                op.paymaster_post_op_gas_limit != 0,
+            ),
+            ("paymasterData", !op.paymaster_data.is_empty()),
+        ];
+        if let Some((name, _)) = stray.iter().find(|(_, given)| *given) {
+            return Err(format!("{name}: given without paymaster"));
+        }
+    }
+    Ok(op)
 }
 
 /// A JSON-RPC quantity: `0x` and up to 64 hex digits.
@@ -347,5 +368,25 @@ mod tests {
             parse_user_operation(&missing).unwrap_err(),
             "signature: required"
         );
+        // Fields that would go nowhere without their factory or paymaster (found by the
+        // bundler_request fuzz target: they were dropped silently).
+        for (field, value) in [
+            ("factoryData", "0x5fbfb9cf"),
+            ("paymasterData", "0xdead"),
+            ("paymasterVerificationGasLimit", "0x10"),
+            ("paymasterPostOpGasLimit", "0x20"),
+        ] {
+            let mut stray = op.clone();
+            stray[field] = Value::from(value);
+            let why = parse_user_operation(&stray).unwrap_err();
+            let named = why.starts_with(field)
+                && (why.ends_with("given without factory")
+                    || why.ends_with("given without paymaster"));
+            assert!(named, "{why}");
+        }
+        let mut empty = op.clone();
+        empty["factoryData"] = Value::from("0x");
+        empty["paymaster"] = Value::Null;
+        assert!(parse_user_operation(&empty).is_ok());
     }
 }

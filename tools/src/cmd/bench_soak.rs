@@ -55,6 +55,9 @@ const HEARTBEAT_TIMEOUT_MS: u64 = 2_000;
 /// forgetting catch up.
 const SETTLE_AFTER_CHUNK: Duration = Duration::from_secs(5);
 
+/// The longest wait for the store and the engine's forgetting to catch up after a chunk.
+const SETTLE_MAX: Duration = Duration::from_secs(60);
+
 /// How long a start or restart may take before the soak gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -141,6 +144,29 @@ impl Service {
         Some(kb / 1024.0)
     }
 
+    /// CPU seconds spent so far by the service's threads named `name`
+    /// (`/proc/<pid>/task/*/schedstat`).
+    fn thread_cpu_s(&self, name: &str) -> Option<f64> {
+        let pid = self.child.as_ref()?.id();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let mut total = 0.0;
+        for task in tasks.flatten() {
+            let path = task.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if comm.trim() != name {
+                continue;
+            }
+            let ns: f64 = std::fs::read_to_string(path.join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            total += ns / 1e9;
+        }
+        Some(total)
+    }
+
     /// Resident memory, MB.
     fn rss_mb(&self) -> Option<f64> {
         self.resident_mb("VmRSS")
@@ -225,6 +251,8 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
         "orders_held": get("ladder_engine_orders_held"),
         "trades_held": get("ladder_engine_trades_held"),
         "history_stored_seq": get("ladder_history_stored_seq"),
+        "historian_cpu_s": service.thread_cpu_s("historian"),
+        "process_cpu_s": metrics.get("process_cpu_seconds_total"),
         "restart_s": restart_s,
     }))
 }
@@ -266,6 +294,26 @@ fn drive(exe: &Path, service: &Service, args: &SoakArgs) -> Result<(), String> {
     )
 }
 
+/// Waits (at most [`SETTLE_MAX`]) until the history store holds every record and the
+/// engine has let go of what it holds (its count of held orders stops changing), so that a
+/// checkpoint measures the service at rest, not the store catching up with a chunk.
+fn settle(service: &Service) -> Result<(), String> {
+    let started = Instant::now();
+    let mut last_held = None;
+    while started.elapsed() < SETTLE_MAX {
+        let metrics = service.metrics()?;
+        let get = |name: &str| metrics.get(name).copied().unwrap_or(0.0) as u64;
+        let caught_up = get("ladder_history_stored_seq") >= get("ladder_last_seq");
+        let held = get("ladder_engine_orders_held");
+        if caught_up && last_held == Some(held) {
+            return Ok(());
+        }
+        last_held = Some(held);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Ok(())
+}
+
 /// Kills the service, restarts it and returns how long it took to answer again.
 fn restart(service: &mut Service) -> Result<f64, String> {
     service.kill();
@@ -302,6 +350,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
     loop {
         drive(&exe, &service, args)?;
         std::thread::sleep(SETTLE_AFTER_CHUNK);
+        settle(&service)?;
         let seq = service
             .metrics()?
             .get("ladder_last_seq")
