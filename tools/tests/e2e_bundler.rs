@@ -62,7 +62,9 @@ fn claimable(service: &Service, address: &str) -> Vec<Value> {
 
 #[test]
 fn a_redeem_operation_pays_the_claimable_positions_out_once_with_a_receipt() {
-    let mut service = Service::start(&[]);
+    let replication = free_port();
+    let mut service =
+        Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
     let v = vectors();
     let case = &v["cases"][0];
     let mut op = case["op"].clone();
@@ -160,6 +162,22 @@ fn a_redeem_operation_pays_the_claimable_positions_out_once_with_a_receipt() {
     let receipt_again =
         rpc(&service, "eth_getUserOperationReceipt", json!([hash]))["result"].clone();
     assert_eq!(receipt_again, receipt);
+
+    // A standby that follows the primary holds the same state and answers the same receipt.
+    let standby = start_standby(replication);
+    let (_, state_hash) = admin_at(&service.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &state_hash);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_getUserOperationReceipt", "params": [hash]});
+    let on_standby = ladder_client::HttpClient::new(&standby.url)
+        .unwrap()
+        .request("POST", "/bundler", &[], Some(&body.to_string()))
+        .unwrap();
+    assert_eq!(on_standby.status, 200, "{}", on_standby.body);
+    assert_eq!(
+        on_standby.json()["result"],
+        receipt,
+        "the standby's receipt"
+    );
     let unknown = rpc(
         &service,
         "eth_getUserOperationReceipt",
