@@ -84,6 +84,7 @@ fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budge
     let service = Service::start(&["--rpc-url", &node, "--rpc-timeout-ms", "2000"]);
     let account = Address::parse("0x5a11c0C0a000000000000000000000000000A001").unwrap();
     let mut statuses = Vec::new();
+    let started = std::time::Instant::now();
     for _ in 0..70 {
         // A fresh signer each time: no cached answer helps.
         let trader = Trader::new(&service.url, Wallet::random(), account).unwrap();
@@ -96,10 +97,20 @@ fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budge
     let refused_by_budget = statuses.iter().filter(|&&s| s == 429).count();
     let judged = statuses.iter().filter(|&&s| s == 401).count();
     assert_eq!(judged + refused_by_budget, 70, "{statuses:?}");
+    // The budget is 50 calls, refilled at 5 per second: a slow (loaded) machine spreads the
+    // 70 requests over more time and earns the refill.
+    let refilled = (5.0 * started.elapsed().as_secs_f64()).ceil() as usize;
+    let most = 50 + refilled + 1;
     assert!(
-        (45..=55).contains(&judged),
-        "about 50 judged on the chain: {statuses:?}"
+        judged >= 45 && judged <= most,
+        "about 50 (+{refilled} refilled) judged on the chain: {statuses:?}"
     );
+    if most < 70 {
+        assert!(
+            refused_by_budget > 0,
+            "the budget refused none: {statuses:?}"
+        );
+    }
     assert_eq!(
         calls.load(Ordering::SeqCst),
         judged,
