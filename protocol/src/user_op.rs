@@ -319,7 +319,8 @@ pub fn format_quantity(value: &U256) -> String {
     format!("0x{}", if trimmed.is_empty() { "0" } else { trimmed })
 }
 
-fn u128_of(value: &U256) -> Option<u128> {
+/// `value` as a `u128`, when it fits.
+pub fn u128_of(value: &U256) -> Option<u128> {
     let bytes = value.to_be_bytes();
     if bytes[..16].iter().any(|&b| b != 0) {
         return None;

@@ -15,29 +15,7 @@ mod post_order;
 
 #[test]
 fn post_order_corpus_passes_the_fuzz_checks() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/post_order");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= 5,
-        "{}: only {} files",
-        dir.display(),
-        files.len()
-    );
-    for path in &files {
-        let data = std::fs::read(path).unwrap();
-        if let Err(panic) = std::panic::catch_unwind(|| post_order::check(&data)) {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            panic!("{}: {message}", path.display());
-        }
-    }
+    let dir = run_corpus("post_order", post_order::check);
 
     // The valid seeds stay valid, so the fuzzer starts from bodies that get past the parsers.
     let seed = |name: &str| std::fs::read(dir.join(name)).unwrap();
@@ -68,7 +46,19 @@ mod bundler_request;
 /// the fuzzer starts from operations that get past the parser).
 #[test]
 fn bundler_request_corpus_passes_the_fuzz_checks() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/bundler_request");
+    let dir = run_corpus("bundler_request", bundler_request::check);
+    for name in ["send_vector.json", "send_factory_paymaster.json"] {
+        let call: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+        let parsed = ladder_protocol::user_op::parse_user_operation(&call["params"][0]);
+        assert!(parsed.is_ok(), "{name}: {parsed:?}");
+    }
+}
+
+/// Runs every file of `fuzz/corpus/<target>/` (at least 5) through `check`, naming the file
+/// of a panic; returns the directory.
+fn run_corpus(target: &str, check: fn(&[u8])) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fuzz/corpus/{target}"));
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -82,7 +72,7 @@ fn bundler_request_corpus_passes_the_fuzz_checks() {
     );
     for path in &files {
         let data = std::fs::read(path).unwrap();
-        if let Err(panic) = std::panic::catch_unwind(|| bundler_request::check(&data)) {
+        if let Err(panic) = std::panic::catch_unwind(|| check(&data)) {
             let message = panic
                 .downcast_ref::<String>()
                 .cloned()
@@ -91,10 +81,5 @@ fn bundler_request_corpus_passes_the_fuzz_checks() {
             panic!("{}: {message}", path.display());
         }
     }
-    for name in ["send_vector.json", "send_factory_paymaster.json"] {
-        let call: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap();
-        let parsed = ladder_protocol::user_op::parse_user_operation(&call["params"][0]);
-        assert!(parsed.is_ok(), "{name}: {parsed:?}");
-    }
+    dir
 }

@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use ladder_protocol::user_op::{
-    eip191_digest, execute_redeem_call_data, parse_quantity, UserOperation, ENTRY_POINT_V07,
+    eip191_digest, execute_redeem_call_data, parse_quantity, u128_of, UserOperation,
+    ENTRY_POINT_V07,
 };
 use ladder_protocol::{Address, CHAIN_ID, U256};
 use serde_json::{json, Value};
@@ -182,16 +183,6 @@ fn apply_estimate(op: &mut UserOperation, estimate: &Value) {
 /// moment, and an operation short of gas fails on the chain (and costs its sender).
 fn with_margin(gas: u128) -> u128 {
     gas.saturating_add(gas / 2)
-}
-
-fn u128_of(value: &U256) -> Option<u128> {
-    let bytes = value.to_be_bytes();
-    if bytes[..16].iter().any(|&b| b != 0) {
-        return None;
-    }
-    let mut low = [0u8; 16];
-    low.copy_from_slice(&bytes[16..]);
-    Some(u128::from_be_bytes(low))
 }
 
 fn u64_of(value: &U256) -> Option<u64> {
