@@ -162,7 +162,13 @@ fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_
     let live = service.admin("GET", "/admin/state-hash", None).json();
     service.kill();
     let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args(["journal", "state-hash", "--data-dir"])
+        .args([
+            "journal",
+            "state-hash",
+            "--at",
+            &live["seq"].to_string(),
+            "--data-dir",
+        ])
         .arg(service.data_dir())
         .output()
         .unwrap();
