@@ -14,7 +14,7 @@ use rusqlite::types::Value;
 use rusqlite::Connection;
 
 use crate::rows::{from_hex, hex_text, int, text_column, trade_from_row, Named, TRADE_COLUMNS};
-use crate::schema::open_for_reading;
+use crate::schema::{open_for_reading, HASH_KEY_BYTES};
 
 /// Idle read connections kept for reuse.
 const POOLED_CONNECTIONS_MAX: usize = 16;
@@ -114,8 +114,12 @@ impl HistoryReads for HistoryReader {
 
     fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String> {
         self.with_connection(|c| {
-            let mut statement = c.prepare_cached("SELECT 1 FROM orders WHERE order_hash = ?1")?;
-            statement.exists([hex_text(&hash.0)])
+            let mut statement =
+                c.prepare_cached("SELECT 1 FROM orders WHERE hash_key = ?1 AND order_hash = ?2")?;
+            statement.exists(rusqlite::params![
+                &hash.0[..HASH_KEY_BYTES],
+                hex_text(&hash.0)
+            ])
         })
     }
 

@@ -15,13 +15,66 @@ use rusqlite::{Connection, OpenFlags};
 pub const HISTORY_FILE_NAME: &str = "history.db";
 
 /// The schema's version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The bytes of an order hash that `orders.hash_key` holds.
+pub const HASH_KEY_BYTES: usize = 8;
 
 /// How long a statement waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The columns of `orders` (in the schema and in the migration from version 1).
+macro_rules! orders_columns {
+    () => {
+        "
+    order_id INTEGER PRIMARY KEY,
+    hash_key BLOB NOT NULL,
+    order_hash TEXT NOT NULL,
+    maker TEXT NOT NULL,
+    condition_id TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    side TEXT NOT NULL,
+    price_ticks INTEGER NOT NULL,
+    size_units INTEGER NOT NULL,
+    filled_units INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    order_type TEXT NOT NULL,
+    created_ns INTEGER NOT NULL,
+    expiration_s INTEGER NOT NULL,
+    closed_seq INTEGER NOT NULL
+"
+    };
+}
+
+/// The writer's page cache: the hash-key index's pages that inserts touch stay in memory
+/// (a fixed bound: the process's memory does not grow with the database).
+const WRITER_CACHE_KIB: i64 = 32 * 1024;
+
+/// Version 1 kept closed orders in a table keyed by their hash text: every insert landed on a
+/// random page of the widest table. Version 2 keys them by id (they close roughly in id
+/// order, so rows are appended) and finds a hash through a narrow index of its first bytes.
+const MIGRATE_FROM_1: &str = concat!(
+    "
+BEGIN IMMEDIATE;
+CREATE TABLE orders_v2 (
+",
+    orders_columns!(),
+    "
+);
+INSERT INTO orders_v2 SELECT order_id, unhex(substr(order_hash, 3, 16)), order_hash, maker,
+    condition_id, token_id, outcome, side, price_ticks, size_units, filled_units, status,
+    order_type, created_ns, expiration_s, closed_seq FROM orders ORDER BY order_id;
+DROP TABLE orders;
+ALTER TABLE orders_v2 RENAME TO orders;
+PRAGMA user_version = 2;
+COMMIT;
+"
+);
+
 /// Every table and index, created when missing.
-const SCHEMA: &str = "
+const SCHEMA: &str = concat!(
+    "
 CREATE TABLE IF NOT EXISTS progress (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     applied_seq INTEGER NOT NULL
@@ -59,23 +112,11 @@ CREATE INDEX IF NOT EXISTS trades_by_taker ON trades (taker_address, trade_index
 CREATE INDEX IF NOT EXISTS trades_by_maker ON trades (maker_address, trade_index);
 
 CREATE TABLE IF NOT EXISTS orders (
-    order_hash TEXT PRIMARY KEY,
-    order_id INTEGER NOT NULL,
-    maker TEXT NOT NULL,
-    condition_id TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    side TEXT NOT NULL,
-    price_ticks INTEGER NOT NULL,
-    size_units INTEGER NOT NULL,
-    filled_units INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    order_type TEXT NOT NULL,
-    created_ns INTEGER NOT NULL,
-    expiration_s INTEGER NOT NULL,
-    closed_seq INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS orders_by_id ON orders (order_id);
+",
+    orders_columns!(),
+    "
+);
+CREATE INDEX IF NOT EXISTS orders_by_hash_key ON orders (hash_key);
 
 CREATE TABLE IF NOT EXISTS prices (
     trade_index INTEGER PRIMARY KEY,
@@ -85,7 +126,8 @@ CREATE TABLE IF NOT EXISTS prices (
     seq INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS prices_by_market ON prices (condition_id, time_s);
-";
+"
+);
 
 /// The path of `history.db` in `data_dir`.
 pub fn history_path(data_dir: &Path) -> PathBuf {
@@ -100,6 +142,20 @@ pub fn open_for_writing(path: &Path) -> rusqlite::Result<Connection> {
     connection.busy_timeout(BUSY_TIMEOUT)?;
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!(
+                "history.db has schema version {version}, newer than this build's \
+                 {SCHEMA_VERSION}"
+            )),
+        ));
+    }
+    if version == 1 {
+        connection.execute_batch(MIGRATE_FROM_1)?;
+    }
     connection.execute_batch(SCHEMA)?;
     connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(connection)
@@ -113,4 +169,123 @@ pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     connection.busy_timeout(BUSY_TIMEOUT)?;
     Ok(connection)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    use ladder_engine::{Address, Bytes32, Hash32, OrderStatus};
+    use ladder_sequencer::HistoryReads;
+
+    use super::*;
+    use crate::HistoryReader;
+
+    /// `orders` as schema version 1 declared it.
+    const ORDERS_V1: &str = "
+        CREATE TABLE orders (
+            order_hash TEXT PRIMARY KEY, order_id INTEGER NOT NULL, maker TEXT NOT NULL,
+            condition_id TEXT NOT NULL, token_id TEXT NOT NULL, outcome TEXT NOT NULL,
+            side TEXT NOT NULL, price_ticks INTEGER NOT NULL, size_units INTEGER NOT NULL,
+            filled_units INTEGER NOT NULL, status TEXT NOT NULL, order_type TEXT NOT NULL,
+            created_ns INTEGER NOT NULL, expiration_s INTEGER NOT NULL,
+            closed_seq INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX orders_by_id ON orders (order_id);
+        PRAGMA user_version = 1;";
+
+    fn hash(first: u8) -> Hash32 {
+        let mut bytes = [0x5au8; 32];
+        bytes[0] = first;
+        Bytes32(bytes)
+    }
+
+    fn reader(path: &Path) -> HistoryReader {
+        HistoryReader::new(path, Arc::new(AtomicU64::new(0)), Arc::new(|| 0))
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_and_its_orders_found_by_id_and_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(ORDERS_V1).unwrap();
+        for (id, first, status) in [(7, 0x01, "canceled"), (3, 0xfe, "matched")] {
+            old.execute(
+                "INSERT INTO orders VALUES (?1, ?2, ?3, ?4, ?5, 'Yes', 'BUY', 5000, 10000000, \
+                 0, ?6, 'GTC', 1, 0, 9)",
+                rusqlite::params![
+                    crate::rows::hex_text(&hash(first).0),
+                    id,
+                    crate::rows::hex_text(&[0x11; 20]),
+                    crate::rows::hex_text(&[0x22; 32]),
+                    crate::rows::hex_text(&[0x33; 32]),
+                    status,
+                ],
+            )
+            .unwrap();
+        }
+        drop(old);
+
+        let migrated = open_for_writing(&path).unwrap();
+        let version: i64 = migrated
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(migrated);
+
+        let reads = reader(&path);
+        assert!(reads.order_hash_stored(&hash(0x01)).unwrap());
+        assert!(reads.order_hash_stored(&hash(0xfe)).unwrap());
+        assert!(!reads.order_hash_stored(&hash(0x02)).unwrap());
+        assert_eq!(
+            reads.closed_order(7).unwrap(),
+            Some((Address([0x11; 20]), OrderStatus::Canceled))
+        );
+        assert_eq!(
+            reads.closed_order(3).unwrap(),
+            Some((Address([0x11; 20]), OrderStatus::Matched))
+        );
+        // Opening again changes nothing.
+        drop(open_for_writing(&path).unwrap());
+        assert!(reads.order_hash_stored(&hash(0xfe)).unwrap());
+    }
+
+    #[test]
+    fn a_store_of_a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        let newer = Connection::open(&path).unwrap();
+        newer
+            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(newer);
+        let refused = open_for_writing(&path).unwrap_err().to_string();
+        assert!(refused.contains("newer than this build's"), "{refused}");
+    }
+
+    #[test]
+    fn two_orders_sharing_the_hash_key_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        let writer = open_for_writing(&path).unwrap();
+        let stored = hash(0x42);
+        let mut twin = stored;
+        twin.0[31] ^= 1;
+        writer
+            .execute(
+                "INSERT INTO orders VALUES (1, ?1, ?2, '0x', '0x', '0x', 'Yes', 'BUY', 1, 1, 0, \
+                 'canceled', 'GTC', 1, 0, 1)",
+                rusqlite::params![
+                    &stored.0[..HASH_KEY_BYTES],
+                    crate::rows::hex_text(&stored.0)
+                ],
+            )
+            .unwrap();
+        drop(writer);
+        let reads = reader(&path);
+        assert!(reads.order_hash_stored(&stored).unwrap());
+        assert!(!reads.order_hash_stored(&twin).unwrap());
+    }
 }

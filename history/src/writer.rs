@@ -9,7 +9,7 @@ use ladder_engine::{Event, OrderStatus, OrderView, Outcome, TradeStatus, TradeVi
 use rusqlite::{params, Connection};
 
 use crate::rows::{hex_text, int, Named};
-use crate::schema::open_for_writing;
+use crate::schema::{open_for_writing, HASH_KEY_BYTES};
 
 /// A price of 1 in ticks (a No price is this minus the Yes price).
 const PRICE_ONE_TICKS: u32 = 10_000;
@@ -203,8 +203,8 @@ impl HistoryWriter {
             .prepare_cached(
                 "INSERT OR REPLACE INTO orders (order_hash, order_id, maker, condition_id, \
                  token_id, outcome, side, price_ticks, size_units, filled_units, status, \
-                 order_type, created_ns, expiration_s, closed_seq) VALUES (?1, ?2, ?3, ?4, \
-                 ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 order_type, created_ns, expiration_s, closed_seq, hash_key) VALUES (?1, ?2, \
+                 ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?
             .execute(params![
                 hex_text(&order.hash.0),
@@ -222,6 +222,7 @@ impl HistoryWriter {
                 int(order.created_ns),
                 int(order.expiration_s),
                 int(seq),
+                &order.hash.0[..HASH_KEY_BYTES],
             ])?;
         Ok(())
     }
