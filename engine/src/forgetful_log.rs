@@ -85,7 +85,7 @@ impl<T> ForgetfulLog<T> {
     pub fn push(&mut self, item: T) -> u64 {
         let index = self.len;
         let chunk_number = index / CHUNK_ENTRIES as u64;
-        if index % CHUNK_ENTRIES as u64 == 0 {
+        if index.is_multiple_of(CHUNK_ENTRIES as u64) {
             let chunk = self.spare.pop().unwrap_or_else(Chunk::new);
             if self.chunks.is_empty() {
                 self.first_chunk = chunk_number;
@@ -194,7 +194,7 @@ impl<T> ForgetfulLog<T> {
     /// chunk of them takes no memory but its place in the directory.
     fn push_forgotten(&mut self, up_to: u64) {
         let chunk = CHUNK_ENTRIES as u64;
-        if self.len % chunk == 0 && up_to - self.len >= chunk {
+        if self.len.is_multiple_of(chunk) && up_to - self.len >= chunk {
             if self.chunks.is_empty() {
                 // No chunk to keep a place for: every whole chunk up to `up_to` at once.
                 self.len = up_to - up_to % chunk;
@@ -206,7 +206,7 @@ impl<T> ForgetfulLog<T> {
         }
         let index = self.len;
         let chunk_number = index / chunk;
-        if index % chunk == 0 {
+        if index.is_multiple_of(chunk) {
             if self.chunks.is_empty() {
                 self.first_chunk = chunk_number;
             }

@@ -99,7 +99,7 @@ impl Market {
                 tick_ticks,
             });
         }
-        if price_ticks % tick_ticks != 0 {
+        if !price_ticks.is_multiple_of(tick_ticks) {
             return Err(Reject::PriceOffTick {
                 price_ticks,
                 tick_ticks,

@@ -75,7 +75,7 @@ impl Engine {
         let market = self.markets.get(market_index);
         market.check_active()?;
         market.check_price(new.price_ticks)?;
-        if new.size_units == 0 || new.size_units % UNITS_PER_SHARE != 0 {
+        if new.size_units == 0 || !new.size_units.is_multiple_of(UNITS_PER_SHARE) {
             return Err(Reject::SizeNotWhole {
                 size_units: new.size_units,
             });

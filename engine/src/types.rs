@@ -217,7 +217,7 @@ pub fn axis_price(outcome: Outcome, price_ticks: PriceTicks) -> PriceTicks {
 ///
 /// Exact when `size_units` is a multiple of `PRICE_SCALE` (every whole-share size is).
 pub fn notional_units(price_ticks: PriceTicks, size_units: Units) -> Units {
-    debug_assert!(size_units % Units::from(PRICE_SCALE) == 0);
+    debug_assert!(size_units.is_multiple_of(Units::from(PRICE_SCALE)));
     Units::from(price_ticks) * (size_units / Units::from(PRICE_SCALE))
 }
 

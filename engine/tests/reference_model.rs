@@ -382,7 +382,7 @@ impl Run {
 
     /// Trader byte → trader number: mostly funded traders, sometimes the unfunded one.
     fn trader(&self, byte: u8) -> u8 {
-        if byte % 16 == 0 {
+        if byte.is_multiple_of(16) {
             self.funded + 1
         } else {
             1 + byte % self.funded

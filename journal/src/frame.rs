@@ -44,7 +44,7 @@ pub(crate) enum FrameCheck {
 /// word is loaded once, with acquire ordering, so a concurrently published frame is either
 /// seen whole or not at all.
 pub(crate) fn check_frame(segment: &SegmentMap, offset: usize, frames_end: usize) -> FrameCheck {
-    debug_assert!(offset % layout::FRAME_ALIGN_BYTES == 0);
+    debug_assert!(offset.is_multiple_of(layout::FRAME_ALIGN_BYTES));
     debug_assert!(offset + 8 <= frames_end && frames_end <= segment.len());
     let word = segment.load_word(offset);
     if word == 0 {

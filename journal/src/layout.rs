@@ -113,7 +113,7 @@ impl SegmentHeader {
 /// True when `size` is within the limits and aligned as segment sizes must be.
 pub fn segment_size_is_valid(size: u64) -> bool {
     (SEGMENT_SIZE_MIN_BYTES..=SEGMENT_SIZE_MAX_BYTES).contains(&size)
-        && size % SEGMENT_SIZE_ALIGN_BYTES == 0
+        && size.is_multiple_of(SEGMENT_SIZE_ALIGN_BYTES)
 }
 
 /// Rounds `offset` up to the frame alignment.

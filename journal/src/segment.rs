@@ -238,7 +238,7 @@ impl SegmentMap {
     /// Loads the frame word at `offset` with acquire ordering: when it is non-zero, the frame
     /// body it describes is complete.
     pub fn load_word(&self, offset: usize) -> u64 {
-        assert!(offset % layout::FRAME_ALIGN_BYTES == 0 && offset + 8 <= self.len());
+        assert!(offset.is_multiple_of(layout::FRAME_ALIGN_BYTES) && offset + 8 <= self.len());
         let Some(map) = &self.map else { return 0 };
         // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8 inside it, so the
         // pointer is valid and aligned for a u64. A relaxed atomic load of at most the pointer

@@ -628,7 +628,7 @@ impl ActiveSegment {
     /// Publishes a frame: one release store of its frame word, after every other byte of the
     /// frame is written, so a reader that loads a non-zero word sees the whole frame.
     fn publish(&mut self, offset: usize, word: u64) {
-        assert!(offset % layout::FRAME_ALIGN_BYTES == 0 && offset + 8 <= self.map.len());
+        assert!(offset.is_multiple_of(layout::FRAME_ALIGN_BYTES) && offset + 8 <= self.map.len());
         // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8 inside it
         // (asserted), so the pointer is valid and aligned for an AtomicU64; `&mut self` means
         // no other access through this mapping is live. Readers use other mappings and only

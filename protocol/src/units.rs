@@ -135,7 +135,7 @@ impl fmt::Display for PriceTicksDisplay {
             return Ok(());
         }
         let mut width = PRICE_DECIMALS;
-        while fraction % 10 == 0 {
+        while fraction.is_multiple_of(10) {
             fraction /= 10;
             width -= 1;
         }
@@ -199,7 +199,7 @@ impl TickSize {
     /// True when `price_ticks` is a multiple of this tick and lies in `[tick, 1 - tick]`.
     pub const fn allows(self, price_ticks: u32) -> bool {
         let tick = self.ticks();
-        price_ticks % tick == 0 && price_ticks >= tick && price_ticks <= PRICE_SCALE - tick
+        price_ticks.is_multiple_of(tick) && price_ticks >= tick && price_ticks <= PRICE_SCALE - tick
     }
 
     /// The value as an `f64`, used only to write the JSON number.

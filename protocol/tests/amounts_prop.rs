@@ -44,7 +44,7 @@ proptest! {
         let share_units = shares * UNITS_PER_SHARE;
         let step = share_units / u64::from(PRICE_SCALE);
         let collateral = u64::from(price_ticks) * step + (offset_fraction * step / 100).max(1);
-        prop_assume!(collateral % step != 0);
+        prop_assume!(!collateral.is_multiple_of(step));
         let (maker, taker) = by_side(side, collateral, share_units);
         let result = price_and_size_from_units(side, maker, taker);
         prop_assert_eq!(result, Err(AmountError::OffTick { collateral_units: collateral, share_units }));

@@ -232,13 +232,13 @@ mod tests {
                 requester: p.address,
                 order_id: p.big,
                 condition_id: some_if(p.flag, p.bytes),
-                signer: some_if(p.byte % 2 == 0, p.other),
+                signer: some_if(p.byte.is_multiple_of(2), p.other),
             },
             14 => Command::CancelMarket {
                 requester: p.address,
                 condition_id: p.bytes,
                 token_id: some_if(p.flag, Bytes32([p.byte; 32])),
-                signer: some_if(p.byte % 2 == 0, p.other),
+                signer: some_if(p.byte.is_multiple_of(2), p.other),
             },
             15 => Command::CancelAll {
                 requester: p.address,

@@ -752,13 +752,13 @@ impl Model {
                 tick_ticks: tick,
             });
         }
-        if n.price_ticks % tick != 0 {
+        if !n.price_ticks.is_multiple_of(tick) {
             return Err(Reject::PriceOffTick {
                 price_ticks: n.price_ticks,
                 tick_ticks: tick,
             });
         }
-        if n.size_units == 0 || n.size_units % ONE_SHARE != 0 {
+        if n.size_units == 0 || !n.size_units.is_multiple_of(ONE_SHARE) {
             return Err(Reject::SizeNotWhole {
                 size_units: n.size_units,
             });

@@ -97,7 +97,7 @@ impl Intent {
     /// A resting order at Yes-axis price `yes_price_ticks` on the bid (or ask) side, as the
     /// `kind`-th of the two ways to express it (0: the Yes token, 1: the No token).
     pub fn quote(bid: bool, yes_price_ticks: u32, shares: u64, kind: u8) -> Intent {
-        let on_yes = kind % 2 == 0;
+        let on_yes = kind.is_multiple_of(2);
         let side = match (bid, on_yes) {
             (true, true) | (false, false) => Side::Buy,
             (true, false) | (false, true) => Side::Sell,
