@@ -172,7 +172,7 @@ pub enum Command {
         condition_id: ConditionId,
     },
     /// The history store holds every record up to `through_seq`: the trades that became
-    /// final by then leave the engine (API.md §21). Journaled by the primary's runtime.
+    /// final by then leave the engine (API.md §19, "History and bounded state"). Journaled by the primary's runtime.
     ForgetHistory {
         /// The last sequence the store holds.
         through_seq: u64,

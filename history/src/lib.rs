@@ -1,4 +1,4 @@
-//! Ladder's history store (API.md §21): closed orders, final trades and trade prices in
+//! Ladder's history store (API.md §19, "History and bounded state"): closed orders, final trades and trade prices in
 //! SQLite (`history.db` in the data directory), written by the [`Historian`], a thread that
 //! follows the journal with its own engine and also writes the periodic snapshots, and read
 //! by gateway threads through [`HistoryReader`] (which implements

@@ -295,7 +295,7 @@ mod tests {
         /// back; and they decode to the command.
         #[test]
         fn the_codec_writes_the_serde_bytes_of_every_kind_of_command(
-            kind in 0u8..25,
+            kind in 0u8..26,
             p in parts(),
         ) {
             let command = command(kind, &p);

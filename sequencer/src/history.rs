@@ -1,4 +1,4 @@
-//! What the engine has forgotten, read back from the history store (API.md §21).
+//! What the engine has forgotten, read back from the history store (API.md §19, "History and bounded state").
 //!
 //! The engine holds live state. A final trade stays in it until the history store has it,
 //! and leaves it only with a journaled `ForgetHistory` command that names how far the store

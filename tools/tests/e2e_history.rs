@@ -1,4 +1,4 @@
-//! Black-box checks of bounded state (API.md §21): a final trade leaves the engine once the
+//! Black-box checks of bounded state (API.md §19, "History and bounded state"): a final trade leaves the engine once the
 //! history store (`history.db`) holds it, and every read answers the same whether the trade
 //! is in the engine or in the store; the store survives SIGKILL with every final trade
 //! exactly once; operators can read it with SQLite while the service runs.

@@ -89,7 +89,7 @@ pub struct ServiceState {
     /// the sequencer. Filled once recovery is done, then kept by every release.
     pub board: Arc<ladder_sequencer::BookBoard>,
     /// The history store: what the engine has forgotten (final trades), read after the
-    /// engine (API.md §21). Set once the store is open; `None` for an engine that forgets
+    /// engine (API.md §19, "History and bounded state"). Set once the store is open; `None` for an engine that forgets
     /// nothing (tests that run no historian).
     pub history: parking_lot::RwLock<Option<Arc<dyn ladder_sequencer::HistoryReads>>>,
 }

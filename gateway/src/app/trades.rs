@@ -156,7 +156,7 @@ fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Ou
                 return behind;
             }
             // The engine first, then the store: whatever the engine had forgotten when it
-            // answered is stored (API.md §21).
+            // answered is stored (API.md §19, "History and bounded state").
             let all = match &history {
                 Some(store) if offset != u64::MAX => {
                     let wanted = usize::try_from(offset)
