@@ -1,6 +1,6 @@
 //! The historian: a thread that follows the journal with its own engine, as a standby does,
 //! writes every record's events into `history.db`, and writes the periodic snapshots, so
-//! that neither history nor snapshots cost the sequencer thread anything (API.md §21).
+//! that neither history nor snapshots cost the sequencer thread anything (API.md §19, "History and bounded state").
 //!
 //! It reads only records the sequencer has released (journaled, synced in `sync` mode, and
 //! answered), so the store never holds what a restart would not find in the journal. After
