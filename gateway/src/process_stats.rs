@@ -1,57 +1,73 @@
 //! The standard Prometheus `process_*` metrics (CPU seconds, resident and virtual memory,
 //! open descriptors, start time) read from `/proc/self`, and the allocator's own count of
 //! the heap (`ladder_heap_*`, glibc's `mallinfo2`): resident memory that grows while the
-//! bytes in use do not is the allocator's free space, not state the service holds.
+//! bytes in use do not is the allocator's free space, not state the service holds. (The
+//! `prometheus` crate's process collector counts CPU time in whole seconds: too coarse for
+//! the CPU per order that `ladder loadgen` derives from it.)
 
-use std::fmt::Write;
+use prometheus::core::Collector;
 
-/// Appends the process metrics to `out`; a figure the system does not give is left out.
-pub fn render(out: &mut String) {
-    if let Some(stat) = ProcStat::read() {
-        let _ = writeln!(
-            out,
-            "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
-             # TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
-            stat.cpu_seconds
-        );
-        let _ = writeln!(
-            out,
-            "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n\
-             # TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes {}",
-            stat.virtual_bytes
-        );
-        let _ = writeln!(
-            out,
-            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
-             # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
-            stat.resident_bytes
-        );
-        if let Some(start) = stat.start_time_seconds {
-            let _ = writeln!(
-                out,
-                "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n\
-                 # TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {start}"
-            );
-        }
-    }
-    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-        let _ = writeln!(
-            out,
-            "# HELP process_open_fds Number of open file descriptors.\n\
-             # TYPE process_open_fds gauge\nprocess_open_fds {}",
-            fds.count()
-        );
-    }
-    if let Some(heap) = HeapStats::read() {
-        let _ = writeln!(
-            out,
-            "# HELP ladder_heap_in_use_bytes Heap bytes allocated and not yet freed (the allocator's count).\n\
-             # TYPE ladder_heap_in_use_bytes gauge\nladder_heap_in_use_bytes {}\n\
-             # HELP ladder_heap_free_bytes Heap bytes freed but kept by the allocator.\n\
-             # TYPE ladder_heap_free_bytes gauge\nladder_heap_free_bytes {}",
-            heap.in_use, heap.free
-        );
-    }
+use crate::metrics::{one, Pulled};
+
+/// The process's families; a figure the system does not give is left out.
+pub fn families() -> Vec<Box<dyn Collector>> {
+    let stat = |read: fn(&ProcStat) -> Option<f64>| {
+        Box::new(move || one(ProcStat::read().as_ref().and_then(read)))
+    };
+    let heap =
+        |read: fn(&HeapStats) -> f64| Box::new(move || one(HeapStats::read().as_ref().map(read)));
+    let families = [
+        Pulled::counter(
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds.",
+            &[],
+            stat(|s| Some(s.cpu_seconds)),
+        ),
+        Pulled::gauge(
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+            &[],
+            stat(|s| Some(s.virtual_bytes as f64)),
+        ),
+        Pulled::gauge(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            &[],
+            stat(|s| Some(s.resident_bytes as f64)),
+        ),
+        Pulled::gauge(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+            &[],
+            stat(|s| s.start_time_seconds),
+        ),
+        Pulled::gauge(
+            "process_open_fds",
+            "Number of open file descriptors.",
+            &[],
+            Box::new(|| {
+                one(std::fs::read_dir("/proc/self/fd")
+                    .ok()
+                    .map(|d| d.count() as f64))
+            }),
+        ),
+        Pulled::gauge(
+            "ladder_heap_in_use_bytes",
+            "Heap bytes allocated and not yet freed (the allocator's count).",
+            &[],
+            heap(|h| h.in_use as f64),
+        ),
+        Pulled::gauge(
+            "ladder_heap_free_bytes",
+            "Heap bytes freed but kept by the allocator.",
+            &[],
+            heap(|h| h.free as f64),
+        ),
+    ];
+    families
+        .into_iter()
+        .map(|f| Box::new(f) as Box<dyn Collector>)
+        .collect()
 }
 
 /// What `/proc/self/stat` says of the process.
@@ -128,6 +144,19 @@ impl HeapStats {
 mod tests {
     use super::*;
 
+    /// The families' text, as `/metrics` gives it.
+    fn render() -> String {
+        let registry = prometheus::Registry::new();
+        for family in families() {
+            registry.register(family).unwrap();
+        }
+        let mut out = String::new();
+        prometheus::TextEncoder::new()
+            .encode_utf8(&registry.gather(), &mut out)
+            .unwrap();
+        out
+    }
+
     /// A metric's value in `out`.
     fn value(out: &str, name: &str) -> f64 {
         out.lines()
@@ -142,8 +171,7 @@ mod tests {
     fn renders_the_process_figures() {
         let spin = std::time::Instant::now();
         while spin.elapsed() < std::time::Duration::from_millis(30) {}
-        let mut out = String::new();
-        render(&mut out);
+        let out = render();
         assert!(value(&out, "process_resident_memory_bytes") > 1_000_000.0);
         assert!(
             value(&out, "process_virtual_memory_bytes")
@@ -164,8 +192,7 @@ mod tests {
         // process allocate and free beside it, far less than the 8 MiB of margin).
         let before = value(&out, "ladder_heap_in_use_bytes");
         let held = vec![1u8; 64 << 20];
-        let mut again = String::new();
-        render(&mut again);
+        let again = render();
         assert!(value(&again, "ladder_heap_in_use_bytes") >= before + 56.0 * 1024.0 * 1024.0);
         drop(held);
     }

@@ -362,6 +362,68 @@ fn metrics_are_served_to_loopback_without_a_token() {
         .contains("ladder_journal_flush_duration_seconds_bucket{le=\"+Inf\"}"));
 }
 
+/// `promtool check metrics` (Prometheus's own linter) finds nothing to say of `/metrics`:
+/// every family has its help text and type, counters end in `_total`, units are base units.
+/// Skipped without `promtool` unless `LADDER_REQUIRE_PROMTOOL=1` (CI installs it).
+#[test]
+fn promtool_finds_nothing_to_say_of_the_metrics() {
+    let available = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        assert!(
+            std::env::var("LADDER_REQUIRE_PROMTOOL").as_deref() != Ok("1"),
+            "LADDER_REQUIRE_PROMTOOL=1 but no promtool: apt-get install prometheus"
+        );
+        eprintln!("promtool not found: skipped");
+        return;
+    }
+    let service = Service::start(&[]);
+    public(&service, "GET", "/time", None);
+    let _trader = service.trader(0);
+    let r = public(&service, "GET", "/metrics", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    for family in [
+        "ladder_http_requests_total",
+        "ladder_http_request_duration_seconds",
+        "ladder_sequencer_commands_total",
+        "ladder_journal_flush_duration_seconds",
+        "ladder_ring_depth",
+        "ladder_history_stored_seq",
+        "process_cpu_seconds_total",
+        "ladder_heap_in_use_bytes",
+    ] {
+        assert!(
+            r.body.contains(&format!("# HELP {family} ")),
+            "no help for {family}:\n{}",
+            r.body
+        );
+    }
+    let mut check = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(r.body.as_bytes())
+        .expect("write to promtool");
+    let out = check.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        r.body
+    );
+}
+
 #[test]
 fn a_delayed_fok_is_judged_again_when_the_delay_ends() {
     let service = Service::start(&[]);

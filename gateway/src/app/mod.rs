@@ -121,6 +121,7 @@ impl App {
         metrics: Arc<Metrics>,
         state: Arc<ServiceState>,
     ) -> App {
+        metrics.attach_state(state.clone());
         App {
             key_limiter: RateLimiter::new(config.rate_limit_key),
             ip_limiter: RateLimiter::new(config.rate_limit_ip),
@@ -211,18 +212,7 @@ impl App {
         if request.method != Method::Get && request.method != Method::Head {
             return allow::method_not_allowed("GET, HEAD");
         }
-        let mut text = self.metrics.render();
-        if let Some(hub) = self.state.replication.read().as_ref() {
-            use std::fmt::Write;
-            let _ = write!(
-                text,
-                "# TYPE ladder_replication_standbys gauge\nladder_replication_standbys {}\n\
-                 # TYPE ladder_replication_refused_links_total counter\n\
-                 ladder_replication_refused_links_total {}\n",
-                hub.connected(),
-                hub.refused_links()
-            );
-        }
+        let text = self.metrics.render();
         Outcome::Respond(Response::text(text))
     }
 

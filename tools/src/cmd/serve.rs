@@ -447,7 +447,6 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     })?;
     let history = historian.reader();
     state.board.fill(&engine);
-    metrics.attach_history(history.clone());
     *state.history.write() = Some(history);
     if engine.last_seq() != journal.last_seq() {
         return Err(format!(
