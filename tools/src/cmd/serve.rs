@@ -349,11 +349,15 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         ..SequencerConfig::default()
     };
     seq_config.follower.store(standby, Ordering::Release);
-    // Rings: one per gateway thread, then internal, settlement and replication.
-    let (mut submitters, rings) = rings(threads + 3, seq_config.ring_capacity);
-    let follower_ring = submitters.pop().ok_or("no replication ring")?;
-    let settlement_ring = submitters.pop().ok_or("no settlement ring")?;
-    let internal_ring = submitters.pop().ok_or("no internal ring")?;
+    // Rings: one per gateway thread, then the runtime's own producers.
+    let (mut submitters, rings) =
+        rings(threads + RuntimeProducers::COUNT, seq_config.ring_capacity);
+    let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn CompletionSink>)
+        .collect();
+    let (producers, internal_rx, follower_rx) =
+        RuntimeProducers::take(&mut submitters, &mut sinks)?;
     let server_shared = Arc::new(ServerShared::default());
     let scheme = if options.tls.is_some() {
         "https"
@@ -480,17 +484,6 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         .collect();
     let last_seq = engine.last_seq();
 
-    let (internal_tx, internal_rx) = unbounded();
-    let (follower_tx, follower_rx) = unbounded();
-    let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
-        .into_iter()
-        .map(|s| Box::new(s) as Box<dyn CompletionSink>)
-        .collect();
-    let internal_sink = sinks.len() as u16;
-    sinks.push(Box::new(ChannelSink(internal_tx)));
-    sinks.push(Box::new(DiscardSink));
-    let follower_sink = sinks.len() as u16;
-    sinks.push(Box::new(ChannelSink(follower_tx)));
     let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
     let (feed_tx, feed_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
     let hub = match &options.role {
@@ -523,9 +516,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
 
     let stop = options.signals.stop.clone();
     let mut internal = Internal {
-        submitter: internal_ring,
+        submitter: producers.internal.ring.clone(),
         completions: internal_rx,
-        sink: internal_sink,
+        sink: producers.internal.sink,
         next: 0,
     };
     let settle = |pending| {
@@ -540,8 +533,8 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
                 client,
                 settings,
                 settlement_rx.clone(),
-                settlement_ring.clone(),
-                internal_sink + 1,
+                producers.settlement.ring.clone(),
+                producers.settlement.sink,
                 pending,
             ),
             None => ladder_settlement::start(
@@ -550,8 +543,8 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
                     options.settlement_fail_percent,
                 )),
                 settlement_rx.clone(),
-                settlement_ring.clone(),
-                internal_sink + 1,
+                producers.settlement.ring.clone(),
+                producers.settlement.sink,
                 pending,
             ),
         };
@@ -606,9 +599,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
                 primary,
                 secret,
                 last_seq,
-                follower_ring.clone(),
+                producers.follower.ring.clone(),
                 follower_rx.clone(),
-                follower_sink,
+                producers.follower.sink,
                 &keys,
                 &data_dir,
             )?);
@@ -972,6 +965,58 @@ fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, store
 }
 
 /// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion).
+/// A producer of the runtime's own: its ring into the sequencer and the sink its answers
+/// come back to.
+struct Producer {
+    ring: Submitter,
+    sink: u16,
+}
+
+/// The runtime's producers beside the gateway threads (whose rings and sinks come first).
+struct RuntimeProducers {
+    /// The main loop: the demo market, snapshots on command, `ForgetHistory`, redemptions.
+    /// Its answers come back on a channel.
+    internal: Producer,
+    /// The settlement thread: its answers are dropped (it follows trades through events).
+    settlement: Producer,
+    /// A standby's follower of its primary's journal: answers come back on a channel.
+    follower: Producer,
+}
+
+impl RuntimeProducers {
+    /// The rings they need after the gateway threads'.
+    const COUNT: usize = 3;
+
+    /// Takes their rings, the last [`Self::COUNT`] of `submitters`, and appends their sinks to
+    /// `sinks`; returns them with the internal and follower answer channels.
+    fn take(
+        submitters: &mut Vec<Submitter>,
+        sinks: &mut Vec<Box<dyn CompletionSink>>,
+    ) -> Result<(RuntimeProducers, Receiver<Completion>, Receiver<Completion>), String> {
+        let first = submitters
+            .len()
+            .checked_sub(Self::COUNT)
+            .ok_or("too few rings for the runtime's producers")?;
+        let mut rings = submitters.split_off(first).into_iter();
+        let mut producer = |sink: Box<dyn CompletionSink>| -> Result<Producer, String> {
+            let ring = rings
+                .next()
+                .ok_or("too few rings for the runtime's producers")?;
+            let index = u16::try_from(sinks.len()).map_err(|_| "too many sinks")?;
+            sinks.push(sink);
+            Ok(Producer { ring, sink: index })
+        };
+        let (internal_tx, internal_rx) = unbounded();
+        let (follower_tx, follower_rx) = unbounded();
+        let producers = RuntimeProducers {
+            internal: producer(Box::new(ChannelSink(internal_tx)))?,
+            settlement: producer(Box::new(DiscardSink))?,
+            follower: producer(Box::new(ChannelSink(follower_tx)))?,
+        };
+        Ok((producers, internal_rx, follower_rx))
+    }
+}
+
 struct Internal {
     submitter: Submitter,
     completions: Receiver<Completion>,
