@@ -110,6 +110,19 @@ impl Connection {
         }
     }
 
+    /// Queues a slot that `completer` fills once its work completes; returns the slot's
+    /// serial and the connection's generation, which name it to whoever completes it.
+    pub fn push_pending(&mut self, completer: Completer, head_only: bool) -> (u64, u32) {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.slots.push_back(Slot::Pending {
+            serial,
+            completer,
+            head_only,
+        });
+        (serial, self.generation)
+    }
+
     /// Queues a ready response.
     pub fn push_ready(&mut self, response: &Response, head_only: bool) {
         let mut bytes = Vec::with_capacity(response.body.len() + 128);

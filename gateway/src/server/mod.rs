@@ -1,0 +1,390 @@
+//! The event loops: a few threads, each with its own listening socket on the same address
+//! (SO_REUSEPORT: the kernel spreads connections), its own connections, and its own ring
+//! into the sequencer. Completions come back through a channel and a waker.
+//!
+//! Split by job: the event loop and the shared types here, HTTP connections in
+//! [`http_conns`], WebSocket connections in [`ws_conns`], which sockets want which feed
+//! frames in [`feed_routes`].
+
+mod feed_routes;
+mod http_conns;
+mod ws_conns;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use ladder_sequencer::{
+    Completion, CompletionSink, Submission, SubmitError, Submitter, Ticket, Work,
+};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::conn::{Connection, IN_FLIGHT_MAX};
+use crate::deferred::{DeferPool, Return, DEFER_WORKERS};
+use crate::handler::Outcome;
+use crate::http::{HttpError, Method, Request, Response, Status};
+use crate::ws::conn::{Action, Interests, WsConn};
+use crate::ws::feed::{FeedBatch, FeedTarget};
+use crate::ws::WsKind;
+use tungstenite::protocol::frame::coding::CloseCode;
+
+use feed_routes::FeedRoutes;
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONNECTION: usize = 2;
+/// WebSocket connections' tokens start here.
+const FIRST_WEBSOCKET: usize = 1 << 30;
+
+/// Limits and timeouts of the HTTP server.
+#[derive(Clone, Debug)]
+pub struct ServerLimits {
+    /// Open connections across all threads.
+    pub connections_max: usize,
+    /// Open connections from one client address (`0`: no cap).
+    pub connections_per_ip_max: usize,
+    /// A new connection must complete its TLS handshake and send its first request byte
+    /// within this time.
+    pub first_bytes_timeout: Duration,
+    /// A request must arrive whole within this time of its first byte.
+    pub request_timeout: Duration,
+    /// An idle keep-alive connection is closed after this time.
+    pub idle_timeout: Duration,
+    /// A subscribed WebSocket silent this long gets a ping; silent as long again after it,
+    /// it is closed.
+    pub ws_ping_after: Duration,
+    /// TLS (HTTPS and WSS) when a certificate is configured; plain otherwise.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            connections_max: 10_000,
+            connections_per_ip_max: 256,
+            first_bytes_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            ws_ping_after: Duration::from_secs(30),
+            tls: None,
+        }
+    }
+}
+
+/// Serves requests: the application behind the HTTP layer.
+pub trait Service: Send + Sync + 'static {
+    /// Handles one request from `peer`.
+    fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome;
+
+    /// Checks the `auth` object of a `/ws/user` subscription; the account it speaks for.
+    fn ws_user_auth(&self, _auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
+        Err("the user channel is not served here".into())
+    }
+
+    /// Whether WebSocket upgrades are accepted now (a service still recovering says no).
+    fn ws_ready(&self) -> bool {
+        true
+    }
+
+    /// Counts an upgrade request from `peer` against its rate limit: `Err(seconds to wait)`
+    /// when it has none left.
+    fn admit_upgrade(&self, _peer: SocketAddr) -> Result<(), u64> {
+        Ok(())
+    }
+
+    /// Counts a WebSocket message from `peer` that asks for `units` units of work (a book
+    /// per token of a snapshot; one for any other message) against its rate limit:
+    /// `Err(seconds to wait)` when it has not that many left.
+    fn admit_ws_message(&self, _peer: std::net::IpAddr, _units: usize) -> Result<(), u64> {
+        Ok(())
+    }
+}
+
+/// A gateway thread's receiving end for completions: one message and one wake-up per
+/// batch, however many of the batch's answers are this thread's.
+pub struct GatewaySink {
+    tx: Sender<Vec<Completion>>,
+    waker: Arc<Waker>,
+}
+
+impl CompletionSink for GatewaySink {
+    fn deliver(&mut self, completions: Vec<Completion>) {
+        if completions.is_empty() {
+            return;
+        }
+        let _ = self.tx.send(completions);
+        let _ = self.waker.wake();
+    }
+}
+
+/// One event loop, made before the sequencer starts so its sink can be handed over.
+pub struct Loop {
+    poll: Poll,
+    listener: TcpListener,
+    waker: Arc<Waker>,
+    completions: Receiver<Vec<Completion>>,
+    deferred_tx: Sender<(u64, Outcome)>,
+    deferred_rx: Receiver<(u64, Outcome)>,
+    feed: Receiver<FeedBatch>,
+    sink_index: u16,
+}
+
+/// Binds `threads` listening sockets on `addr` and makes their loops and sinks.
+pub fn prepare(
+    addr: SocketAddr,
+    threads: usize,
+) -> io::Result<(Vec<Loop>, Vec<GatewaySink>, SocketAddr)> {
+    let (loops, sinks, _, bound) = prepare_with_feed(addr, threads)?;
+    Ok((loops, sinks, bound))
+}
+
+/// Event loops, their completion sinks, their feed ends, and the bound address.
+pub type Prepared = (Vec<Loop>, Vec<GatewaySink>, Vec<FeedTarget>, SocketAddr);
+
+/// As [`prepare`], also giving each loop's end of the WebSocket feed.
+pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepared> {
+    let mut loops = Vec::with_capacity(threads);
+    let mut sinks = Vec::with_capacity(threads);
+    let mut targets = Vec::with_capacity(threads);
+    let mut bound = addr;
+    for index in 0..threads {
+        let std_listener = reuseport_listener(bound)?;
+        bound = std_listener.local_addr()?;
+        let mut listener = TcpListener::from_std(std_listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = unbounded();
+        let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
+        targets.push(FeedTarget {
+            tx: feed_tx,
+            waker: waker.clone(),
+        });
+        sinks.push(GatewaySink {
+            tx,
+            waker: waker.clone(),
+        });
+        let (deferred_tx, deferred_rx) = unbounded();
+        loops.push(Loop {
+            poll,
+            listener,
+            waker,
+            completions: rx,
+            deferred_tx,
+            deferred_rx,
+            feed: feed_rx,
+            sink_index: index as u16,
+        });
+    }
+    Ok((loops, sinks, targets, bound))
+}
+
+/// The outcome of a request that asked to close the connection: its response closes it.
+fn closing(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Respond(response) => Outcome::Respond(response.closing()),
+        Outcome::Submit(work, completer) => {
+            Outcome::Submit(work, Box::new(move |c| completer(c).closing()))
+        }
+        Outcome::Defer(job) => Outcome::Defer(Box::new(move || closing(job()))),
+        Outcome::Continue(work, continuation) => {
+            Outcome::Continue(work, Box::new(move |c| closing(continuation(c))))
+        }
+    }
+}
+
+fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// Feed batches queued for one event loop before the feed thread waits.
+pub const FEED_BATCHES_QUEUED_MAX: usize = 65_536;
+
+/// Shared by the loops: the stop flag and the connection count.
+#[derive(Default)]
+pub struct ServerShared {
+    /// Set to stop accepting, drain and exit.
+    pub stop: AtomicBool,
+    /// Open connections (HTTP and WebSocket).
+    pub connections: AtomicUsize,
+    /// Open WebSocket connections.
+    pub websockets: AtomicUsize,
+    /// Open `/ws/user` connections (the feed encodes no user frames while there are none).
+    pub ws_user: AtomicUsize,
+    /// Open `/ws/market` connections (the feed encodes no market frames while there are
+    /// none; a subscriber's snapshot is taken after its connection is counted).
+    pub ws_market: AtomicUsize,
+    /// WebSocket connections closed (1013) for falling behind, since start.
+    pub ws_slow_consumer_closes: AtomicU64,
+    /// Open connections by client address.
+    pub peers: crate::peer_limit::PeerConnections,
+    /// Connections closed at once because their address had its cap open, since start.
+    pub refused_per_ip: AtomicU64,
+    /// Connections closed at once because the service had every slot open, since start.
+    pub refused_full: AtomicU64,
+    /// Connections closed for sending no request (or finishing no TLS handshake) in time.
+    pub first_bytes_timeouts: AtomicU64,
+    /// `/ws/user` connections with `cancel_on_disconnect` that ended (each cancelled its
+    /// account's open orders).
+    pub cancels_on_disconnect: AtomicU64,
+}
+
+impl ServerShared {
+    /// A connection from `ip` closed.
+    pub fn connection_closed(&self, ip: std::net::IpAddr) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+        self.peers.close(ip);
+    }
+
+    /// The count of open WebSocket connections of `kind`.
+    pub fn websockets_of(&self, kind: WsKind) -> &AtomicUsize {
+        match kind {
+            WsKind::User => &self.ws_user,
+            WsKind::Market => &self.ws_market,
+        }
+    }
+}
+
+/// Starts one thread per loop.
+pub fn spawn(
+    loops: Vec<Loop>,
+    submitters: Vec<Submitter>,
+    service: Arc<dyn Service>,
+    limits: ServerLimits,
+    shared: Arc<ServerShared>,
+) -> io::Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    let pool = Arc::new(DeferPool::start(DEFER_WORKERS)?);
+    for (lp, submitter) in loops.into_iter().zip(submitters) {
+        let mut worker = Worker {
+            lp,
+            submitter,
+            pool: pool.clone(),
+            deferred: HashMap::new(),
+            service: service.clone(),
+            limits: limits.clone(),
+            shared: shared.clone(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            generation: 0,
+            tickets: HashMap::new(),
+            continuations: HashMap::new(),
+            next_ticket: 0,
+            sockets: Vec::new(),
+            sockets_free: Vec::new(),
+            routes: FeedRoutes::default(),
+            ws_tickets: HashMap::new(),
+            disconnect_cancels: Vec::new(),
+        };
+        let name = format!("gateway-{}", worker.lp.sink_index);
+        handles.push(
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || worker.run())?,
+        );
+    }
+    Ok(handles)
+}
+
+struct Worker {
+    lp: Loop,
+    submitter: Submitter,
+    pool: Arc<DeferPool>,
+    /// Deferred jobs by token: connection index, generation, request serial.
+    deferred: HashMap<u64, (usize, u32, u64)>,
+    service: Arc<dyn Service>,
+    limits: ServerLimits,
+    shared: Arc<ServerShared>,
+    conns: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    generation: u32,
+    tickets: HashMap<u64, (usize, u32, u64)>,
+    /// What happens once the work of a ticket completes, for requests that go on after it.
+    continuations: HashMap<u64, crate::handler::Continuation>,
+    next_ticket: u64,
+    sockets: Vec<Option<WsConn>>,
+    sockets_free: Vec<usize>,
+    routes: FeedRoutes,
+    ws_tickets: HashMap<u64, (usize, u32)>,
+    /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
+    disconnect_cancels: Vec<ladder_engine::Address>,
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_sweep = Instant::now();
+        loop {
+            if let Err(e) = self
+                .lp
+                .poll
+                .poll(&mut events, Some(Duration::from_millis(250)))
+            {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(error = %e, "poll failed");
+                return;
+            }
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER if !stopping => self.accept(),
+                    LISTENER => {}
+                    WAKER => {
+                        self.take_completions();
+                        self.take_deferred();
+                        self.take_feed();
+                    }
+                    Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
+                    Token(t) => self.serve(t - FIRST_CONNECTION),
+                }
+            }
+            self.take_completions();
+            if !self.disconnect_cancels.is_empty() {
+                self.submit_disconnect_cancels();
+            }
+            if last_sweep.elapsed() >= Duration::from_millis(500) {
+                self.sweep_timeouts();
+                self.sweep_sockets();
+                last_sweep = Instant::now();
+            }
+            if stopping && self.tickets.is_empty() && self.deferred.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+/// The response to a request that could not be parsed.
+pub fn http_error_response(error: HttpError) -> Response {
+    match error {
+        HttpError::Malformed(why) => Response::error(Status::BadRequest, why),
+        HttpError::HeadersTooLarge => Response::error(
+            Status::HeadersTooLarge,
+            "request header section exceeds 16 KiB",
+        ),
+        HttpError::BodyTooLarge => {
+            Response::error(Status::PayloadTooLarge, "request body exceeds 64 KiB")
+        }
+        HttpError::OrderBodyTooLarge => Response::error(Status::BadRequest, "body: exceeds 64 KiB"),
+        HttpError::UnknownMethod => Response::error(Status::NotImplemented, "method not supported"),
+        HttpError::Version => {
+            Response::error(Status::VersionNotSupported, "only HTTP/1.x is supported")
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The WebSocket connections of an event loop: the upgrade, frames in and out, book
+//! snapshots read on the sequencer, feed frames, cancel-on-disconnect, slow consumers.
+
+use super::*;
+
+/// The books of `tokens`, read on the sequencer thread for a `/ws/market` subscription.
+pub(super) type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>;
+
+impl Worker {
+    /// Turns the HTTP connection at `index` into a WebSocket connection.
+    pub(super) fn upgrade(
+        &mut self,
+        index: usize,
+        request: &Request,
+        kind: WsKind,
+        peer: SocketAddr,
+    ) {
+        let handshake = match crate::ws::handshake_response(request) {
+            _ if !self.service.ws_ready() => {
+                Err(Response::error(Status::Unavailable, "service not ready").retry_after(1))
+            }
+            _ if let Err(wait_s) = self.service.admit_upgrade(peer) => {
+                Err(Response::rate_limited(wait_s))
+            }
+            Err(why) => Err(Response::error(Status::BadRequest, why)),
+            Ok(_)
+                if self.conns[index]
+                    .as_ref()
+                    .is_some_and(|c| !c.slots.is_empty()) =>
+            {
+                Err(Response::error(
+                    Status::BadRequest,
+                    "websocket upgrade behind pipelined requests",
+                ))
+            }
+            Ok(bytes) => Ok(bytes),
+        };
+        let handshake = match handshake {
+            Ok(bytes) => bytes,
+            Err(response) => {
+                if let Some(conn) = self.conns[index].as_mut() {
+                    conn.push_ready(&response.closing(), false);
+                }
+                return;
+            }
+        };
+        let Some(mut conn) = self.conns[index].take() else {
+            return;
+        };
+        self.free.push(index);
+        let _ = self.lp.poll.registry().deregister(conn.stream.socket());
+        // Counted before the client learns of the upgrade (and before it can subscribe), so
+        // the feed encodes every frame after its snapshot and /metrics already shows it.
+        let channel = self.shared.websockets_of(kind);
+        channel.fetch_add(1, Ordering::SeqCst);
+        if write_all_now(&mut conn.stream, &handshake).is_err() {
+            channel.fetch_sub(1, Ordering::SeqCst);
+            self.shared.connection_closed(peer.ip());
+            return;
+        }
+        let slot = self.sockets_free.pop().unwrap_or_else(|| {
+            self.sockets.push(None);
+            self.sockets.len() - 1
+        });
+        self.generation = self.generation.wrapping_add(1);
+        let leftover = std::mem::take(&mut conn.read_buf);
+        let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
+        let token = Token(FIRST_WEBSOCKET + slot);
+        let registered = self.lp.poll.registry().register(
+            socket.stream_mut(),
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if registered.is_err() {
+            self.sockets_free.push(slot);
+            self.shared
+                .websockets_of(kind)
+                .fetch_sub(1, Ordering::SeqCst);
+            self.shared.connection_closed(peer.ip());
+            return;
+        }
+        self.sockets[slot] = Some(socket);
+        self.shared.websockets.fetch_add(1, Ordering::Relaxed);
+        self.serve_socket(slot);
+    }
+
+    pub(super) fn serve_socket(&mut self, slot: usize) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        let (service, peer) = (&self.service, socket.peer_ip);
+        let actions = socket.read(&|units| service.admit_ws_message(peer, units));
+        for action in actions {
+            self.act(slot, action);
+        }
+        self.flush_socket(slot);
+    }
+
+    pub(super) fn act(&mut self, slot: usize, action: Action) {
+        match action {
+            Action::AuthenticateUser {
+                auth,
+                markets,
+                cancel_on_disconnect,
+            } => {
+                let result = self.service.ws_user_auth(&auth);
+                if let Some(socket) = self.sockets[slot].as_mut() {
+                    socket.authenticated(result, markets, cancel_on_disconnect);
+                }
+            }
+            Action::Snapshot(tokens) => {
+                let Some(generation) = self.sockets[slot].as_ref().map(|s| s.generation) else {
+                    return;
+                };
+                let query: ladder_sequencer::Query = Box::new(move |e: &ladder_engine::Engine| {
+                    let books: BookAnswer =
+                        tokens.iter().map(|t| (*t, e.book(t, usize::MAX))).collect();
+                    Box::new(books) as ladder_sequencer::QueryOutput
+                });
+                let token = self.next_ticket;
+                self.next_ticket += 1;
+                let ticket = Ticket {
+                    sink: self.lp.sink_index,
+                    token,
+                };
+                let submission = Submission {
+                    ticket,
+                    work: ladder_sequencer::Work::Query(query),
+                };
+                match self.submitter.try_submit(submission) {
+                    Ok(()) => {
+                        self.ws_tickets.insert(token, (slot, generation));
+                    }
+                    Err(_) => {
+                        if let Some(socket) = self.sockets[slot].as_mut() {
+                            socket.fail(CloseCode::Again, "service busy, subscribe again shortly");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn socket_snapshot(&mut self, slot: usize, generation: u32, completion: Completion) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        if socket.generation != generation {
+            return;
+        }
+        if let Completion::Answered { output, .. } = completion {
+            if let Ok(books) = output.downcast::<BookAnswer>() {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0);
+                socket.snapshot(*books, now_ms);
+            }
+        }
+        self.flush_socket(slot);
+    }
+
+    pub(super) fn take_feed(&mut self) {
+        let mut touched = std::collections::BTreeSet::new();
+        while let Ok(batch) = self.lp.feed.try_recv() {
+            for item in batch.iter() {
+                for slot in self.routes.slots_for(item) {
+                    if let Some(socket) = self.sockets[slot].as_mut() {
+                        socket.deliver(item);
+                        touched.insert(slot);
+                    }
+                }
+            }
+        }
+        for slot in touched {
+            self.flush_socket(slot);
+        }
+    }
+
+    pub(super) fn flush_socket(&mut self, slot: usize) {
+        let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        socket.flush();
+        if socket.take_slow_close() {
+            self.shared
+                .ws_slow_consumer_closes
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.routes.update(slot, socket.interests());
+        if socket.is_closed() {
+            self.routes.update(slot, Interests::default());
+            if let Some(mut socket) = self.sockets[slot].take() {
+                let _ = self.lp.poll.registry().deregister(socket.stream_mut());
+                self.shared
+                    .websockets_of(socket.kind)
+                    .fetch_sub(1, Ordering::SeqCst);
+                self.shared.connection_closed(socket.peer_ip);
+                // Every way a connection ends counts but a service shutdown (API.md §16).
+                if let Some(address) = socket.cancel_on_disconnect() {
+                    if !self.shared.stop.load(Ordering::Acquire) {
+                        self.shared
+                            .cancels_on_disconnect
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.disconnect_cancels.push(address);
+                        self.submit_disconnect_cancels();
+                    }
+                }
+            }
+            self.sockets_free.push(slot);
+            self.shared.websockets.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Submits the cancels of accounts whose cancel-on-disconnect connection ended: one
+    /// journaled cancel-all each, answered to no one; kept for the next turn of the loop
+    /// while the ring is full.
+    pub(super) fn submit_disconnect_cancels(&mut self) {
+        while let Some(&requester) = self.disconnect_cancels.first() {
+            let token = self.next_ticket;
+            let submission = Submission {
+                ticket: Ticket {
+                    sink: self.lp.sink_index,
+                    token,
+                },
+                work: ladder_sequencer::Work::Command(ladder_engine::Command::CancelAll {
+                    requester,
+                }),
+            };
+            match self.submitter.try_submit(submission) {
+                Ok(()) => {
+                    self.next_ticket += 1;
+                    self.disconnect_cancels.remove(0);
+                }
+                Err(ladder_sequencer::SubmitError::Full(_)) => return,
+                Err(ladder_sequencer::SubmitError::Stopped(_)) => {
+                    self.disconnect_cancels.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn sweep_sockets(&mut self) {
+        let limit = Duration::from_secs(crate::ws::SUBSCRIBE_TIMEOUT_S);
+        let ping_after = self.limits.ws_ping_after;
+        for slot in 0..self.sockets.len() {
+            if let Some(socket) = self.sockets[slot].as_mut() {
+                if !socket.subscribed() && socket.opened.elapsed() > limit {
+                    socket.fail(CloseCode::Policy, "no subscribe message within 10 s");
+                } else if socket.subscribed() {
+                    socket.keep_alive(ping_after);
+                }
+            }
+            self.flush_socket(slot);
+        }
+    }
+}
+
+/// Writes a few bytes to a fresh non-blocking socket, waiting briefly if it is full.
+fn write_all_now(stream: &mut crate::stream::Stream, mut bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::yield_now()
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    loop {
+        match stream.flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::yield_now()
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
