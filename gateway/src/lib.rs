@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod peer_limit;
 pub mod process_stats;
 pub mod rate_limit;
+pub mod routes;
 pub mod server;
 pub mod smart;
 pub mod stream;

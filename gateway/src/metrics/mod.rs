@@ -47,57 +47,6 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// Every path Ladder serves (besides `/markets/{id}`, `/trades/{id}` and `/admin/...`):
-/// the labels of `/metrics` and what tells 405 from 404.
-pub const ROUTES: &[&str] = &[
-    "/time",
-    "/markets",
-    "/sampling-markets",
-    "/book",
-    "/books",
-    "/price",
-    "/midpoint",
-    "/spread",
-    "/tick-size",
-    "/neg-risk",
-    "/fee-rate",
-    "/prices-history",
-    "/last-trades-prices",
-    "/claimable",
-    "/auth/api-key",
-    "/auth/derive-api-key",
-    "/auth/api-keys",
-    "/order",
-    "/orders",
-    "/heartbeats",
-    "/bundler",
-    "/cancel-market-orders",
-    "/cancel-all",
-    "/trades",
-    "/data/trades",
-    "/balance-allowance",
-    "/metrics",
-    "/ws/user",
-    "/ws/market",
-];
-
-/// A bounded label for a request path.
-pub fn route_label(path: &str) -> &'static str {
-    let path = path.trim_end_matches('/');
-    if let Some(known) = ROUTES.iter().find(|r| **r == path) {
-        return known;
-    }
-    if path.starts_with("/markets/") {
-        "/markets/{condition_id}"
-    } else if path.starts_with("/trades/") {
-        "/trades/{id}"
-    } else if path.starts_with("/admin") {
-        "/admin"
-    } else {
-        "other"
-    }
-}
-
 impl Default for Metrics {
     fn default() -> Metrics {
         let registry = Registry::new();
@@ -161,7 +110,7 @@ impl Metrics {
 
     /// Records one answered request.
     pub fn observe(&self, path: &str, status: u16, started: Instant) {
-        let route = route_label(path);
+        let route = crate::routes::label(path);
         let mut digits = itoa::Buffer::new();
         self.requests
             .with_label_values(&[route, digits.format(status)])
