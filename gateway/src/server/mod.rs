@@ -161,6 +161,9 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        // Completions: never more than this loop has submitted and not yet taken back, at
+        // most `IN_FLIGHT_MAX` per connection (and the ring's capacity): bounded by what the
+        // loop admits, not by the channel, so that the sequencer never waits on a loop.
         let (tx, rx) = unbounded();
         let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
         targets.push(FeedTarget {
@@ -171,6 +174,8 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
             tx,
             waker: waker.clone(),
         });
+        // Deferred outcomes: at most one per job the pool accepted (`DEFER_QUEUE_MAX` queued,
+        // `DEFER_WORKERS` running); a job refused for a full queue is answered 503 at once.
         let (deferred_tx, deferred_rx) = unbounded();
         loops.push(Loop {
             poll,

@@ -1006,6 +1006,10 @@ impl RuntimeProducers {
             sinks.push(sink);
             Ok(Producer { ring, sink: index })
         };
+        // Answers to the main loop and the follower hold at most what each has in flight: the
+        // main loop waits for every answer before it submits again; the follower takes all
+        // its answers whenever its 1 MiB read buffer runs dry, so at most the records of one
+        // buffer are in flight.
         let (internal_tx, internal_rx) = unbounded();
         let (follower_tx, follower_rx) = unbounded();
         let producers = RuntimeProducers {
