@@ -26,7 +26,7 @@ pub use eip712::{
 };
 pub use fixed_bytes::{Bytes16, FixedBytes, HexError, B256};
 pub use l2::{constant_time_eq, l2_signature, verify_l2, L2Error, L2Secret};
-pub use order::{Order, Side, SignatureType, SignedOrder, VerifiedOrder};
+pub use order::{HashedOrder, Order, Side, SignatureType, SignedOrder, VerifiedOrder};
 pub use owner::owner_uuid;
 /// The secp256k1 secret key type used by [`sign_digest`] and [`address_of`].
 pub use secp256k1::SecretKey;

@@ -170,15 +170,44 @@ impl SignedOrder {
         order_digest(&self.order, domain)
     }
 
+    /// The order with its digest computed once, for callers that need the hash before they
+    /// verify (refusals name it).
+    pub fn hashed(self, domain: &ExchangeDomain) -> HashedOrder {
+        HashedOrder {
+            hash: B256::from(self.digest(domain)),
+            signed: self,
+        }
+    }
+
     /// Checks that the signature recovers to `order.signer`. Whether the signer controls the
     /// maker is a separate question (API.md §5).
     pub fn verify(self, domain: &ExchangeDomain) -> Result<VerifiedOrder, SignatureError> {
-        let digest = self.digest(domain);
-        self.signature.verify(&digest, &self.order.signer)?;
+        self.hashed(domain).verify()
+    }
+}
+
+/// A signed order and its EIP-712 digest (made by [`SignedOrder::hashed`], so the two agree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HashedOrder {
+    signed: SignedOrder,
+    hash: B256,
+}
+
+impl HashedOrder {
+    /// The order hash (the EIP-712 digest).
+    pub const fn hash(&self) -> &B256 {
+        &self.hash
+    }
+
+    /// Checks that the signature recovers to `order.signer` (see [`SignedOrder::verify`]).
+    pub fn verify(self) -> Result<VerifiedOrder, SignatureError> {
+        self.signed
+            .signature
+            .verify(&self.hash.0, &self.signed.order.signer)?;
         Ok(VerifiedOrder {
-            order: self.order,
-            signature: self.signature,
-            hash: B256::from(digest),
+            order: self.signed.order,
+            signature: self.signed.signature,
+            hash: self.hash,
         })
     }
 }

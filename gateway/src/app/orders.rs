@@ -106,9 +106,9 @@ fn prepare(
     if request.post_only && !request.order_type.rests() {
         return Err(Refusal::BadRequest(POST_ONLY_NEEDS_RESTING_TYPE.into()));
     }
-    let signed = request.order;
-    let order = signed.order;
-    let hash = B256::from(signed.digest(domain));
+    let hashed = request.order.hashed(domain);
+    let order = request.order.order;
+    let hash = *hashed.hash();
     let reject = |r: Reject| Refusal::Rejected(r.to_string(), Some(hash));
     if order.signature_type != SignatureType::SmartAccount {
         return Err(reject(Reject::UnsupportedSignatureType {
@@ -138,8 +138,8 @@ fn prepare(
                 }),
                 None => Refusal::Rejected(e.to_string(), Some(hash)),
             })?;
-    let verified = signed
-        .verify(domain)
+    let verified = hashed
+        .verify()
         .map_err(|_| reject(Reject::InvalidSignature))?;
     let expiration_s = order.expiration.to_u64().ok_or_else(|| {
         // Past 64 bits: a non-GTD order is refused for having an expiration at all (the one
