@@ -144,11 +144,18 @@ fn order_vectors_reproduce_hashes_signatures_prices_and_sizes() {
         assert_eq!(verified.hash().0, digest, "{name}: order hash");
         let hashed = signed.hashed(&domain);
         assert_eq!(hashed.hash().0, digest, "{name}: hashed once");
-        assert_eq!(hashed.verify().ok(), Some(verified), "{name}: verified once hashed");
+        assert_eq!(
+            hashed.verify().ok(),
+            Some(verified),
+            "{name}: verified once hashed"
+        );
         let mut forged = signed;
         forged.order.signer = forged.order.maker;
         if forged.order.signer != signed.order.signer {
-            assert!(forged.hashed(&domain).verify().is_err(), "{name}: other signer");
+            assert!(
+                forged.hashed(&domain).verify().is_err(),
+                "{name}: other signer"
+            );
         }
 
         let (price_ticks, size_units) = order
