@@ -167,3 +167,84 @@ impl Collector for Pulled {
 pub fn one(value: Option<f64>) -> Vec<Sample> {
     value.map(|v| vec![(Vec::new(), v)]).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use prometheus::{Registry, TextEncoder};
+
+    use super::*;
+
+    fn text(registry: &Registry) -> String {
+        let mut out = String::new();
+        TextEncoder::new()
+            .encode_utf8(&registry.gather(), &mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn families_are_read_at_each_scrape_with_their_labels_and_left_out_without_a_source() {
+        let value = Arc::new(AtomicU64::new(3));
+        let read = value.clone();
+        let registry = Registry::new();
+        registry
+            .register(Box::new(Pulled::counter(
+                "t_things_total",
+                "Things.",
+                &["kind"],
+                Box::new(move || {
+                    vec![
+                        (vec!["a".into()], read.load(Ordering::Relaxed) as f64),
+                        (vec!["b".into()], 1.5),
+                    ]
+                }),
+            )))
+            .unwrap();
+        registry
+            .register(Box::new(Pulled::gauge(
+                "t_absent",
+                "No source.",
+                &[],
+                Box::new(|| one(None)),
+            )))
+            .unwrap();
+        registry
+            .register(Box::new(Pulled::histogram(
+                "t_seconds",
+                "Times.",
+                Box::new(|| {
+                    Some(HistogramSample {
+                        cumulative: vec![(0.5, 2), (1.0, 3)],
+                        sum: 2.25,
+                        count: 4,
+                    })
+                }),
+            )))
+            .unwrap();
+        let first = text(&registry);
+        assert!(first.contains("# HELP t_things_total Things.\n# TYPE t_things_total counter\n"));
+        assert!(first.contains("t_things_total{kind=\"a\"} 3\n"), "{first}");
+        assert!(
+            first.contains("t_things_total{kind=\"b\"} 1.5\n"),
+            "{first}"
+        );
+        assert!(!first.contains("t_absent"), "{first}");
+        assert!(
+            first.contains("t_seconds_bucket{le=\"0.5\"} 2\n"),
+            "{first}"
+        );
+        assert!(
+            first.contains("t_seconds_bucket{le=\"+Inf\"} 4\n"),
+            "{first}"
+        );
+        assert!(
+            first.contains("t_seconds_sum 2.25\nt_seconds_count 4\n"),
+            "{first}"
+        );
+        value.store(7, Ordering::Relaxed);
+        assert!(text(&registry).contains("t_things_total{kind=\"a\"} 7\n"));
+    }
+}
