@@ -255,6 +255,12 @@ impl Engine {
         self.forgotten_through
     }
 
+    /// Order hashes the engine holds to refuse duplicates: open and unforgotten orders', and a
+    /// forgotten order's for `HASH_GRACE_RECORDS` records more.
+    pub fn held_order_hash_count(&self) -> u64 {
+        self.seen_hashes.len() as u64
+    }
+
     /// Orders the engine holds: open, or closed and not yet in the history store.
     pub fn held_order_count(&self) -> u64 {
         self.orders.held()

@@ -36,6 +36,11 @@ impl SeenHashes {
         }
     }
 
+    /// Hashes known: open and unforgotten orders', and forgotten ones' within their grace.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
     /// Whether `hash` is known.
     #[inline]
     pub fn contains(&self, hash: &Hash32) -> bool {

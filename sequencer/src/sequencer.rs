@@ -157,6 +157,8 @@ pub struct SequencerStats {
     pub trades_held: AtomicU64,
     /// Orders the engine holds now (open, or closed and not yet in the history store).
     pub orders_held: AtomicU64,
+    /// Order hashes the engine holds to refuse duplicates (`ladder_engine_order_hashes_held`).
+    pub order_hashes_held: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
 }
@@ -758,6 +760,9 @@ impl Writer {
         self.stats
             .orders_held
             .store(self.engine.held_order_count(), Ordering::Relaxed);
+        self.stats
+            .order_hashes_held
+            .store(self.engine.held_order_hash_count(), Ordering::Relaxed);
     }
 
     /// Applies a client's or the service's own command, except a cancel that would change

@@ -138,6 +138,9 @@ fn a_trade_that_left_the_engine_reads_the_same_as_one_still_in_it() {
     let (stored, rows) = stored_trade_ids(service.data_dir());
     assert_eq!(stored, first.iter().cloned().collect::<BTreeSet<_>>());
     assert_eq!(rows, first.len(), "each trade once");
+    // Alice's open order and Bob's four filled ones: forgotten, their hashes still refused by
+    // the engine itself for 2^18 records.
+    assert_eq!(metric(&service, "ladder_engine_order_hashes_held"), "5");
     let stored_seq: u64 = metric(&service, "ladder_history_stored_seq")
         .parse()
         .unwrap();

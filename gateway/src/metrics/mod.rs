@@ -200,6 +200,7 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
         from_sequencer(sources, gauge, "ladder_heartbeats_running", "Keys with heartbeats running.", |s| count(&s.heartbeats_running)),
         from_sequencer(sources, gauge, "ladder_engine_trades_held", "Trades the engine holds: not yet final, or final and not yet in history.db.", |s| count(&s.trades_held)),
         from_sequencer(sources, gauge, "ladder_engine_orders_held", "Orders the engine holds: open, or closed and not yet in history.db.", |s| count(&s.orders_held)),
+        from_sequencer(sources, gauge, "ladder_engine_order_hashes_held", "Order hashes the engine holds to refuse duplicates: open and unforgotten orders', and a forgotten order's for 262,144 records more.", |s| count(&s.order_hashes_held)),
         from_server(sources, gauge, "ladder_http_connections", "Open connections (HTTP and WebSocket).", &[], |s| unlabelled(level(&s.connections))),
         from_server(sources, gauge, "ladder_ws_connections", "Open WebSocket connections.", &[], |s| unlabelled(level(&s.websockets))),
         from_server(sources, gauge, "ladder_ws_channel_connections", "Open WebSocket connections per channel.", &["channel"], |s| vec![

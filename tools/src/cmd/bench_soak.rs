@@ -250,6 +250,7 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
             + size_of(&dir.join("history.db-wal"))),
         "orders_held": get("ladder_engine_orders_held"),
         "trades_held": get("ladder_engine_trades_held"),
+        "order_hashes_held": get("ladder_engine_order_hashes_held"),
         "history_stored_seq": get("ladder_history_stored_seq"),
         "historian_cpu_s": service.thread_cpu_s("historian"),
         "process_cpu_s": metrics.get("process_cpu_seconds_total"),
