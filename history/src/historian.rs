@@ -78,9 +78,11 @@ pub struct Historian {
 impl Historian {
     /// Starts the thread, which opens (or creates) `history.db` and follows the journal. A
     /// store that cannot be opened (a full disk, say) never keeps the service from starting:
-    /// the thread tries again twice a second, and nothing is forgotten meanwhile.
+    /// the thread tries again twice a second, and nothing is forgotten meanwhile. A store of a
+    /// newer schema than this build's is refused here.
     pub fn start(config: HistorianConfig) -> Result<Historian, String> {
         let path = history_path(&config.data_dir);
+        crate::schema::refuse_newer_schema(&path)?;
         let stored_through = Arc::new(AtomicU64::new(0));
         let reader = Arc::new(HistoryReader::new(
             &path,

@@ -71,8 +71,10 @@ INSERT INTO orders_v2 SELECT order_id, unhex(substr(order_hash, 3, 16)), order_h
     order_type, created_ns, expiration_s, closed_seq FROM orders ORDER BY order_id;
 DROP TABLE orders;
 ALTER TABLE orders_v2 RENAME TO orders;
+CREATE INDEX orders_by_hash_key ON orders (hash_key);
 PRAGMA user_version = 2;
 COMMIT;
+PRAGMA wal_checkpoint(TRUNCATE);
 "
 );
 
@@ -164,6 +166,25 @@ pub fn open_for_writing(path: &Path) -> rusqlite::Result<Connection> {
     connection.execute_batch(SCHEMA)?;
     connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(connection)
+}
+
+/// Refuses a store written by a newer build (its schema version above this build's): the
+/// service must not start on it, where a full disk, say, is only waited out.
+pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let version: i64 = open_for_reading(path)
+        .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if version > SCHEMA_VERSION {
+        return Err(format!(
+            "{}: schema version {version}, newer than this build's {SCHEMA_VERSION}: run the \
+             build that wrote it",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Opens a read-only connection (the database must exist).
@@ -268,6 +289,12 @@ mod tests {
         drop(newer);
         let refused = open_for_writing(&path).unwrap_err().to_string();
         assert!(refused.contains("newer than this build's"), "{refused}");
+        let at_start = refuse_newer_schema(&path).unwrap_err();
+        assert!(at_start.contains("newer than this build's"), "{at_start}");
+        let current = dir.path().join("current.db");
+        drop(open_for_writing(&current).unwrap());
+        assert_eq!(refuse_newer_schema(&current), Ok(()));
+        assert_eq!(refuse_newer_schema(&dir.path().join("none.db")), Ok(()));
     }
 
     #[test]

@@ -343,7 +343,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let seq_config = SequencerConfig {
         durability: options.durability,
         pin: options.sequencer_core,
-        // The gateway threads' sinks come first (see `sinks` below).
+        // The gateway threads' sinks come first (see `sinks` and `RuntimeProducers`).
         client_sinks: threads,
         heartbeat_timeout: Duration::from_millis(options.heartbeat_timeout_ms),
         ..SequencerConfig::default()
@@ -964,7 +964,6 @@ fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, store
     let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots, stored);
 }
 
-/// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion).
 /// A producer of the runtime's own: its ring into the sequencer and the sink its answers
 /// come back to.
 struct Producer {
@@ -1021,6 +1020,8 @@ impl RuntimeProducers {
     }
 }
 
+/// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion), waiting for
+/// each answer.
 struct Internal {
     submitter: Submitter,
     completions: Receiver<Completion>,
