@@ -170,6 +170,24 @@ fn from_server(
     )
 }
 
+/// An unlabelled family read from the service's state (left out while it has no value).
+fn from_state(
+    sources: &Arc<Sources>,
+    kind: MetricType,
+    name: &str,
+    help: &str,
+    read: fn(&ServiceState) -> Option<f64>,
+) -> Pulled {
+    let sources = sources.clone();
+    Pulled::values(
+        kind,
+        name,
+        help,
+        &[],
+        Box::new(move || one(sources.state.get().and_then(|s| read(s)))),
+    )
+}
+
 fn unlabelled(value: f64) -> Vec<Sample> {
     vec![(Vec::new(), value)]
 }
@@ -257,36 +275,17 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
             })
         }),
     ));
-    let history = sources.clone();
-    families.push(Pulled::gauge(
-        "ladder_history_stored_seq",
-        "The last journal sequence history.db holds.",
-        &[],
-        Box::new(move || {
-            let state = history.state.get();
-            one(state.and_then(|s| s.history.read().as_ref().map(|h| h.stored_through() as f64)))
+    families.extend([
+        from_state(sources, gauge, "ladder_history_stored_seq", "The last journal sequence history.db holds.", |s| {
+            s.history.read().as_ref().map(|h| h.stored_through() as f64)
         }),
-    ));
-    let standbys = sources.clone();
-    families.push(Pulled::gauge(
-        "ladder_replication_standbys",
-        "Standbys connected (a primary with --replication-listen).",
-        &[],
-        Box::new(move || {
-            let state = standbys.state.get();
-            one(state.and_then(|s| s.replication.read().as_ref().map(|h| h.connected() as f64)))
+        from_state(sources, gauge, "ladder_replication_standbys", "Standbys connected (a primary with --replication-listen).", |s| {
+            s.replication.read().as_ref().map(|h| h.connected() as f64)
         }),
-    ));
-    let refused = sources.clone();
-    families.push(Pulled::counter(
-        "ladder_replication_refused_links_total",
-        "Connections to the replication port closed unanswered (no secret, or past the handshake limits).",
-        &[],
-        Box::new(move || {
-            let state = refused.state.get();
-            one(state.and_then(|s| s.replication.read().as_ref().map(|h| h.refused_links() as f64)))
+        from_state(sources, counter, "ladder_replication_refused_links_total", "Connections to the replication port closed unanswered (no secret, or past the handshake limits).", |s| {
+            s.replication.read().as_ref().map(|h| h.refused_links() as f64)
         }),
-    ));
+    ]);
     families
         .into_iter()
         .map(|f| Box::new(f) as Box<dyn Collector>)
