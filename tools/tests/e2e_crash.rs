@@ -401,24 +401,7 @@ fn offline_replay(data_dir: &Path, label: &str) -> (u64, String) {
     );
     let report: Value = serde_json::from_str(&last_line(&out)).expect("verify prints JSON");
     let last_seq = num(&report["last_seq"]);
-    (last_seq, replayed_at(data_dir, None, label))
-}
-
-/// The state hash of the journal's replay up to `at` (default its end).
-fn replayed_at(data_dir: &Path, at: Option<u64>, label: &str) -> String {
-    let at = at.map(|seq| seq.to_string());
-    let mut args = vec!["journal", "state-hash"];
-    if let Some(at) = &at {
-        args.extend(["--at", at.as_str()]);
-    }
-    let out = ladder(&args, data_dir);
-    assert!(
-        out.status.success(),
-        "{label}: `ladder {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    last_line(&out)
+    (last_seq, replayed_state_hash(data_dir, None, label))
 }
 
 fn send_ok(t: &mut Trader, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
@@ -583,7 +566,7 @@ fn live_and_replayed(service: &Service, verify: bool, label: &str) -> ((u64, Str
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let replayed = replayed_at(service.data_dir(), Some(live.0), label);
+    let replayed = replayed_state_hash(service.data_dir(), Some(live.0), label);
     (live, replayed)
 }
 
@@ -770,7 +753,7 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
                 "{label}: recovered to seq {seq}, before the journal's last ({last_seq})"
             );
             assert_eq!(
-                replayed_at(service.data_dir(), Some(last_seq), &label),
+                replayed_state_hash(service.data_dir(), Some(last_seq), &label),
                 hash_at_stop,
                 "{label}: the journal up to seq {last_seq} replays to another state after the \
                  restart than before it"
@@ -813,7 +796,7 @@ fn crash_cycles(durability: &str, default_kills: u64, power: bool) {
     );
     assert_eq!(
         online.1,
-        replayed_at(service.data_dir(), Some(online.0), &label),
+        replayed_state_hash(service.data_dir(), Some(online.0), &label),
         "{label}: the live state is not the journal's replay"
     );
 

@@ -161,22 +161,11 @@ fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_
     // The expiry is a journaled command: the journal's replay gives the live state.
     let live = service.admin("GET", "/admin/state-hash", None).json();
     service.kill();
-    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args([
-            "journal",
-            "state-hash",
-            "--at",
-            &live["seq"].to_string(),
-            "--data-dir",
-        ])
-        .arg(service.data_dir())
-        .output()
-        .unwrap();
-    let replayed = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .to_string();
+    let replayed = replayed_state_hash(
+        service.data_dir(),
+        Some(live["seq"].as_u64().expect("seq is a number")),
+        "heartbeats after a restart",
+    );
     assert_eq!(live["state_hash"], json!(replayed));
     let dump = Command::new(env!("CARGO_BIN_EXE_ladder"))
         .args([

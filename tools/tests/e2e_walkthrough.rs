@@ -234,20 +234,11 @@ fn keys_open_orders_and_trades_survive_a_sigkill() {
     let hash_after = service.admin("GET", "/admin/state-hash", None).json();
     service.kill();
     let replayed_at = |seq: &serde_json::Value| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
-            .args([
-                "journal",
-                "state-hash",
-                "--at",
-                &seq.to_string(),
-                "--data-dir",
-            ])
-            .arg(service.data_dir())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let printed = String::from_utf8(out.stdout).unwrap();
-        serde_json::Value::from(printed.lines().last().unwrap())
+        serde_json::Value::from(replayed_state_hash(
+            service.data_dir(),
+            Some(seq.as_u64().expect("seq is a number")),
+            "keys_open_orders_and_trades_survive_a_sigkill",
+        ))
     };
     assert_eq!(replayed_at(&hash_before["seq"]), hash_before["state_hash"]);
     assert_eq!(replayed_at(&hash_after["seq"]), hash_after["state_hash"]);

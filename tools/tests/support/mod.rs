@@ -483,3 +483,30 @@ pub fn start_standby_with(replication: u16, data_dir: &Path, extra_args: &[&str]
         _dir: None,
     }
 }
+
+/// `ladder journal state-hash` of `data_dir`'s journal replayed up to `at` (default its end);
+/// `context` names the caller in a failure.
+pub fn replayed_state_hash(data_dir: &Path, at: Option<u64>, context: &str) -> String {
+    let at = at.map(|seq| seq.to_string());
+    let mut args = vec!["journal", "state-hash"];
+    if let Some(at) = &at {
+        args.extend(["--at", at.as_str()]);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(&args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("run ladder");
+    assert!(
+        out.status.success(),
+        "{context}: `ladder {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
