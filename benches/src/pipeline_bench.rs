@@ -605,7 +605,8 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
     let (lag_tx, lag_rx) = unbounded::<u64>();
     let follow_stop = Arc::new(AtomicBool::new(false));
     let follower = client::follow(client::Follower {
-        primary: address,
+        primary: client::FollowTarget::fixed(&address),
+        term: 0,
         secret,
         node_id: "bench-standby".to_string(),
         last_seq: 0,

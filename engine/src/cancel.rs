@@ -120,6 +120,8 @@ impl Engine {
             Command::ForgetHistory { through_seq } => {
                 self.nothing_to_forget(*through_seq).then_some(Reply::Ok)
             }
+            // A term no newer than the one held begins nothing.
+            Command::BeginTerm { term } => (*term <= self.term.0).then_some(Reply::Ok),
             // A refused user operation changes nothing either (nor fills the journal).
             Command::RedeemUserOp {
                 sender,

@@ -177,11 +177,17 @@ pub enum Command {
         /// The last sequence the store holds.
         through_seq: u64,
     },
+    /// A node took the lead of its cluster (CONTRACT 22): journaled first by a new leader, so
+    /// that every node can tell which leader wrote what follows and refuse an older one.
+    BeginTerm {
+        /// The term: one more than the one before, at every change of leader.
+        term: u64,
+    },
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 24] = [
+    pub const TYPE_NAMES: [&'static str; 25] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -206,6 +212,7 @@ impl Command {
         "heartbeats_expired",
         "redeem_user_op",
         "forget_history",
+        "begin_term",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -235,6 +242,7 @@ impl Command {
             Command::HeartbeatsExpired { .. } => "heartbeats_expired",
             Command::RedeemUserOp { .. } => "redeem_user_op",
             Command::ForgetHistory { .. } => "forget_history",
+            Command::BeginTerm { .. } => "begin_term",
         }
     }
 }

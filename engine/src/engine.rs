@@ -99,6 +99,8 @@ pub struct Engine {
     /// The highest `through_seq` of the `ForgetHistory` commands applied: what left the engine
     /// is in a history store that holds at least this much.
     pub(crate) forgotten_through: u64,
+    /// The newest term begun (`BeginTerm`) and the sequence of its record; 0 and 0 before any.
+    pub(crate) term: (u64, u64),
     pub(crate) seen_hashes: SeenHashes,
     /// Orders that closed, with the sequence of the record that closed them and their
     /// hashes, oldest first: their fates leave with the `ForgetHistory` that covers it.
@@ -147,6 +149,7 @@ impl Engine {
             trades: TradeLog::with_room(limits.trades_preallocated),
             retired_batches: VecDeque::new(),
             forgotten_through: 0,
+            term: (0, 0),
             seen_hashes: SeenHashes::with_room(limits.orders_preallocated),
             retired_orders: VecDeque::new(),
             expiries: BTreeSet::new(),
@@ -220,6 +223,12 @@ impl Engine {
             Command::Tick => Reply::Ok,
             Command::ForgetHistory { through_seq } => {
                 self.forget_history(*through_seq);
+                Reply::Ok
+            }
+            Command::BeginTerm { term } => {
+                if *term > self.term.0 {
+                    self.term = (*term, self.last_seq);
+                }
                 Reply::Ok
             }
             other => self
@@ -310,6 +319,7 @@ impl Engine {
             | Command::HeartbeatsExpired { .. }
             | Command::RedeemUserOp { .. }
             | Command::ForgetHistory { .. }
+            | Command::BeginTerm { .. }
             | Command::Tick => unreachable!("handled by apply"),
         }
     }

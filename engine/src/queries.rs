@@ -255,6 +255,17 @@ impl Engine {
         self.forgotten_through
     }
 
+    /// The newest term begun in this journal (CONTRACT 22), 0 before any.
+    pub fn term(&self) -> u64 {
+        self.term.0
+    }
+
+    /// The sequence of the record that began [`Engine::term`] (0 before any): a node that
+    /// holds other records from there on wrote them under an older leader.
+    pub fn term_start_seq(&self) -> u64 {
+        self.term.1
+    }
+
     /// Order hashes the engine holds to refuse duplicates: open and unforgotten orders', and a
     /// forgotten order's for `HASH_GRACE_RECORDS` records more.
     pub fn held_order_hash_count(&self) -> u64 {

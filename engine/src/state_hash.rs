@@ -83,6 +83,8 @@ impl Engine {
             h.debug(trade);
         }
         h.u64(self.forgotten_through);
+        h.u64(self.term.0);
+        h.u64(self.term.1);
         for (seq, batch) in &self.retired_batches {
             h.u64(*seq);
             h.u64(*batch);

@@ -140,7 +140,7 @@ mod tests {
         } else {
             Asset::Collateral
         };
-        match kind % 26 {
+        match kind % COMMAND_KINDS {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
                 yes_token_id: Bytes32([p.byte; 32]),
@@ -277,6 +277,7 @@ mod tests {
                 condition_id: Bytes32([p.byte; 32]),
             },
             25 => Command::ForgetHistory { through_seq: p.big },
+            26 => Command::BeginTerm { term: p.big },
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,
@@ -290,12 +291,15 @@ mod tests {
         }
     }
 
+    /// How many kinds of command `command` makes (one per variant, two for an API key).
+    const COMMAND_KINDS: u8 = 27;
+
     proptest! {
         /// The codec's bytes are bincode's serde bytes, so journals written either way read
         /// back; and they decode to the command.
         #[test]
         fn the_codec_writes_the_serde_bytes_of_every_kind_of_command(
-            kind in 0u8..26,
+            kind in 0u8..COMMAND_KINDS,
             p in parts(),
         ) {
             let command = command(kind, &p);
@@ -316,8 +320,9 @@ mod tests {
     #[test]
     fn the_type_names_are_those_of_every_kind_of_command() {
         let p = Parts::default();
-        let named: std::collections::BTreeSet<&str> =
-            (0..26).map(|kind| command(kind, &p).type_name()).collect();
+        let named: std::collections::BTreeSet<&str> = (0..COMMAND_KINDS)
+            .map(|kind| command(kind, &p).type_name())
+            .collect();
         let listed: std::collections::BTreeSet<&str> =
             Command::TYPE_NAMES.iter().copied().collect();
         assert_eq!(named, listed);

@@ -9,6 +9,7 @@
 
 mod board;
 mod codec;
+mod fence;
 mod heartbeats;
 mod history;
 mod pin;
@@ -26,6 +27,7 @@ pub use codec::{
     decode_command, decode_command_prefix, encode_command, CommandEncoder, DECODE_CLAIM_MAX_BYTES,
     RECORD_COMMAND_V1,
 };
+pub use fence::{AckFence, LEADERSHIP_LOST};
 pub use heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest};
 pub use history::{merge_newest_first, HistoryReads};
 pub use pin::{pin_current_thread, CorePin};

@@ -18,6 +18,7 @@ use ladder_journal::FlushTicket;
 use parking_lot::Mutex;
 
 use crate::board::{BoardUpdates, BookBoard};
+use crate::fence::{AckFence, LEADERSHIP_LOST};
 use crate::replication::ReplicationHub;
 use crate::sequencer::{BatchEvents, PublishedBatch, SequencerStats};
 use crate::submission::{Completion, CompletionSink};
@@ -63,6 +64,7 @@ pub(crate) struct Releaser {
     replication: Option<Arc<ReplicationHub>>,
     board: Option<Arc<BookBoard>>,
     stats: Arc<SequencerStats>,
+    fence: Arc<AckFence>,
 }
 
 impl Releaser {
@@ -72,6 +74,7 @@ impl Releaser {
         replication: Option<Arc<ReplicationHub>>,
         board: Option<Arc<BookBoard>>,
         stats: Arc<SequencerStats>,
+        fence: Arc<AckFence>,
     ) -> Releaser {
         Releaser {
             sinks,
@@ -79,6 +82,7 @@ impl Releaser {
             replication,
             board,
             stats,
+            fence,
         }
     }
 
@@ -136,9 +140,13 @@ impl Releaser {
             .replication
             .as_ref()
             .is_none_or(|hub| hub.wait_held(last_seq));
+        // Checked after the flush and the standbys: an answer leaves before the deadline.
+        let leading = !any_writes || self.fence.may_acknowledge();
         for (mut per_sink, published, board) in released {
             if !held && any_writes {
                 refuse_applied(&mut per_sink, REPLICA_LOST);
+            } else if !leading {
+                refuse_applied(&mut per_sink, LEADERSHIP_LOST);
             }
             // The read side first: a client answered below must find its order there.
             if let Some(read_side) = &self.board {

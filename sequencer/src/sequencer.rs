@@ -50,6 +50,9 @@ pub struct SequencerConfig {
     /// A key with heartbeats running that does not beat within this time has every open
     /// order of its address cancelled (`--heartbeat-timeout-ms`).
     pub heartbeat_timeout: Duration,
+    /// With a coordinator: writes are acknowledged only while this fence allows, and
+    /// answered [`crate::LEADERSHIP_LOST`] after (CONTRACT 22).
+    pub ack_fence: Arc<crate::AckFence>,
 }
 
 impl Default for SequencerConfig {
@@ -63,6 +66,7 @@ impl Default for SequencerConfig {
             pin: CorePin::None,
             client_sinks: usize::MAX,
             heartbeat_timeout: Duration::from_secs(10),
+            ack_fence: Arc::new(crate::AckFence::open()),
         }
     }
 }
@@ -295,6 +299,7 @@ pub fn start_with(
             parts.replication,
             parts.board,
             stats.clone(),
+            config.ack_fence.clone(),
         ),
         pipelined,
     )?;

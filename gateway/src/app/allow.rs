@@ -13,7 +13,7 @@ pub fn allowed(path: &str) -> Option<&'static str> {
 /// The `Allow` value of an admin route (the path after `/admin`); `None` for no such route.
 pub fn admin_allowed(rest: &str) -> Option<&'static str> {
     Some(match rest {
-        "/state-hash" => "GET, HEAD",
+        "/state-hash" | "/leader" => "GET, HEAD",
         "/accounts" => "POST, DELETE",
         "/markets" | "/deposits" | "/withdrawals" | "/redemptions" | "/promote" | "/snapshot" => {
             "POST"

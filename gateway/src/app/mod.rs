@@ -92,10 +92,58 @@ pub struct ServiceState {
     /// engine (API.md §19, "History and bounded state"). Set once the store is open; `None` for an engine that forgets
     /// nothing (tests that run no historian).
     pub history: parking_lot::RwLock<Option<Arc<dyn ladder_sequencer::HistoryReads>>>,
+    /// The cluster's leader as this node sees it (`GET /admin/leader`, the 503 of a write
+    /// on a standby, the `ladder_is_leader` and `ladder_term` gauges). Set by the runtime.
+    pub leader: parking_lot::RwLock<Option<LeaderLookup>>,
+}
+
+/// The cluster's leader as a node sees it (CONTRACT 22).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeaderStatus {
+    /// The leader's node id (`None`: no leader known).
+    pub node_id: Option<String>,
+    /// The leader's client URL.
+    pub url: Option<String>,
+    /// The newest term known.
+    pub term: u64,
+    /// Whether this node leads.
+    pub leading: bool,
+    /// Whether a coordinator decides who leads: a standby's refusals then name the leader.
+    pub coordinated: bool,
+}
+
+/// Reads the leader as this node sees it now.
+#[derive(Clone)]
+pub struct LeaderLookup(pub Arc<dyn Fn() -> LeaderStatus + Send + Sync>);
+
+impl std::fmt::Debug for LeaderLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LeaderLookup").field(&(self.0)()).finish()
+    }
+}
+
+impl ServiceState {
+    /// The leader as this node sees it now (the default without a runtime that says).
+    pub fn leader_status(&self) -> LeaderStatus {
+        self.leader
+            .read()
+            .as_ref()
+            .map(|lookup| (lookup.0)())
+            .unwrap_or_default()
+    }
 }
 
 /// Turns a standby into a primary; called by `POST /admin/promote`.
-pub type PromoteHook = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type PromoteHook = Arc<dyn Fn() -> Result<(), PromoteError> + Send + Sync>;
+
+/// Why a promotion did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromoteError {
+    /// Another node holds the coordinator's lease (409).
+    Conflict(String),
+    /// The promotion failed (500; the reason goes to the log).
+    Failed(String),
+}
 
 /// A snapshot written on command: the sequence it holds and its file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +198,9 @@ impl App {
     fn route(&self, request: &Request, peer: SocketAddr) -> Outcome {
         let path = request.path().trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
+        if path == "/admin/leader" {
+            return self.leader_route(request);
+        }
         if let Some(rest) = path.strip_prefix("/admin") {
             if rest.is_empty() || rest.starts_with('/') {
                 return self.admin(request, peer, rest);
@@ -158,6 +209,7 @@ impl App {
         if path == "/metrics" {
             return self.metrics_route(request, peer);
         }
+
         let method = match request.method {
             Method::Head => Method::Get,
             other => other,
@@ -203,6 +255,19 @@ impl App {
             );
         }
         admin::route(self, request, rest.trim_end_matches('/'))
+    }
+
+    /// `GET /admin/leader` (public, CONTRACT 22): the leader as this node sees it.
+    fn leader_route(&self, request: &Request) -> Outcome {
+        if request.method != Method::Get && request.method != Method::Head {
+            return allow::method_not_allowed("GET, HEAD");
+        }
+        let leader = self.state.leader_status();
+        Outcome::Respond(ok_json(&serde_json::json!({
+            "leader": leader.node_id,
+            "url": leader.url,
+            "term": leader.term,
+        })))
     }
 
     fn metrics_route(&self, request: &Request, peer: SocketAddr) -> Outcome {
@@ -285,7 +350,8 @@ impl App {
         match &self.promote_hook {
             Some(hook) => match hook() {
                 Ok(()) => Outcome::Respond(ok_json(&serde_json::json!({ "promoted": true }))),
-                Err(e) => {
+                Err(PromoteError::Conflict(why)) => Outcome::error(Status::Conflict, &why),
+                Err(PromoteError::Failed(e)) => {
                     // The reason goes to the operator's log; a 500 never leaks internals.
                     tracing::error!(error = %e, "promotion failed");
                     Outcome::error(Status::Internal, "promotion failed; see the service log")
@@ -316,9 +382,18 @@ impl App {
     /// Refuses writes on a standby.
     fn writable(&self) -> Result<(), Outcome> {
         if self.state.standby.load(Ordering::Acquire) {
-            return Err(Outcome::Respond(
-                Response::error(Status::Unavailable, STANDBY_REFUSAL).retry_after(1),
-            ));
+            let leader = self.state.leader_status();
+            let response = match leader.coordinated {
+                false => Response::error(Status::Unavailable, STANDBY_REFUSAL),
+                true => Response::json(
+                    Status::Unavailable,
+                    serde_json::to_vec(
+                        &serde_json::json!({ "error": STANDBY_REFUSAL, "leader": leader.url }),
+                    )
+                    .unwrap_or_default(),
+                ),
+            };
+            return Err(Outcome::Respond(response.retry_after(1)));
         }
         if let Some(hub) = self.state.replication.read().as_ref() {
             if hub.connected() < hub.required() {

@@ -19,6 +19,8 @@ pub enum Status {
     MethodNotAllowed,
     /// 408.
     RequestTimeout,
+    /// 409.
+    Conflict,
     /// 413.
     PayloadTooLarge,
     /// 429.
@@ -46,6 +48,7 @@ impl Status {
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
+            Status::Conflict => 409,
             Status::PayloadTooLarge => 413,
             Status::TooManyRequests => 429,
             Status::HeadersTooLarge => 431,
@@ -65,6 +68,7 @@ impl Status {
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::RequestTimeout => "Request Timeout",
+            Status::Conflict => "Conflict",
             Status::PayloadTooLarge => "Payload Too Large",
             Status::TooManyRequests => "Too Many Requests",
             Status::HeadersTooLarge => "Request Header Fields Too Large",

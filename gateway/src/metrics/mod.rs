@@ -285,6 +285,12 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
         from_state(sources, counter, "ladder_replication_refused_links_total", "Connections to the replication port closed unanswered (no secret, or past the handshake limits).", |s| {
             s.replication.read().as_ref().map(|h| h.refused_links() as f64)
         }),
+        from_state(sources, gauge, "ladder_is_leader", "1 while this node leads (takes writes), else 0.", |s| {
+            Some(if s.leader_status().leading { 1.0 } else { 0.0 })
+        }),
+        from_state(sources, gauge, "ladder_term", "The newest leader term this node knows (0 before any).", |s| {
+            Some(s.leader_status().term as f64)
+        }),
     ]);
     families
         .into_iter()

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,10 +25,36 @@ pub type OnApplied = Box<dyn FnMut(&Command, &Reply, u64) + Send>;
 /// Called with the primary's master key on every connection.
 pub type OnMasterKey = Box<dyn FnMut([u8; 32]) + Send>;
 
+/// The replication address a standby follows: fixed by `--primary`, or set by the
+/// coordinator to whichever node leads (`None` while none does). A change ends the session
+/// with the old one.
+#[derive(Clone, Debug, Default)]
+pub struct FollowTarget(Arc<Mutex<Option<String>>>);
+
+impl FollowTarget {
+    /// Always `primary`.
+    pub fn fixed(primary: &str) -> FollowTarget {
+        FollowTarget(Arc::new(Mutex::new(Some(primary.to_string()))))
+    }
+
+    /// Follow `primary` from now on (`None`: nobody, until set again).
+    pub fn set(&self, primary: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = primary;
+    }
+
+    /// The address to follow now.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// Where the standby follows from and what it feeds.
 pub struct Follower {
     /// The primary's replication address.
-    pub primary: String,
+    pub primary: FollowTarget,
+    /// The newest term this standby's journal holds: a `BeginTerm` record of an older one is
+    /// refused (CONTRACT 22), and the link with it.
+    pub term: u64,
     /// The key both ends of the link share.
     pub secret: LinkSecret,
     /// This standby's node id (the primary keeps one session per id).
@@ -71,15 +97,19 @@ impl From<String> for SessionEnd {
 pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, String>>> {
     std::thread::Builder::new().name("standby".into()).spawn(move || {
         while !follower.stop.load(Ordering::Acquire) {
-            match session(&mut follower) {
+            let Some(primary) = follower.primary.get() else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            match session(&mut follower, &primary) {
                 Ok(()) => {}
-                Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, primary = %follower.primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
+                Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, %primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
                 Err(SessionEnd::Refused(why)) => {
                     let behind = why.starts_with(super::server::BEHIND_JOURNAL);
                     if behind || super::server::JournalEnd::of_refusal(&why).is_some() {
-                        tracing::warn!(primary = %follower.primary, last_seq = follower.last_seq, %why, "this standby and the primary's journal need reconciling");
+                        tracing::warn!(%primary, last_seq = follower.last_seq, %why, "this standby and the primary's journal need reconciling");
                     } else {
-                        tracing::error!(primary = %follower.primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
+                        tracing::error!(%primary, last_seq = follower.last_seq, %why, "the primary refused this standby");
                     }
                     return Err(why);
                 }
@@ -106,8 +136,8 @@ pub(super) fn dial(primary: &str) -> Result<TcpStream, String> {
     Ok(stream)
 }
 
-fn session(f: &mut Follower) -> Result<(), SessionEnd> {
-    let stream = dial(&f.primary)?;
+fn session(f: &mut Follower, primary: &str) -> Result<(), SessionEnd> {
+    let stream = dial(primary)?;
     let hello = Hello {
         from_seq: f.last_seq + 1,
         last: f.last_mark,
@@ -137,9 +167,9 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
     stream
         .set_read_timeout(Some(Duration::from_millis(200)))
         .ok();
-    tracing::info!(primary = %f.primary, from = f.last_seq + 1, "following");
+    tracing::info!(%primary, from = f.last_seq + 1, "following");
     let mut pending: VecDeque<(RecordMark, Command)> = VecDeque::new();
-    let followed = follow_stream(f, &mut pending, &mut reader, &mut writer);
+    let followed = follow_stream(f, primary, &mut pending, &mut reader, &mut writer);
     // Records already handed to the sequencer are applied whatever became of the link (or
     // a promotion stopped it): their completions are taken here, so that the next session
     // (or the promoted primary's key table) starts after them and never pairs them with
@@ -151,6 +181,7 @@ fn session(f: &mut Follower) -> Result<(), SessionEnd> {
 /// Reads, applies and acknowledges records until `stop` or a fault.
 fn follow_stream(
     f: &mut Follower,
+    primary: &str,
     pending: &mut VecDeque<(RecordMark, Command)>,
     reader: &mut BufReader<SecureReader>,
     writer: &mut SecureWriter,
@@ -159,11 +190,26 @@ fn follow_stream(
         if f.stop.load(Ordering::Acquire) {
             return Ok(());
         }
+        if f.primary.get().as_deref() != Some(primary) {
+            settle(f, pending, writer)?;
+            return Err(format!("the leader changed from {primary}").into());
+        }
         match read_record(reader, &f.stop)? {
             Some((mark, command)) => {
                 let expected = f.last_seq + 1 + pending.len() as u64;
                 if mark.seq != expected {
                     return Err(format!("expected record {expected}, got {}", mark.seq).into());
+                }
+                if let Command::BeginTerm { term } = command {
+                    if term < f.term {
+                        settle(f, pending, writer)?;
+                        return Err(format!(
+                            "record {} begins term {term}, older than term {} held here",
+                            mark.seq, f.term
+                        )
+                        .into());
+                    }
+                    f.term = term;
                 }
                 submit(f, mark.seq, mark.timestamp_ns, command.clone())?;
                 pending.push_back((mark, command));

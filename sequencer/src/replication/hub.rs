@@ -3,7 +3,7 @@
 //! acknowledged.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -37,10 +37,11 @@ impl Drop for HandshakePin<'_> {
 /// Written and acknowledged sequences.
 #[derive(Debug)]
 pub struct ReplicationHub {
-    required: usize,
+    required: AtomicUsize,
     state: Mutex<HubState>,
     changed: Condvar,
     refused_links: AtomicU64,
+    term_start: AtomicU64,
 }
 
 impl ReplicationHub {
@@ -48,13 +49,14 @@ impl ReplicationHub {
     /// the journal holds records up to `written`.
     pub fn new(required: usize, written: u64) -> ReplicationHub {
         ReplicationHub {
-            required,
+            required: AtomicUsize::new(required),
             state: Mutex::new(HubState {
                 written,
                 ..HubState::default()
             }),
             changed: Condvar::new(),
             refused_links: AtomicU64::new(0),
+            term_start: AtomicU64::new(0),
         }
     }
 
@@ -77,7 +79,26 @@ impl ReplicationHub {
 
     /// Standbys that must hold a batch before it is answered.
     pub fn required(&self) -> usize {
-        self.required
+        self.required.load(Ordering::Acquire)
+    }
+
+    /// Sets how many standbys must hold a batch: a coordinated node requires none while it
+    /// follows and `--replicas` once it leads.
+    pub fn set_required(&self, required: usize) {
+        self.required.store(required, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// The sequence of the record that began this primary's term (0: none): a standby that
+    /// holds other records from there on wrote them under an older leader, and is told to cut
+    /// them (CONTRACT 22).
+    pub fn term_start(&self) -> u64 {
+        self.term_start.load(Ordering::Acquire)
+    }
+
+    /// Records where this primary's term began.
+    pub fn set_term_start(&self, seq: u64) {
+        self.term_start.store(seq, Ordering::Release);
     }
 
     /// Standbys connected now.
@@ -162,15 +183,16 @@ impl ReplicationHub {
     /// Waits until `required` standbys hold `seq` (true), for as long as that many stay
     /// connected, however slow they are; false as soon as fewer are connected.
     pub fn wait_held(&self, seq: u64) -> bool {
-        if self.required == 0 {
+        if self.required() == 0 {
             return true;
         }
         let mut state = self.lock();
         loop {
-            if state.acks.values().filter(|&&a| a >= seq).count() >= self.required {
+            let required = self.required();
+            if state.acks.values().filter(|&&a| a >= seq).count() >= required {
                 return true;
             }
-            if state.acks.len() < self.required {
+            if state.acks.len() < required {
                 return false;
             }
             state = self

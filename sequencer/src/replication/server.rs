@@ -314,6 +314,19 @@ fn refusal_of(
     };
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     let written = hub.last_written();
+    // Records past this term's start that are not this primary's were written under an older
+    // leader and never acknowledged (CONTRACT 22): the standby keeps what precedes the term.
+    let term_start = hub.term_start();
+    if term_start > 1 && theirs.seq >= term_start {
+        let ours = match theirs.seq <= written {
+            true => RecordMark::read_at(&mut reader, theirs.seq)?,
+            false => None,
+        };
+        if ours != Some(theirs) {
+            let last = RecordMark::read_at(&mut reader, term_start - 1)?;
+            return Ok(Some(JournalEnd { last }.refusal()));
+        }
+    }
     if theirs.seq > written {
         let last = match written {
             0 => None,

@@ -1,6 +1,33 @@
 //! Parsers for flag values, so that a malformed value is bad usage (exit code 2, API.md §19)
 //! caught while the command line is read, not a failure found later.
 
+/// An etcd endpoint: `http://HOST:PORT` or `https://HOST:PORT`.
+pub fn etcd_endpoint(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(|| format!("{text:?}: expected http://HOST:PORT (an etcd v3 endpoint)"))?;
+    host_port(rest.trim_end_matches('/'))?;
+    Ok(text.trim_end_matches('/').to_string())
+}
+
+/// A cluster name: 1 to 64 letters, digits, `.`, `_` or `-` (a path segment of its etcd keys).
+pub fn cluster_name(text: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    ok.then(|| text.to_string())
+        .ok_or_else(|| format!("{text:?}: 1 to 64 letters, digits, '.', '_' or '-'"))
+}
+
+/// A node id: 1 to 64 letters, digits, `.`, `_`, `:` or `-`.
+pub fn node_id(text: &str) -> Result<String, String> {
+    ladder_sequencer::replication::valid_node_id(text)
+        .then(|| text.to_string())
+        .ok_or_else(|| format!("{text:?}: 1 to 64 letters, digits, '.', '_', ':' or '-'"))
+}
+
 /// A `HOST:PORT` address: a non-empty host (name, IPv4, or `[IPv6]`) and a port number.
 /// Only its form is checked here; a name that does not resolve is found when it is used.
 pub fn host_port(text: &str) -> Result<String, String> {

@@ -164,6 +164,27 @@ pub struct ServeArgs {
     /// Serve the admin surface and /metrics to any address, not only loopback.
     #[arg(long)]
     pub admin_public: bool,
+    #[command(flatten)]
+    pub coordinator: CoordinatorFlags,
+}
+
+/// Automatic failover through etcd (CONTRACT 22).
+#[derive(Args, Debug, Clone)]
+pub struct CoordinatorFlags {
+    /// etcd v3 endpoints (`http://HOST:PORT[,http://HOST:PORT...]`): the leader is the node
+    /// holding the lease on `/ladder/<cluster>/leader`, and only it takes writes.
+    #[arg(long, value_delimiter = ',', value_parser = flags::etcd_endpoint)]
+    pub coordinator: Vec<String>,
+    /// The cluster's name in etcd (letters, digits, `.`, `_`, `-`).
+    #[arg(long, default_value = "ladder", value_parser = flags::cluster_name)]
+    pub cluster: String,
+    /// This node's id in the cluster (default: the listen address).
+    #[arg(long, value_parser = flags::node_id)]
+    pub node_id: Option<String>,
+    /// The leader's lease in ms: a leader that cannot renew it stops acknowledging writes
+    /// within it, and a standby takes over within 3 times it.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub lease_ms: u64,
 }
 
 /// HTTPS and WSS on the client listener.
@@ -224,9 +245,19 @@ pub struct ChainFlags {
 /// `ladder standby`.
 #[derive(Args, Debug, Clone)]
 pub struct StandbyArgs {
-    /// The primary's replication address.
+    /// The primary's replication address (with `--coordinator`: optional, the standby
+    /// follows whoever leads).
+    #[arg(long, value_parser = flags::host_port, required_unless_present = "coordinator")]
+    pub primary: Option<String>,
+    /// With `--coordinator`: where standbys connect for replication while this node leads.
     #[arg(long, value_parser = flags::host_port)]
-    pub primary: String,
+    pub replication_listen: Option<String>,
+    /// With `--coordinator`: while this node leads, a response leaves only after this many
+    /// standbys hold its batch.
+    #[arg(long, default_value_t = 0)]
+    pub replicas: u32,
+    #[command(flatten)]
+    pub coordinator: CoordinatorFlags,
     #[command(flatten)]
     pub replication_secret: ReplicationSecretFlag,
     #[command(flatten)]
@@ -352,6 +383,32 @@ impl ReplicationSecretFlag {
     }
 }
 
+/// What `ladder standby`'s flags cannot mean together.
+fn standby_usage_problem(args: &StandbyArgs) -> Option<String> {
+    let coordinated = !args.coordinator.coordinator.is_empty();
+    if !coordinated && (args.replication_listen.is_some() || args.replicas > 0) {
+        return Some(
+            "--replication-listen and --replicas on a standby need --coordinator (they apply \
+             while it leads)"
+                .into(),
+        );
+    }
+    if coordinated && args.replication_listen.is_none() {
+        return Some(
+            "--coordinator needs --replication-listen (where standbys follow this node)".into(),
+        );
+    }
+    let secret = &args.replication_secret;
+    args.primary
+        .as_deref()
+        .and_then(|primary| secret.unsecured_beyond_loopback(primary, "--primary"))
+        .or_else(|| {
+            args.replication_listen.as_deref().and_then(|address| {
+                secret.unsecured_beyond_loopback(address, "--replication-listen")
+            })
+        })
+}
+
 /// Sets up structured logs on stderr.
 pub fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
@@ -380,6 +437,13 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
         }
         Command::Serve(args)
+            if !args.coordinator.coordinator.is_empty() && args.replication_listen.is_none() =>
+        {
+            Some(
+                "--coordinator needs --replication-listen (where standbys follow this node)".into(),
+            )
+        }
+        Command::Serve(args)
             if args.replicas > 0 && args.durability == ladder_journal::Durability::Async =>
         {
             Some(
@@ -392,9 +456,7 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
             args.replication_secret
                 .unsecured_beyond_loopback(address, "--replication-listen")
         }),
-        Command::Standby(args) => args
-            .replication_secret
-            .unsecured_beyond_loopback(&args.primary, "--primary"),
+        Command::Standby(args) => standby_usage_problem(args),
         Command::Loadgen(args)
             if args.rate.is_some_and(|rate| {
                 rate.saturating_mul(args.duration) > loadgen::OPEN_LOOP_REQUESTS_MAX

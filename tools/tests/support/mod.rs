@@ -8,6 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod anvil;
+pub mod etcd;
 
 use ladder_client::{HttpClient, Trader, Wallet};
 use ladder_protocol::{Address, B256, U256};
@@ -405,6 +406,12 @@ pub struct Standby {
 }
 
 impl Standby {
+    /// Kills it (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends `signal` (a name `kill -s` knows) to the standby.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().to_string();
@@ -435,9 +442,16 @@ pub fn start_standby(replication: u16) -> Standby {
 /// `ladder standby` following the primary's replication port with `data_dir`, its output
 /// piped (stderr too) so that a test can read why it stopped.
 pub fn standby_command(replication: u16, data_dir: &Path) -> Command {
+    let mut command = ladder_standby(data_dir);
+    command.args(["--primary", &format!("127.0.0.1:{replication}")]);
+    command
+}
+
+/// `ladder standby` on `data_dir`, listening on any free port, its stdout piped.
+pub fn ladder_standby(data_dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ladder"));
     command
-        .args(["standby", "--primary", &format!("127.0.0.1:{replication}")])
+        .arg("standby")
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--listen", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
@@ -454,10 +468,15 @@ pub fn start_standby_in(replication: u16, data_dir: &Path) -> Standby {
 
 /// Starts a standby on `data_dir` with `extra_args` and waits until it answers `GET /time`.
 pub fn start_standby_with(replication: u16, data_dir: &Path, extra_args: &[&str]) -> Standby {
-    let mut child = standby_command(replication, data_dir)
-        .args(extra_args)
-        .spawn()
-        .expect("spawn standby");
+    let mut command = standby_command(replication, data_dir);
+    command.args(extra_args);
+    spawn_standby(command)
+}
+
+/// Spawns `command` (a `ladder standby` with its stdout piped) and waits until it answers
+/// `GET /time`.
+pub fn spawn_standby(mut command: Command) -> Standby {
+    let mut child = command.spawn().expect("spawn standby");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let url = loop {
         let line = lines.next().expect("standby exited").expect("read");

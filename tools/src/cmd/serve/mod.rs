@@ -13,8 +13,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use ladder_coordinator::Change;
 use ladder_engine::{Command, Engine, EngineLimits, Reply};
-use ladder_gateway::app::{App, AppConfig, ServiceState, SnapshotTaken};
+use ladder_gateway::app::{
+    App, AppConfig, LeaderLookup, LeaderStatus, PromoteError, ServiceState, SnapshotTaken,
+};
 use ladder_gateway::keys::{KeyTable, MasterKey};
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
@@ -23,6 +26,7 @@ use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
+use ladder_sequencer::replication::client::FollowTarget;
 use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::{client, server, LinkSecret, RecordMark, ReplicationHub};
 use ladder_sequencer::{
@@ -32,6 +36,10 @@ use ladder_sequencer::{
 };
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
+
+mod coordinated;
+
+use coordinated::{coordinated, CoordinatedNode, Coordination};
 
 use super::chain_link::ChainLink;
 use super::{ahead, bootstrap};
@@ -58,7 +66,7 @@ enum Role {
         secret: LinkSecret,
     },
     Standby {
-        primary: String,
+        primary: FollowTarget,
         secret: LinkSecret,
     },
 }
@@ -91,6 +99,9 @@ struct RunOptions {
     tls: Option<Arc<rustls::ServerConfig>>,
     role: Role,
     signals: Signals,
+    /// With `--coordinator`: etcd decides whether this node leads (the role is then a
+    /// standby that the coordinator may promote).
+    coordination: Option<Arc<Coordination>>,
 }
 
 /// The process's signal flags, registered once for its life (a standby may run the
@@ -135,14 +146,36 @@ enum RunEnd {
     /// A standby holds records past the primary's journal's `end`: it cuts them and runs
     /// again, listening where it listened (`bound`).
     Ahead { end: JournalEnd, bound: SocketAddr },
+    /// A coordinated node that led and lost the lead follows the new leader: it runs again
+    /// as a standby, listening where it listened (`bound`).
+    Rejoin { bound: SocketAddr },
 }
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let signals = Signals::register()?;
-    run(RunOptions {
+    if !args.coordinator.coordinator.is_empty() {
+        return coordinated(CoordinatedNode::Serve(args), signals);
+    }
+    let role = Role::Primary {
+        demo: args.demo,
+        replication_listen: args.replication_listen.clone(),
+        replicas: args.replicas,
+        secret: args.replication_secret.link_secret(),
+    };
+    run(serve_options(args, &args.service.listen, role, signals)?).map(|_| ())
+}
+
+/// The options of a run of `ladder serve`.
+fn serve_options(
+    args: &ServeArgs,
+    listen: &str,
+    role: Role,
+    signals: Signals,
+) -> Result<RunOptions, String> {
+    Ok(RunOptions {
         data_dir: args.service.data_dir.clone(),
-        listen: args.service.listen.clone(),
+        listen: listen.to_string(),
         admin_token: args.service.admin_token.clone(),
         max_connections_per_ip: args.service.max_connections_per_ip,
         ws_ping_ms: args.service.ws_ping_ms,
@@ -162,15 +195,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
         tls: tls_config(&args.tls)?,
-        role: Role::Primary {
-            demo: args.demo,
-            replication_listen: args.replication_listen.clone(),
-            replicas: args.replicas,
-            secret: args.replication_secret.link_secret(),
-        },
+        role,
         signals,
+        coordination: None,
     })
-    .map(|_| ())
 }
 
 /// `ladder standby`: asks the primary first whether its journal holds the next record this
@@ -179,6 +207,13 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
 /// while it was away.
 pub fn standby(args: &StandbyArgs) -> Result<(), String> {
     let signals = Signals::register()?;
+    if !args.coordinator.coordinator.is_empty() {
+        return coordinated(CoordinatedNode::Standby(args), signals);
+    }
+    let primary = args
+        .primary
+        .clone()
+        .ok_or("--primary is required without --coordinator")?;
     let data_dir = &args.service.data_dir;
     ladder_journal::create_dir_durably(data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
@@ -189,7 +224,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         let asking = bootstrap::Asking {
             data_dir,
             node_id: &node,
-            primary: &args.primary,
+            primary: &primary,
             secret: &secret,
             journal: JournalOptions {
                 segment_size_bytes: args.service.segment_size_bytes(),
@@ -199,12 +234,16 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
         if let Err(e) = bootstrap::when_behind(&asking) {
             // Followed as usual: a primary that refuses this standby as behind its journal
             // brings it back here.
-            tracing::warn!(error = %e, primary = %args.primary, "could not ask the primary for its state; following its journal");
+            tracing::warn!(error = %e, %primary, "could not ask the primary for its state; following its journal");
         }
         if signals.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        match standby_run(args, &listen, &secret, signals.clone())? {
+        let role = Role::Standby {
+            primary: FollowTarget::fixed(&primary),
+            secret: secret.clone(),
+        };
+        match run(standby_options(args, &listen, role, signals.clone(), None)?)? {
             RunEnd::Stopped => return Ok(()),
             RunEnd::Behind { bound } => {
                 tracing::warn!("the primary's journal moved past this standby: bootstrapping");
@@ -216,18 +255,20 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
                     .map_err(|why| format!("standby: the primary refused replication: {why}"))?;
                 listen = bound.to_string();
             }
+            RunEnd::Rejoin { bound } => listen = bound.to_string(),
         }
     }
 }
 
-/// One run of a standby.
-fn standby_run(
+/// The options of one run of a standby.
+fn standby_options(
     args: &StandbyArgs,
     listen: &str,
-    secret: &LinkSecret,
+    role: Role,
     signals: Signals,
-) -> Result<RunEnd, String> {
-    run(RunOptions {
+    coordination: Option<Arc<Coordination>>,
+) -> Result<RunOptions, String> {
+    Ok(RunOptions {
         data_dir: args.service.data_dir.clone(),
         listen: listen.to_string(),
         admin_token: args.service.admin_token.clone(),
@@ -249,11 +290,9 @@ fn standby_run(
         settlement_delay_ms: args.settlement_delay_ms,
         settlement_fail_percent: args.settlement_fail_percent,
         tls: tls_config(&args.tls)?,
-        role: Role::Standby {
-            primary: args.primary.clone(),
-            secret: secret.clone(),
-        },
+        role,
         signals,
+        coordination,
     })
 }
 
@@ -266,7 +305,7 @@ fn tls_config(flags: &TlsFlags) -> Result<Option<Arc<rustls::ServerConfig>>, Str
 }
 
 /// Asks the main loop to promote this standby; answered once done.
-type PromoteRequest = Sender<Result<(), String>>;
+type PromoteRequest = Sender<Result<(), PromoteError>>;
 
 /// Asks the main loop for a snapshot now; answered once it is on disk.
 type SnapshotRequest = Sender<Result<SnapshotTaken, String>>;
@@ -320,11 +359,15 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         chain_bundler: chain.as_ref().map(|link| link.chain_bundler.clone()),
     };
     let (promote_tx, promote_rx) = unbounded::<PromoteRequest>();
-    let hook = Arc::new(ask_main_loop(
-        promote_tx,
-        Duration::from_secs(30),
-        "promotion",
-    ));
+    let hook = Arc::new(move || {
+        let (reply_tx, reply_rx) = bounded(1);
+        promote_tx
+            .send(reply_tx)
+            .map_err(|_| PromoteError::Failed("the service is stopping".into()))?;
+        reply_rx
+            .recv_timeout(Duration::from_secs(30))
+            .map_err(|_| PromoteError::Failed("the promotion timed out".into()))?
+    });
     let (snapshot_tx, snapshot_rx) = unbounded::<SnapshotRequest>();
     let snapshot_hook = Arc::new(ask_main_loop(
         snapshot_tx,
@@ -340,7 +383,12 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let threads = options.gateway_threads.clamp(1, 64);
     let (loops, gateway_sinks, feed_targets, bound) =
         prepare_with_feed(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
+    let coordination = options.coordination.clone();
     let seq_config = SequencerConfig {
+        ack_fence: coordination.as_ref().map_or_else(
+            || Arc::new(ladder_sequencer::AckFence::open()),
+            |c| c.fence.clone(),
+        ),
         durability: options.durability,
         pin: options.sequencer_core,
         // The gateway threads' sinks come first (see `sinks` and `RuntimeProducers`).
@@ -483,6 +531,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         })
         .collect();
     let last_seq = engine.last_seq();
+    let engine_term = engine.term();
 
     let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
     let (feed_tx, feed_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
@@ -492,8 +541,27 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             replicas,
             ..
         } => Some(Arc::new(ReplicationHub::new(*replicas as usize, last_seq))),
+        // A coordinated node serves replication from the start and requires standbys only
+        // while it leads.
+        _ if coordination.is_some() => Some(Arc::new(ReplicationHub::new(0, last_seq))),
         _ => None,
     };
+    if let Some(hub) = &hub {
+        hub.set_term_start(engine.term_start_seq());
+    }
+    if let Some(coordination) = &coordination {
+        coordination
+            .position
+            .held
+            .store(last_seq, Ordering::Release);
+        coordination
+            .position
+            .term
+            .fetch_max(engine.term(), Ordering::AcqRel);
+        *state.leader.write() = Some(coordination.lookup(&state));
+    } else {
+        *state.leader.write() = Some(uncoordinated_lookup(&state, &bound, scheme));
+    }
     *state.replication.write() = hub.clone();
     if let Some(hub) = &hub {
         let _ = hub_cell.set(hub.clone());
@@ -515,6 +583,10 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             .map_err(|e| format!("feed thread: {e}"))?;
 
     let stop = options.signals.stop.clone();
+    // This run's replication listener stops with the run (a coordinated node runs again on
+    // the same address when it rejoins).
+    let replication_stop = Arc::new(AtomicBool::new(false));
+    let mut replication_thread = None;
     let mut internal = Internal {
         submitter: producers.internal.ring.clone(),
         completions: internal_rx,
@@ -562,27 +634,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         } => {
             settlement = Some(settle(pending_settlements)?);
             if let (Some(address), Some(hub)) = (replication_listen, &hub) {
-                let listener = std::net::TcpListener::bind(resolve(address)?)
-                    .map_err(|e| format!("--replication-listen {address}: {e}"))?;
-                println!(
-                    "ladder: replication on {}",
-                    listener.local_addr().map_err(|e| e.to_string())?
-                );
-                let history_dir = data_dir.clone();
-                server::serve(
-                    listener,
-                    server::Primary {
-                        data_dir: data_dir.clone(),
-                        hub: hub.clone(),
-                        master_key: keys.master_bytes(),
-                        secret: secret.clone(),
-                        stop: stop.clone(),
-                        history_copy: Some(Arc::new(move |to: &Path| {
-                            ladder_history::copy_store(&history_dir, to)
-                        })),
-                    },
-                )
-                .map_err(|e| format!("replication: {e}"))?;
+                let (_, thread) =
+                    serve_replication(address, hub, &data_dir, &keys, secret, &replication_stop)?;
+                replication_thread = Some(thread);
             }
             if *want_demo && fresh {
                 for command in demo::commands() {
@@ -595,15 +649,34 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         }
         Role::Standby { primary, secret } => {
             drain = Some(drain_until_promoted(settlement_rx.clone()));
+            if let (Some(coordination), Some(hub)) = (&coordination, &hub) {
+                let (replication, thread) = serve_replication(
+                    &coordination.replication_listen,
+                    hub,
+                    &data_dir,
+                    &keys,
+                    secret,
+                    &replication_stop,
+                )?;
+                replication_thread = Some(thread);
+                coordination
+                    .coordinator
+                    .advertise(ladder_coordinator::Addresses {
+                        url: format!("{scheme}://{bound}"),
+                        replication: replication.to_string(),
+                    });
+                primary.set(coordination.leader_replication());
+            }
             follower = Some(start_follower(
                 primary,
                 secret,
-                last_seq,
+                (last_seq, engine_term),
                 producers.follower.ring.clone(),
                 follower_rx.clone(),
                 producers.follower.sink,
                 &keys,
                 &data_dir,
+                coordination.as_ref().map(|c| c.position.clone()),
             )?);
         }
     }
@@ -625,6 +698,18 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         Some(link) => Some(link.redemption_watch(&data_dir)?),
         None => None,
     };
+    let follow_target = match &options.role {
+        Role::Standby { primary, .. } => Some(primary.clone()),
+        Role::Primary { .. } => None,
+    };
+    let changes = coordination
+        .as_ref()
+        .map_or_else(crossbeam_channel::never, |c| {
+            c.coordinator.changes().clone()
+        });
+    // An operator's promotion of a coordinated node: answered once it wins or loses.
+    let mut promotion_asked: Option<(PromoteRequest, Instant)> = None;
+    let mut rejoin = false;
     while !stop.load(Ordering::Acquire) {
         if let Some(why) = refused_by_primary(&mut follower) {
             if why.starts_with(server::BEHIND_JOURNAL) {
@@ -636,11 +721,16 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             }
             break;
         }
-        let (mut promotion, mut snapshot) = (None, None);
+        let (mut promotion, mut snapshot, mut change) = (None, None, None);
         crossbeam_channel::select! {
             recv(promote_rx) -> request => promotion = request.ok().map(Some),
             recv(snapshot_rx) -> request => snapshot = request.ok().map(Some),
+            recv(changes) -> next => change = next.ok(),
             default(Duration::from_millis(100)) => {}
+        }
+        if let Some(coordination) = &coordination {
+            let held = handle.stats.last_seq.load(Ordering::Acquire);
+            coordination.position.held.store(held, Ordering::Release);
         }
         if snapshot_signal.swap(false, Ordering::AcqRel) {
             snapshot = snapshot.or(Some(None));
@@ -662,32 +752,79 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             }
         }
         if let Some(reply) = promotion {
-            let result = match follower.take() {
-                None => Err("not a standby".to_string()),
-                Some((follow_stop, thread)) => {
-                    follow_stop.store(true, Ordering::Release);
-                    let held = thread.join().ok().and_then(Result::ok).unwrap_or(0);
-                    follower_flag.store(false, Ordering::Release);
-                    if let Some((drain_stop, drain_thread)) = drain.take() {
-                        drain_stop.store(true, Ordering::Release);
-                        let _ = drain_thread.join();
-                    }
-                    let pending = internal.pending_settlements()?;
-                    settlement = Some(settle(pending)?);
-                    state.standby.store(false, Ordering::Release);
-                    tracing::info!(last_seq = held, "promoted to primary");
-                    Ok(())
-                }
-            };
-            match reply {
-                Some(reply) => {
-                    let _ = reply.send(result);
+            match &coordination {
+                Some(coordination) => {
+                    promotion_asked = ask_coordinator(coordination, reply).or(promotion_asked);
                 }
                 None => {
-                    if let Err(e) = result {
-                        tracing::warn!(error = %e, "SIGUSR1: no promotion");
+                    let result = promote_here(
+                        Promotion {
+                            follower: &mut follower,
+                            follower_flag: &follower_flag,
+                            drain: &mut drain,
+                            internal: &mut internal,
+                            state: &state,
+                        },
+                        |_| Ok(()),
+                        |internal: &mut Internal| settle(internal.pending_settlements()?).map(Some),
+                        &mut settlement,
+                    );
+                    answer_promotion(reply, result.map_err(PromoteError::Failed));
+                }
+            }
+        }
+        if let (Some(change), Some(coordination)) = (change, &coordination) {
+            match change {
+                Change::Lead { term } => {
+                    let led = lead(
+                        (term, coordination.demo),
+                        coordination,
+                        hub.as_deref(),
+                        Promotion {
+                            follower: &mut follower,
+                            follower_flag: &follower_flag,
+                            drain: &mut drain,
+                            internal: &mut internal,
+                            state: &state,
+                        },
+                        |internal: &mut Internal| settle(internal.pending_settlements()?).map(Some),
+                        &mut settlement,
+                    );
+                    if let Err(e) = &led {
+                        tracing::error!(error = %e, term, "could not take the lead");
+                    }
+                    if let Some((reply, _)) = promotion_asked.take() {
+                        answer_promotion(Some(reply), led.map_err(PromoteError::Failed));
                     }
                 }
+                Change::Demoted => {
+                    // The fence is already closed: nothing applied from now is acknowledged.
+                    state.standby.store(true, Ordering::Release);
+                    follower_flag.store(true, Ordering::Release);
+                    tracing::warn!("lost the lead: writes refused until the next leader is known");
+                }
+                Change::Follow(leader) => match (&follow_target, follower.is_some()) {
+                    (Some(target), true) => {
+                        tracing::info!(leader = %leader.node_id, term = leader.term, "following the leader");
+                        target.set(Some(leader.replication));
+                    }
+                    _ => {
+                        tracing::warn!(leader = %leader.node_id, term = leader.term, "another node leads: rejoining as its standby");
+                        rejoin = true;
+                        break;
+                    }
+                },
+            }
+        }
+        if let Some((reply, deadline)) = promotion_asked.take() {
+            match Instant::now() < deadline {
+                true => promotion_asked = Some((reply, deadline)),
+                false => answer_promotion(
+                    Some(reply),
+                    Err(PromoteError::Conflict(
+                        "another node took the lease first".into(),
+                    )),
+                ),
             }
         }
         // What the history store holds leaves the engine (a primary's decision, journaled;
@@ -706,6 +843,10 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         follow_stop.store(true, Ordering::Release);
         let _ = thread.join();
     }
+    replication_stop.store(true, Ordering::Release);
+    if let Some(thread) = replication_thread {
+        let _ = thread.join();
+    }
     shutdown(
         server_shared,
         gateway_threads,
@@ -722,8 +863,192 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         (Some(why), _) => Err(why),
         (None, Some(end)) => Ok(RunEnd::Ahead { end, bound }),
         (None, None) if behind => Ok(RunEnd::Behind { bound }),
+        (None, None) if rejoin => Ok(RunEnd::Rejoin { bound }),
         (None, None) => Ok(RunEnd::Stopped),
     }
+}
+
+/// What a promotion changes.
+struct Promotion<'a> {
+    follower: &'a mut Option<FollowerThread>,
+    follower_flag: &'a AtomicBool,
+    drain: &'a mut Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+    internal: &'a mut Internal,
+    state: &'a ServiceState,
+}
+
+/// Turns this standby into the primary: stops following (the last record held is applied),
+/// runs `before_writes` (a coordinated node journals its term there), starts settlement and
+/// takes writes. `Err` when this is not a standby.
+fn promote_here(
+    promotion: Promotion<'_>,
+    before_writes: impl FnOnce(&mut Internal) -> Result<(), String>,
+    start_settlement: impl FnOnce(&mut Internal) -> Result<Option<SettlementHandle>, String>,
+    settlement: &mut Option<SettlementHandle>,
+) -> Result<(), String> {
+    let Some((follow_stop, thread)) = promotion.follower.take() else {
+        return Err("not a standby".to_string());
+    };
+    follow_stop.store(true, Ordering::Release);
+    let held = thread.join().ok().and_then(Result::ok).unwrap_or(0);
+    promotion.follower_flag.store(false, Ordering::Release);
+    if let Some((drain_stop, drain_thread)) = promotion.drain.take() {
+        drain_stop.store(true, Ordering::Release);
+        let _ = drain_thread.join();
+    }
+    before_writes(promotion.internal)?;
+    *settlement = start_settlement(promotion.internal)?;
+    promotion.state.standby.store(false, Ordering::Release);
+    tracing::info!(last_seq = held, "promoted to primary");
+    Ok(())
+}
+
+/// A coordinated node won the lease for `term`: it journals the term (and with `demo` the
+/// demo market), then takes writes
+/// (waiting for `--replicas` standbys from now on). A node that led already (its lease held
+/// through an outage of etcd) only takes writes again.
+fn lead(
+    (term, demo): (u64, bool),
+    coordination: &Coordination,
+    hub: Option<&ReplicationHub>,
+    promotion: Promotion<'_>,
+    start_settlement: impl FnOnce(&mut Internal) -> Result<Option<SettlementHandle>, String>,
+    settlement: &mut Option<SettlementHandle>,
+) -> Result<(), String> {
+    let begin_term = |internal: &mut Internal| -> Result<(), String> {
+        match internal.run(Work::Command(Command::BeginTerm { term }))? {
+            Completion::Applied { seq, .. } => {
+                if let Some(hub) = hub {
+                    if seq > 0 && term > coordination.position.term.load(Ordering::Acquire) {
+                        hub.set_term_start(seq);
+                    }
+                }
+                coordination.position.term.fetch_max(term, Ordering::AcqRel);
+                // `serve --demo` on an empty journal (the term is its first record): the demo
+                // market, before any write.
+                if demo && seq == 1 {
+                    for command in demo::commands() {
+                        internal.run(Work::Command(command))?;
+                    }
+                }
+                Ok(())
+            }
+            Completion::Refused { reason, .. } => {
+                Err(format!("the term was not journaled: {reason}"))
+            }
+            _ => Err("the term was not journaled".to_string()),
+        }
+    };
+    // The term's record is this node's own: no standby follows it yet. Writes from then on
+    // wait for `--replicas` standbys.
+    let begin_term = |internal: &mut Internal| -> Result<(), String> {
+        begin_term(internal)?;
+        if let Some(hub) = hub {
+            hub.set_required(coordination.replicas as usize);
+        }
+        Ok(())
+    };
+    if promotion.follower.is_some() {
+        promote_here(promotion, begin_term, start_settlement, settlement)?;
+    } else {
+        begin_term(promotion.internal)?;
+        promotion.follower_flag.store(false, Ordering::Release);
+        promotion.state.standby.store(false, Ordering::Release);
+    }
+    tracing::info!(term, "leading");
+    Ok(())
+}
+
+/// An operator asked a coordinated node to promote itself: refused while another node holds
+/// the lease; else the coordinator runs for leader now, and the answer waits for the outcome.
+fn ask_coordinator(
+    coordination: &Coordination,
+    reply: Option<PromoteRequest>,
+) -> Option<(PromoteRequest, Instant)> {
+    match coordination.coordinator.view().leader {
+        Some(leader) => {
+            answer_promotion(
+                reply,
+                Err(PromoteError::Conflict(format!(
+                    "{} holds the coordinator's lease (term {}): promotion is by election",
+                    leader.node_id, leader.term
+                ))),
+            );
+            None
+        }
+        None => {
+            coordination.coordinator.run_now();
+            let wait = coordination.coordinator.config().lease * 3;
+            reply.map(|reply| (reply, Instant::now() + wait))
+        }
+    }
+}
+
+/// Answers an operator's promotion (the admin call's channel, or the log for SIGUSR1).
+fn answer_promotion(reply: Option<PromoteRequest>, result: Result<(), PromoteError>) {
+    match reply {
+        Some(reply) => {
+            let _ = reply.send(result);
+        }
+        None => {
+            if let Err(e) = result {
+                tracing::warn!(error = ?e, "SIGUSR1: no promotion");
+            }
+        }
+    }
+}
+
+/// The leader as an uncoordinated node sees it: itself while it is the primary.
+fn uncoordinated_lookup(
+    state: &Arc<ServiceState>,
+    bound: &SocketAddr,
+    scheme: &str,
+) -> LeaderLookup {
+    let state = state.clone();
+    let url = format!("{scheme}://{bound}");
+    let node = bound.to_string();
+    LeaderLookup(Arc::new(move || {
+        let leading = !state.standby.load(Ordering::Acquire);
+        LeaderStatus {
+            node_id: leading.then(|| node.clone()),
+            url: leading.then(|| url.clone()),
+            term: 0,
+            leading,
+            coordinated: false,
+        }
+    }))
+}
+
+/// Serves replication on `address` until `stop`; returns where it listens and the listener's
+/// thread.
+fn serve_replication(
+    address: &str,
+    hub: &Arc<ReplicationHub>,
+    data_dir: &Path,
+    keys: &KeyTable,
+    secret: &LinkSecret,
+    stop: &Arc<AtomicBool>,
+) -> Result<(SocketAddr, std::thread::JoinHandle<()>), String> {
+    let listener = std::net::TcpListener::bind(resolve(address)?)
+        .map_err(|e| format!("--replication-listen {address}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("ladder: replication on {bound}");
+    let history_dir = data_dir.to_path_buf();
+    let thread = server::serve(
+        listener,
+        server::Primary {
+            data_dir: data_dir.to_path_buf(),
+            hub: hub.clone(),
+            master_key: keys.master_bytes(),
+            secret: secret.clone(),
+            stop: stop.clone(),
+            history_copy: Some(Arc::new(move |to: &Path| {
+                ladder_history::copy_store(&history_dir, to)
+            })),
+        },
+    )
+    .map_err(|e| format!("replication: {e}"))?;
+    Ok((bound, thread))
 }
 
 /// The standby's follower: its stop flag and its thread (the last sequence held, or why the
@@ -764,14 +1089,15 @@ fn drain_until_promoted(
 
 #[allow(clippy::too_many_arguments)]
 fn start_follower(
-    primary: &str,
+    primary: &FollowTarget,
     secret: &LinkSecret,
-    last_seq: u64,
+    (last_seq, term): (u64, u64),
     submitter: Submitter,
     completions: Receiver<Completion>,
     sink: u16,
     keys: &Arc<KeyTable>,
     data_dir: &Path,
+    position: Option<Arc<ladder_coordinator::Position>>,
 ) -> Result<FollowerThread, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let applied_keys = keys.clone();
@@ -789,7 +1115,8 @@ fn start_follower(
         }
     };
     let follower = client::Follower {
-        primary: primary.to_string(),
+        primary: primary.clone(),
+        term,
         secret: secret.clone(),
         node_id: node_id(data_dir)?,
         last_seq,
@@ -822,6 +1149,11 @@ fn start_follower(
             }
             (Command::DeleteApiKey { key_id, .. }, Reply::Ok) => {
                 applied_keys.remove(&Uuid::from_bytes(*key_id))
+            }
+            (Command::BeginTerm { term }, _) => {
+                if let Some(position) = &position {
+                    position.term.fetch_max(*term, Ordering::AcqRel);
+                }
             }
             _ => {}
         }),

@@ -1,0 +1,183 @@
+//! A node whose role etcd decides (CONTRACT 22): `ladder serve --coordinator` or `ladder
+//! standby --coordinator`. Every run starts as a standby that follows whoever leads; the
+//! coordinator promotes it in place when it wins the lease (it journals the new term first),
+//! and a node that loses the lead stops acknowledging at once and runs again as a standby of
+//! the next leader, cutting what it wrote past that leader's term start.
+
+use super::*;
+
+use ladder_coordinator::{Coordinator, CoordinatorConfig, Position};
+
+use crate::cmd::CoordinatorFlags;
+
+/// What a coordinated node keeps across its runs.
+pub(super) struct Coordination {
+    /// The coordinator thread.
+    pub coordinator: Coordinator,
+    /// What this node holds, published for the election.
+    pub position: Arc<Position>,
+    /// Until when this node may acknowledge writes (closed while it does not lead).
+    pub fence: Arc<ladder_sequencer::AckFence>,
+    /// Where standbys connect while this node leads.
+    pub replication_listen: String,
+    /// Standbys that must hold a batch before it is answered, while this node leads.
+    pub replicas: u32,
+    /// `ladder serve --demo`: the demo market on an empty journal, once this node leads.
+    pub demo: bool,
+}
+
+impl Coordination {
+    /// The leader's replication address, when another node leads.
+    pub fn leader_replication(&self) -> Option<String> {
+        let view = self.coordinator.view();
+        view.leader
+            .filter(|l| l.node_id != self.coordinator.config().node_id)
+            .map(|l| l.replication)
+    }
+
+    /// The leader as `GET /admin/leader` shows it; this node leads once it takes writes.
+    pub fn lookup(self: &Arc<Self>, state: &Arc<ServiceState>) -> LeaderLookup {
+        let view = self.coordinator.shared_view();
+        let state = state.clone();
+        LeaderLookup(Arc::new(move || {
+            let view = view.read();
+            LeaderStatus {
+                node_id: view.leader.as_ref().map(|l| l.node_id.clone()),
+                url: view.leader.as_ref().map(|l| l.url.clone()),
+                term: view.term,
+                leading: view.leading && !state.standby.load(Ordering::Acquire),
+                coordinated: true,
+            }
+        }))
+    }
+}
+
+/// The command a coordinated node was started with.
+pub(super) enum CoordinatedNode<'a> {
+    /// `ladder serve`: may lead a cluster that never had a leader.
+    Serve(&'a ServeArgs),
+    /// `ladder standby`: waits for a leader to copy from.
+    Standby(&'a StandbyArgs),
+}
+
+/// Runs a coordinated node until stopped.
+pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result<(), String> {
+    let demo = matches!(node, CoordinatedNode::Serve(args) if args.demo);
+    let (flags, service, replication_listen, replicas, secret) = match &node {
+        CoordinatedNode::Serve(args) => (
+            &args.coordinator,
+            &args.service,
+            args.replication_listen.clone(),
+            args.replicas,
+            args.replication_secret.link_secret(),
+        ),
+        CoordinatedNode::Standby(args) => (
+            &args.coordinator,
+            &args.service,
+            args.replication_listen.clone(),
+            args.replicas,
+            args.replication_secret.link_secret(),
+        ),
+    };
+    let replication_listen = replication_listen
+        .ok_or("--coordinator needs --replication-listen (where standbys follow this node)")?;
+    let data_dir = service.data_dir.clone();
+    ladder_journal::create_dir_durably(&data_dir)
+        .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
+    let coordination = Arc::new(start_coordination(
+        flags,
+        &service.listen,
+        matches!(node, CoordinatedNode::Serve(_)),
+        replication_listen,
+        replicas,
+        demo,
+    )?);
+    let link_node = node_id(&data_dir)?;
+    let mut listen = service.listen.clone();
+    let result = loop {
+        if let Some(leader) = coordination.leader_replication() {
+            let asking = bootstrap::Asking {
+                data_dir: &data_dir,
+                node_id: &link_node,
+                primary: &leader,
+                secret: &secret,
+                journal: JournalOptions {
+                    segment_size_bytes: service.segment_size_bytes(),
+                },
+                stop: &signals.stop,
+            };
+            if let Err(e) = bootstrap::when_behind(&asking) {
+                tracing::warn!(error = %e, %leader, "could not ask the leader for its state; following its journal");
+            }
+        }
+        if signals.stop.load(Ordering::Acquire) {
+            break Ok(());
+        }
+        let role = Role::Standby {
+            primary: FollowTarget::default(),
+            secret: secret.clone(),
+        };
+        let options = match &node {
+            CoordinatedNode::Serve(args) => serve_options(args, &listen, role, signals.clone()),
+            CoordinatedNode::Standby(args) => {
+                standby_options(args, &listen, role, signals.clone(), None)
+            }
+        };
+        let mut options = match options {
+            Ok(options) => options,
+            Err(e) => break Err(e),
+        };
+        options.coordination = Some(coordination.clone());
+        match run(options) {
+            Err(e) => break Err(e),
+            Ok(RunEnd::Stopped) => break Ok(()),
+            Ok(RunEnd::Behind { bound }) | Ok(RunEnd::Rejoin { bound }) => {
+                listen = bound.to_string();
+            }
+            Ok(RunEnd::Ahead { end, bound }) => {
+                if let Err(why) = ahead::cut_after_primary_end(&data_dir, end) {
+                    break Err(format!("the leader refused replication: {why}"));
+                }
+                listen = bound.to_string();
+            }
+        }
+    };
+    match Arc::try_unwrap(coordination) {
+        Ok(coordination) => coordination.coordinator.stop(),
+        Err(_) => tracing::warn!("the coordinator is still shared; its lease expires by itself"),
+    }
+    result
+}
+
+fn start_coordination(
+    flags: &CoordinatorFlags,
+    listen: &str,
+    may_lead_empty: bool,
+    replication_listen: String,
+    replicas: u32,
+    demo: bool,
+) -> Result<Coordination, String> {
+    let position = Arc::new(Position::default());
+    let fence = Arc::new(ladder_sequencer::AckFence::closed());
+    let fenced = fence.clone();
+    let config = CoordinatorConfig {
+        endpoints: flags.coordinator.clone(),
+        cluster: flags.cluster.clone(),
+        node_id: flags.node_id.clone().unwrap_or_else(|| listen.to_string()),
+        lease: Duration::from_millis(flags.lease_ms),
+        may_lead_empty,
+    };
+    let coordinator = Coordinator::start(
+        config,
+        position.clone(),
+        Box::new(move |deadline| fenced.allow_until(deadline)),
+    )?;
+    Ok(Coordination {
+        coordinator,
+        position,
+        fence,
+        replication_listen,
+        replicas,
+        demo,
+    })
+}

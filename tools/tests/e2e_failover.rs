@@ -1,0 +1,320 @@
+//! Automatic failover through etcd (CONTRACT 22), with real processes and a real etcd on one
+//! machine: a killed leader is replaced within three leases by the standby that holds every
+//! acknowledged order (a lagging one does not win); a paused leader never acknowledges after
+//! the new leader's first write and rejoins as its standby; with etcd down, writes stop within
+//! a lease, reads go on, and writes resume when etcd returns.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ladder_client::Trader;
+use ladder_protocol::wire::OrderType;
+use ladder_protocol::Side;
+use serde_json::{json, Value};
+
+use support::etcd::Etcd;
+use support::*;
+
+/// `--coordinator` and friends for node `node` of `cluster`.
+fn coordinated<'a>(
+    etcd: &'a Etcd,
+    cluster: &'a str,
+    node: &'a str,
+    lease_ms: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--coordinator",
+        &etcd.url,
+        "--cluster",
+        cluster,
+        "--node-id",
+        node,
+        "--lease-ms",
+        lease_ms,
+        "--replication-listen",
+        "127.0.0.1:0",
+    ]
+}
+
+/// A coordinated `ladder standby` (no `--primary`: it follows whoever leads).
+fn coordinated_standby(args: &[&str], data_dir: &std::path::Path) -> Standby {
+    let mut command = ladder_standby(data_dir);
+    command.args(args);
+    spawn_standby(command)
+}
+
+/// `GET /admin/leader` of the node at `url`.
+fn leader_seen(url: &str) -> Option<Value> {
+    let mut http = ladder_client::HttpClient::new(url).ok()?;
+    let r = http.request("GET", "/admin/leader", &[], None).ok()?;
+    (r.status == 200).then(|| r.json())
+}
+
+/// Waits until the node at `url` sees `node` lead.
+fn wait_for_leader(url: &str, node: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(seen) = leader_seen(url) {
+            if seen["leader"] == json!(node) {
+                return seen;
+            }
+        }
+        assert!(Instant::now() < deadline, "{url} never saw {node} lead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A resting buy of one share at a price of its own (nothing crosses): whether it was
+/// acknowledged, and its id.
+fn place(trader: &mut Trader, i: u32) -> (u16, Option<String>) {
+    let price = 1_000 + 10 * (i % 400);
+    match trader.place(yes(), Side::Buy, price, 1, OrderType::Gtc) {
+        Ok(r) if r.status == 200 && r.json()["success"] == json!(true) => {
+            (200, r.json()["orderID"].as_str().map(str::to_string))
+        }
+        Ok(r) => (r.status, None),
+        Err(_) => (0, None),
+    }
+}
+
+/// The ids of the open orders trader `from`'s account has on the node at `url`.
+fn open_order_ids(url: &str, from: &Trader) -> Vec<String> {
+    let mut t = trader_on(url, 0, from);
+    let r = t.send("GET", "/orders?limit=500", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["order_hash"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until the node at `url` leads and takes writes (`ladder_is_leader 1`).
+fn wait_until_leading(url: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let leads = ladder_client::HttpClient::new(url)
+            .and_then(|mut http| http.request("GET", "/metrics", &[], None))
+            .is_ok_and(|r| r.body.contains("\nladder_is_leader 1\n"));
+        if leads {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never took the lead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn state_hash(url: &str) -> Value {
+    admin_at(url, "GET", "/admin/state-hash").1
+}
+
+#[test]
+fn a_killed_leader_is_replaced_within_three_leases_by_a_standby_that_holds_every_acknowledged_order(
+) {
+    let Some(etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let lease_ms = 2_000u64;
+    let lease = lease_ms.to_string();
+    let mut args_a = coordinated(&etcd, "kill", "a", &lease);
+    args_a.extend(["--replicas", "1"]);
+    let mut leader = Service::start(&args_a);
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let dirs = tempfile::tempdir().unwrap();
+    let mut args_b = coordinated(&etcd, "kill", "b", &lease);
+    args_b.extend(["--replicas", "1"]);
+    let b = coordinated_standby(&args_b, &dirs.path().join("b"));
+    let mut args_c = coordinated(&etcd, "kill", "c", &lease);
+    args_c.extend(["--replicas", "1"]);
+    let c = coordinated_standby(&args_c, &dirs.path().join("c"));
+    for standby in [&b.url, &c.url] {
+        wait_for_leader(standby, "a", Duration::from_secs(20));
+    }
+    // Writes are answered once a standby holds them.
+    wait_for_hash(&b.url, &state_hash(&leader.url));
+    wait_for_hash(&c.url, &state_hash(&leader.url));
+    let mut alice = leader.trader(0);
+    wait_for_hash(&c.url, &state_hash(&leader.url));
+
+    // C stops following for a while: it lags, and must not win.
+    c.signal("STOP");
+    let mut acked = Vec::new();
+    for i in 0..40 {
+        let (status, id) = place(&mut alice, i);
+        assert_eq!(status, 200, "the leader takes writes while b holds them");
+        acked.extend(id);
+    }
+    leader.kill();
+    let killed = Instant::now();
+    c.signal("CONT");
+
+    // B leads and takes writes within three leases.
+    let mut on_b = trader_on(&b.url, 0, &alice);
+    let took = loop {
+        let (status, id) = place(&mut on_b, 1_000);
+        if status == 200 {
+            acked.extend(id);
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "no standby took writes (last status {status})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!(
+        "e2e_failover: the first acknowledged write on the new leader came {took:?} after the kill"
+    );
+    assert!(
+        took <= Duration::from_millis(3 * lease_ms),
+        "the new leader took writes {took:?} after the kill, more than 3 leases"
+    );
+    let seen = wait_for_leader(&b.url, "b", Duration::from_secs(1));
+    assert_eq!(seen["url"], json!(b.url));
+    assert!(seen["term"].as_u64().unwrap() >= 2, "{seen}");
+    let (_, metrics) = {
+        let mut http = ladder_client::HttpClient::new(&b.url).unwrap();
+        let r = http.request("GET", "/metrics", &[], None).unwrap();
+        (r.status, r.body)
+    };
+    assert!(metrics.contains("\nladder_is_leader 1\n"), "{metrics}");
+
+    // Every acknowledged order is on the new leader; the lagging standby follows it.
+    let mut open = open_order_ids(&b.url, &alice);
+    open.sort();
+    acked.sort();
+    assert_eq!(
+        open, acked,
+        "the new leader holds exactly the acknowledged orders"
+    );
+    wait_for_leader(&c.url, "b", Duration::from_secs(10));
+    wait_for_hash(&c.url, &state_hash(&b.url));
+    // A standby refuses writes and names the leader.
+    let mut on_c = trader_on(&c.url, 0, &alice);
+    let r = on_c
+        .place(yes(), Side::Buy, 2_000, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            503,
+            json!({ "error": "standby: not primary", "leader": b.url })
+        )
+    );
+    // An operator cannot promote a standby while another node holds the lease.
+    let (status, body) = admin_at(&c.url, "POST", "/admin/promote");
+    assert_eq!(status, 409, "{body}");
+}
+
+#[test]
+fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_standby() {
+    let Some(etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let lease = "1000";
+    let leader = Service::start(&coordinated(&etcd, "pause", "a", lease));
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let dirs = tempfile::tempdir().unwrap();
+    let b = coordinated_standby(
+        &coordinated(&etcd, "pause", "b", lease),
+        &dirs.path().join("b"),
+    );
+    wait_for_leader(&b.url, "a", Duration::from_secs(20));
+    let mut alice = leader.trader(0);
+    let (status, _) = place(&mut alice, 0);
+    assert_eq!(status, 200);
+    wait_for_hash(&b.url, &state_hash(&leader.url));
+
+    leader.signal("STOP");
+    // A write sent to the paused leader waits in its socket.
+    let mut queued = trader_on(&leader.url, 0, &alice);
+    let queued = std::thread::spawn(move || place(&mut queued, 1));
+    // B takes over; its first acknowledged write.
+    wait_for_leader(&b.url, "b", Duration::from_secs(10));
+    let mut on_b = trader_on(&b.url, 0, &alice);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while place(&mut on_b, 2).0 != 200 {
+        assert!(Instant::now() < deadline, "b never took writes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    leader.signal("CONT");
+    // Nothing the old leader answers from now on is an acknowledgement.
+    let (status, _) = queued.join().unwrap();
+    assert_ne!(
+        status, 200,
+        "the paused leader acknowledged a write after the new leader's first"
+    );
+    let mut on_a = trader_on(&leader.url, 0, &alice);
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let (status, _) = place(&mut on_a, 3);
+        assert_ne!(
+            status, 200,
+            "the old leader acknowledged a write after losing the lease"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It rejoins as B's standby, holding B's state (what it wrote past B's term is cut).
+    wait_for_leader(&leader.url, "b", Duration::from_secs(20));
+    wait_for_hash(&leader.url, &state_hash(&b.url));
+}
+
+#[test]
+fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_it_returns() {
+    let Some(mut etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let lease_ms = 1_000u64;
+    let lease = lease_ms.to_string();
+    let leader = Service::start(&coordinated(&etcd, "outage", "a", &lease));
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let mut alice = leader.trader(0);
+    assert_eq!(place(&mut alice, 0).0, 200);
+
+    etcd.kill();
+    let down = Instant::now();
+    let mut reader = ladder_client::HttpClient::new(&leader.url).unwrap();
+    let refused_after = loop {
+        let (status, _) = place(&mut alice, 1);
+        let read = reader.request("GET", "/markets", &[], None).unwrap();
+        assert_eq!(read.status, 200, "reads go on without etcd");
+        if status == 503 {
+            break down.elapsed();
+        }
+        assert_eq!(status, 200);
+        assert!(
+            down.elapsed() < Duration::from_secs(10),
+            "writes never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        refused_after <= Duration::from_millis(lease_ms + 300),
+        "writes went on {refused_after:?} after etcd went down"
+    );
+    for _ in 0..10 {
+        assert_eq!(place(&mut alice, 2).0, 503, "no writes while etcd is down");
+        let read = reader.request("GET", "/markets", &[], None).unwrap();
+        assert_eq!(read.status, 200, "reads go on without etcd");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let hash_while_down = state_hash(&leader.url);
+
+    etcd.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while place(&mut alice, 3).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "writes never resumed after etcd returned"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        leader_seen(&leader.url).unwrap()["leader"],
+        json!("a"),
+        "the same node leads on"
+    );
+    assert!(state_hash(&leader.url)["seq"].as_u64() > hash_while_down["seq"].as_u64());
+}
