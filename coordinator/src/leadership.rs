@@ -39,7 +39,7 @@ pub struct CoordinatorConfig {
 impl CoordinatorConfig {
     /// How often the lease is renewed and the leader's key read.
     pub fn tick(&self) -> Duration {
-        (self.lease / 5).clamp(Duration::from_millis(20), Duration::from_millis(500))
+        (self.lease / 8).clamp(Duration::from_millis(20), Duration::from_millis(250))
     }
 
     /// What the leader keeps back from its lease: clock rates, the time an answer takes to

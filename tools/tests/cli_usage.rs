@@ -20,8 +20,23 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 37] = [
+    let cases: [(&[&str], &str); 43] = [
         (&["serve", "--durability", "fast"], "--durability"),
+        (&["standby"], "--primary"),
+        (
+            &["serve", "--coordinator", "127.0.0.1:2379"],
+            "--coordinator",
+        ),
+        (
+            &["serve", "--coordinator", "http://127.0.0.1:2379"],
+            "--replication-listen",
+        ),
+        (
+            &["standby", "--coordinator", "http://127.0.0.1:2379"],
+            "--replication-listen",
+        ),
+        (&["serve", "--lease-ms", "10"], "--lease-ms"),
+        (&["serve", "--cluster", "a/b"], "--cluster"),
         (&["serve", "--replicas", "1"], "--replication-listen"),
         (&["serve", "--listen", "bogus"], "--listen"),
         (&["serve", "--listen", "127.0.0.1:99999"], "--listen"),

@@ -193,6 +193,7 @@ fn a_killed_leader_is_replaced_within_three_leases_by_a_standby_that_holds_every
     wait_for_hash(&c.url, &state_hash(&b.url));
     // A standby refuses writes and names the leader.
     let mut on_c = trader_on(&c.url, 0, &alice);
+    on_c.http.follow_leader = false;
     let r = on_c
         .place(yes(), Side::Buy, 2_000, 1, OrderType::Gtc)
         .unwrap();
@@ -203,6 +204,15 @@ fn a_killed_leader_is_replaced_within_three_leases_by_a_standby_that_holds_every
             json!({ "error": "standby: not primary", "leader": b.url })
         )
     );
+    // The client follows it there: the same order, sent to the standby, lands on the leader.
+    let mut following = trader_on(&c.url, 0, &alice);
+    let r = following
+        .place(yes(), Side::Buy, 2_000, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.json()["success"], json!(true), "{}", r.body);
+    assert_eq!(following.http.base_url(), b.url);
+    let placed = r.json()["orderID"].as_str().unwrap().to_string();
+    assert!(open_order_ids(&b.url, &alice).contains(&placed));
     // An operator cannot promote a standby while another node holds the lease.
     let (status, body) = admin_at(&c.url, "POST", "/admin/promote");
     assert_eq!(status, 409, "{body}");
@@ -230,6 +240,7 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     leader.signal("STOP");
     // A write sent to the paused leader waits in its socket.
     let mut queued = trader_on(&leader.url, 0, &alice);
+    queued.http.follow_leader = false;
     let queued = std::thread::spawn(move || place(&mut queued, 1));
     // B takes over; its first acknowledged write.
     wait_for_leader(&b.url, "b", Duration::from_secs(10));
@@ -247,6 +258,7 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
         "the paused leader acknowledged a write after the new leader's first"
     );
     let mut on_a = trader_on(&leader.url, 0, &alice);
+    on_a.http.follow_leader = false;
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
         let (status, _) = place(&mut on_a, 3);

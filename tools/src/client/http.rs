@@ -35,10 +35,20 @@ impl HttpResponse {
 }
 
 /// One keep-alive connection to `host:port`, reopened when the server closed it.
+///
+/// A node of a coordinated cluster that does not lead answers a write 503 `standby: not
+/// primary` with the leader's URL, having changed nothing (CONTRACT 22): the client then
+/// sends the request once more, to the leader, and talks to the leader from then on (unless
+/// [`HttpClient::follow_leader`] is off), until the leader cannot be reached: then it goes
+/// back to the URL it was made for.
 pub struct HttpClient {
     authority: String,
+    /// The authority it was made for: it goes back there when a leader it followed fails.
+    home: String,
     stream: Option<BufReader<TcpStream>>,
     timeout: Duration,
+    /// Whether a standby's 503 that names the leader is retried there.
+    pub follow_leader: bool,
 }
 
 impl HttpClient {
@@ -50,14 +60,68 @@ impl HttpClient {
             .trim_end_matches('/')
             .to_string();
         Ok(HttpClient {
+            home: authority.clone(),
             authority,
             stream: None,
             timeout: Duration::from_secs(30),
+            follow_leader: true,
         })
+    }
+
+    /// The base URL requests go to now (the leader's, once a standby named it).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.authority)
     }
 
     /// Sends one request and reads its response. `path` includes the query string.
     pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: Option<&str>,
+    ) -> Result<HttpResponse, String> {
+        let response = match self.request_here(method, path, headers, body) {
+            Ok(response) => response,
+            Err(e) => {
+                // A leader followed earlier is gone: the next request goes where this
+                // client was pointed, which names the next leader.
+                if self.authority != self.home {
+                    self.authority = self.home.clone();
+                    self.stream = None;
+                }
+                return Err(e);
+            }
+        };
+        match self.leader_named(&response) {
+            Some(leader) => {
+                // Nothing was applied where it was refused: one more try, at the leader (a
+                // repeated order is refused there as a duplicate by its hash in any case).
+                self.authority = leader;
+                self.stream = None;
+                self.request_here(method, path, headers, body)
+            }
+            None => Ok(response),
+        }
+    }
+
+    /// The leader's authority when `response` is a standby's refusal that names another
+    /// node as the leader.
+    fn leader_named(&self, response: &HttpResponse) -> Option<String> {
+        if !self.follow_leader || response.status != 503 {
+            return None;
+        }
+        let body = response.json();
+        if body["error"] != "standby: not primary" {
+            return None;
+        }
+        let leader = body["leader"].as_str()?.strip_prefix("http://")?;
+        let leader = leader.trim_end_matches('/');
+        (!leader.is_empty() && leader != self.authority).then(|| leader.to_string())
+    }
+
+    /// Sends one request to the current node.
+    fn request_here(
         &mut self,
         method: &str,
         path: &str,

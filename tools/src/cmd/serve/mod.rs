@@ -822,7 +822,8 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
                 false => answer_promotion(
                     Some(reply),
                     Err(PromoteError::Conflict(
-                        "another node took the lease first".into(),
+                        "not elected within 3 leases (another node won, or etcd is unreachable)"
+                            .into(),
                     )),
                 ),
             }
