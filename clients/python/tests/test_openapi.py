@@ -195,6 +195,7 @@ def test_every_operation_answers_as_documented(
     c(public.request("GET", "/admin/state-hash"), "/admin/state-hash")  # 401
     c(admin("POST", "/admin/snapshot"), "/admin/snapshot")
     c(admin("POST", "/admin/promote"), "/admin/promote")  # 400: already the primary
+    c(public.request("GET", "/admin/leader"), "/admin/leader")  # public: the primary itself
 
     # ---------------------------------------------------------------- every operation was driven
     driven = {(m, p) for m, p, _ in contract.checked}

@@ -3,6 +3,7 @@
 mod ahead;
 mod allocator;
 mod bench;
+mod bench_failover;
 mod bench_fanout;
 mod bench_pipeline;
 mod bench_soak;
@@ -307,6 +308,9 @@ pub enum BenchCommand {
     /// Start a service and drive it with the market makers' mix for millions of commands:
     /// memory, snapshot, data directory and restart time at checkpoints.
     Soak(bench_soak::SoakArgs),
+    /// Three coordinated nodes and etcd: kill the leader again and again; how long until the
+    /// new leader acknowledges a write (median and max).
+    Failover(bench_failover::FailoverBenchArgs),
 }
 
 /// `ladder bench engine`.
@@ -502,6 +506,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Flush(args) => bench_pipeline::flush(&args),
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
             BenchCommand::Soak(args) => bench_soak::soak(&args),
+            BenchCommand::Failover(args) => bench_failover::failover(&args),
         },
         Command::Client(args) => client::run(args),
         Command::Loadgen(args) => loadgen::run(&args),
