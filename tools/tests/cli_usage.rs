@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 43] = [
+    let cases: [(&[&str], &str); 42] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["standby"], "--primary"),
         (
@@ -28,11 +28,13 @@ fn bad_usage_exits_2_naming_the_flag() {
             "--coordinator",
         ),
         (
-            &["serve", "--coordinator", "http://127.0.0.1:2379"],
-            "--replication-listen",
-        ),
-        (
-            &["standby", "--coordinator", "http://127.0.0.1:2379"],
+            &[
+                "standby",
+                "--coordinator",
+                "http://127.0.0.1:2379",
+                "--replicas",
+                "1",
+            ],
             "--replication-listen",
         ),
         (&["serve", "--lease-ms", "10"], "--lease-ms"),

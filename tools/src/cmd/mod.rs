@@ -397,10 +397,8 @@ fn standby_usage_problem(args: &StandbyArgs) -> Option<String> {
                 .into(),
         );
     }
-    if coordinated && args.replication_listen.is_none() {
-        return Some(
-            "--coordinator needs --replication-listen (where standbys follow this node)".into(),
-        );
+    if args.replicas > 0 && args.replication_listen.is_none() {
+        return Some("--replicas needs --replication-listen (where standbys connect)".into());
     }
     let secret = &args.replication_secret;
     args.primary
@@ -439,13 +437,6 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
     match &cli.command {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
-        }
-        Command::Serve(args)
-            if !args.coordinator.coordinator.is_empty() && args.replication_listen.is_none() =>
-        {
-            Some(
-                "--coordinator needs --replication-listen (where standbys follow this node)".into(),
-            )
         }
         Command::Serve(args)
             if args.replicas > 0 && args.durability == ladder_journal::Durability::Async =>

@@ -18,8 +18,8 @@ pub(super) struct Coordination {
     pub position: Arc<Position>,
     /// Until when this node may acknowledge writes (closed while it does not lead).
     pub fence: Arc<ladder_sequencer::AckFence>,
-    /// Where standbys connect while this node leads.
-    pub replication_listen: String,
+    /// Where standbys connect while this node leads (`None`: nowhere; it leads alone).
+    pub replication_listen: Option<String>,
     /// Standbys that must hold a batch before it is answered, while this node leads.
     pub replicas: u32,
     /// `ladder serve --demo`: the demo market on an empty journal, once this node leads.
@@ -33,6 +33,7 @@ impl Coordination {
         view.leader
             .filter(|l| l.node_id != self.coordinator.config().node_id)
             .map(|l| l.replication)
+            .filter(|address| !address.is_empty())
     }
 
     /// The leader as `GET /admin/leader` shows it; this node leads once it takes writes.
@@ -79,8 +80,6 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
             args.replication_secret.link_secret(),
         ),
     };
-    let replication_listen = replication_listen
-        .ok_or("--coordinator needs --replication-listen (where standbys follow this node)")?;
     let data_dir = service.data_dir.clone();
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
@@ -153,7 +152,7 @@ fn start_coordination(
     flags: &CoordinatorFlags,
     listen: &str,
     may_lead_empty: bool,
-    replication_listen: String,
+    replication_listen: Option<String>,
     replicas: u32,
     demo: bool,
 ) -> Result<Coordination, String> {

@@ -650,20 +650,25 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         Role::Standby { primary, secret } => {
             drain = Some(drain_until_promoted(settlement_rx.clone()));
             if let (Some(coordination), Some(hub)) = (&coordination, &hub) {
-                let (replication, thread) = serve_replication(
-                    &coordination.replication_listen,
-                    hub,
-                    &data_dir,
-                    &keys,
-                    secret,
-                    &replication_stop,
-                )?;
-                replication_thread = Some(thread);
+                // Without `--replication-listen` a node may lead, alone: none can follow it.
+                let mut replication = String::new();
+                if let Some(address) = &coordination.replication_listen {
+                    let (bound, thread) = serve_replication(
+                        address,
+                        hub,
+                        &data_dir,
+                        &keys,
+                        secret,
+                        &replication_stop,
+                    )?;
+                    replication = bound.to_string();
+                    replication_thread = Some(thread);
+                }
                 coordination
                     .coordinator
                     .advertise(ladder_coordinator::Addresses {
                         url: format!("{scheme}://{bound}"),
-                        replication: replication.to_string(),
+                        replication,
                     });
                 primary.set(coordination.leader_replication());
             }
