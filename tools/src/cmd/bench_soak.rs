@@ -231,8 +231,27 @@ fn newest_snapshot_mb(data_dir: &Path) -> f64 {
     mb(newest)
 }
 
+/// Writes a snapshot now, with the service at rest (`POST /admin/snapshot`): its size, MB.
+/// The periodic snapshots are written in the middle of the load, with quotes resting and
+/// trades settling, so they do not measure what the service keeps.
+fn settled_snapshot_mb(service: &Service) -> Result<f64, String> {
+    let mut http = HttpClient::new(&service.url())?;
+    let auth = [("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
+    let r = http.request("POST", "/admin/snapshot", &auth, Some(""))?;
+    if r.status != 200 {
+        return Err(format!("POST /admin/snapshot: {} {}", r.status, r.body));
+    }
+    let path = r.json()["path"]
+        .as_str()
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("POST /admin/snapshot named no file: {}", r.body))?;
+    Ok(mb(size_of(&path)))
+}
+
 /// One checkpoint's line.
 fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String> {
+    let periodic_snapshot_mb = newest_snapshot_mb(&service.data_dir);
+    let snapshot_mb = settled_snapshot_mb(service)?;
     let metrics = service.metrics()?;
     let get = |name: &str| metrics.get(name).copied().unwrap_or(0.0) as u64;
     let dir = &service.data_dir;
@@ -243,7 +262,8 @@ fn checkpoint(service: &Service, restart_s: Option<f64>) -> Result<Value, String
         "rss_file_mb": service.resident_mb("RssFile"),
         "heap_in_use_mb": get("ladder_heap_in_use_bytes") as f64 / 1_048_576.0,
         "heap_free_mb": get("ladder_heap_free_bytes") as f64 / 1_048_576.0,
-        "snapshot_mb": newest_snapshot_mb(dir),
+        "snapshot_mb": snapshot_mb,
+        "periodic_snapshot_mb": periodic_snapshot_mb,
         "data_dir_mb": mb(size_of(dir)),
         "journal_mb": mb(size_of(&dir.join("journal"))),
         "history_db_mb": mb(size_of(&dir.join("history.db"))

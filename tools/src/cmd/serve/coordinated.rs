@@ -83,16 +83,19 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
     let data_dir = service.data_dir.clone();
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
+    // The node's id defaults to its listen address, so a port to be chosen (`:0`) is chosen
+    // now: every run listens on it, and other nodes can tell this node from one another.
+    let listen = concrete_listen(&service.listen)?;
     let coordination = Arc::new(start_coordination(
         flags,
-        &service.listen,
+        &listen,
         matches!(node, CoordinatedNode::Serve(_)),
         replication_listen,
         replicas,
         demo,
     )?);
     let link_node = node_id(&data_dir)?;
-    let mut listen = service.listen.clone();
+    let mut listen = listen;
     let result = loop {
         if let Some(leader) = coordination.leader_replication() {
             let asking = bootstrap::Asking {
@@ -146,6 +149,20 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
         Err(_) => tracing::warn!("the coordinator is still shared; its lease expires by itself"),
     }
     result
+}
+
+/// `listen` with a free port in place of port 0.
+fn concrete_listen(listen: &str) -> Result<String, String> {
+    let address = resolve(listen).map_err(|e| format!("--listen {e}"))?;
+    if address.port() != 0 {
+        return Ok(listen.to_string());
+    }
+    let probe =
+        std::net::TcpListener::bind(address).map_err(|e| format!("--listen {listen}: {e}"))?;
+    let chosen = probe
+        .local_addr()
+        .map_err(|e| format!("--listen {listen}: {e}"))?;
+    Ok(chosen.to_string())
 }
 
 fn start_coordination(
