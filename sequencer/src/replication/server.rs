@@ -480,4 +480,60 @@ mod tests {
         assert_eq!(JournalEnd::of_refusal("behind the primary's journal"), None);
         assert_eq!(JournalEnd::of_refusal(AHEAD_OF_JOURNAL), None);
     }
+
+    /// A standby that wrote records of its own past this primary's term start (an old leader
+    /// rejoining) is told to keep what precedes the term; one that followed this primary past
+    /// it, or holds less, is not.
+    #[test]
+    fn records_past_the_term_start_that_are_not_the_primarys_are_refused_back_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) =
+            ladder_journal::Journal::open(dir.path(), ladder_journal::JournalOptions::default())
+                .unwrap();
+        for seq in 1..=10u64 {
+            journal.append(seq, seq * 100, 1, &[seq as u8; 8]).unwrap();
+        }
+        journal.commit(ladder_journal::Durability::Sync).unwrap();
+        let hub = ReplicationHub::new(0, 10);
+        hub.set_term_start(6);
+        let mut reader = JournalReader::open(dir.path()).unwrap();
+        let mut ours = |seq| RecordMark::read_at(&mut reader, seq).unwrap().unwrap();
+        let (at_4, at_5, at_8) = (ours(4), ours(5), ours(8));
+        let foreign = |mark: RecordMark| RecordMark {
+            payload_crc: mark.payload_crc ^ 1,
+            ..mark
+        };
+        let refusal = |last: RecordMark| {
+            let hello = Hello {
+                from_seq: last.seq + 1,
+                last: Some(last),
+                node_id: "n".into(),
+            };
+            refusal_of(dir.path(), &hub, &hello).unwrap()
+        };
+        let back_to_term = Some(JournalEnd { last: Some(at_5) }.refusal());
+        assert_eq!(
+            refusal(at_8),
+            None,
+            "it followed this primary past the term start"
+        );
+        assert_eq!(refusal(at_4), None, "it holds less");
+        assert_eq!(
+            refusal(foreign(at_8)),
+            back_to_term,
+            "its own records past the term"
+        );
+        let beyond = RecordMark {
+            seq: 12,
+            ..foreign(at_8)
+        };
+        assert_eq!(
+            refusal(beyond),
+            back_to_term,
+            "more of its own records than we hold"
+        );
+        // Before the term start a different record is a divergence a person must look at.
+        let diverged = refusal(foreign(at_4)).unwrap();
+        assert!(JournalEnd::of_refusal(&diverged).is_none(), "{diverged}");
+    }
 }
