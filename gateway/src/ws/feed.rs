@@ -133,7 +133,9 @@ impl Encoder {
         Encoder { directory, text }
     }
 
-    /// Encodes one command's events (`timestamp_ns` is the command's time) into `out`.
+    /// Encodes one command's events (`timestamp_ns` is the command's time) into `out`: the
+    /// market's level changes first, one `price_change` frame per market, then the other
+    /// frames in the order of their events.
     pub fn encode(
         &mut self,
         timestamp_ns: u64,
@@ -163,104 +165,16 @@ impl Encoder {
                         no: *no_token_id,
                     },
                 ),
-                Event::Level {
-                    market,
-                    side,
-                    price_ticks,
-                    total_units,
-                    best_bid,
-                    best_ask,
-                    market_seq,
-                } if wanted.market => {
-                    let Some(text) = self.text.get(*market as usize) else {
-                        continue;
-                    };
-                    let entries = level_entries(
-                        text,
-                        *side,
-                        *price_ticks,
-                        *total_units,
-                        *best_bid,
-                        *best_ask,
-                    );
-                    match changes.iter_mut().find(|(m, _, _)| m == market) {
-                        Some((_, _, list)) => list.extend(entries),
-                        None => changes.push((*market, *market_seq, entries.to_vec())),
-                    }
-                }
-                Event::LastTrade {
-                    market,
-                    outcome,
-                    side,
-                    price_ticks,
-                    size_units,
-                    market_seq,
-                } if wanted.market => {
-                    let Some((ids, text)) = self.market(*market) else {
-                        continue;
-                    };
-                    let frame = LastTradeFrame {
-                        event_type: "last_trade_price",
-                        market: &text.condition,
-                        asset_id: if *outcome == Outcome::Yes {
-                            &text.yes
-                        } else {
-                            &text.no
-                        },
-                        seq: *market_seq,
-                        timestamp: &timestamp,
-                        price: format_price(*price_ticks),
-                        side: side.as_str(),
-                        size: (size_units / UNITS_PER_SHARE).to_string(),
-                    };
-                    later.push(FeedItem::Market {
-                        market: ids.condition_id,
-                        seq: *market_seq,
-                        frame: json_text(&frame),
-                    });
+                Event::Level { .. } if wanted.market => self.level(event, &mut changes),
+                Event::LastTrade { .. } if wanted.market => {
+                    later.extend(self.last_trade(event, &timestamp))
                 }
                 Event::Market {
                     market,
                     change,
                     market_seq,
                 } if wanted.market => {
-                    let Some((ids, text)) = self.market(*market) else {
-                        continue;
-                    };
-                    let frame = match change {
-                        MarketChange::TickSize {
-                            old_tick_ticks,
-                            new_tick_ticks,
-                        } => json_text(&TickSizeFrame {
-                            event_type: "tick_size_change",
-                            market: &text.condition,
-                            seq: *market_seq,
-                            timestamp: &timestamp,
-                            old_tick_size: format_price(*old_tick_ticks),
-                            new_tick_size: format_price(*new_tick_ticks),
-                        }),
-                        MarketChange::Resolved { resolution } => {
-                            let (asset, outcome) = match resolution {
-                                Resolution::Yes => (text.yes.as_str(), "Yes"),
-                                Resolution::No => (text.no.as_str(), "No"),
-                                Resolution::Void => ("", "void"),
-                            };
-                            json_text(&ResolvedFrame {
-                                event_type: "market_resolved",
-                                market: &text.condition,
-                                seq: *market_seq,
-                                timestamp: &timestamp,
-                                winning_asset_id: asset,
-                                winning_outcome: outcome,
-                            })
-                        }
-                        _ => continue,
-                    };
-                    later.push(FeedItem::Market {
-                        market: ids.condition_id,
-                        seq: *market_seq,
-                        frame,
-                    });
+                    later.extend(self.market_change(*market, change, *market_seq, &timestamp))
                 }
                 Event::Order { kind, order } if wanted.user => {
                     let head = format!(r#"{{"event_type":"order","type":"{}","#, kind.as_str());
@@ -287,24 +201,143 @@ impl Encoder {
             }
         }
         for (market, seq, price_changes) in changes {
-            let (ids, text) = (
-                &self.directory[market as usize],
-                &self.text[market as usize],
-            );
-            let frame = PriceChangeFrame {
-                event_type: "price_change",
-                market: &text.condition,
-                seq,
-                timestamp: &timestamp,
-                price_changes,
-            };
-            out.push(FeedItem::Market {
-                market: ids.condition_id,
-                seq,
-                frame: json_text(&frame),
-            });
+            out.extend(self.price_change(market, seq, price_changes, &timestamp));
         }
         out.extend(later);
+    }
+
+    /// Adds a level's entries to its market's pending `price_change`.
+    fn level(&self, event: &Event, changes: &mut Vec<(u32, u64, Vec<PriceChange>)>) {
+        let Event::Level {
+            market,
+            side,
+            price_ticks,
+            total_units,
+            best_bid,
+            best_ask,
+            market_seq,
+        } = event
+        else {
+            return;
+        };
+        let Some(text) = self.text.get(*market as usize) else {
+            return;
+        };
+        let entries = level_entries(
+            text,
+            *side,
+            *price_ticks,
+            *total_units,
+            *best_bid,
+            *best_ask,
+        );
+        match changes.iter_mut().find(|(m, _, _)| m == market) {
+            Some((_, _, list)) => list.extend(entries),
+            None => changes.push((*market, *market_seq, entries.to_vec())),
+        }
+    }
+
+    /// A market's `price_change` frame.
+    fn price_change(
+        &self,
+        market: u32,
+        seq: u64,
+        price_changes: Vec<PriceChange>,
+        timestamp: &str,
+    ) -> Option<FeedItem> {
+        let (ids, text) = self.market(market)?;
+        let frame = PriceChangeFrame {
+            event_type: "price_change",
+            market: &text.condition,
+            seq,
+            timestamp,
+            price_changes,
+        };
+        Some(FeedItem::Market {
+            market: ids.condition_id,
+            seq,
+            frame: json_text(&frame),
+        })
+    }
+
+    /// A `last_trade_price` frame.
+    fn last_trade(&self, event: &Event, timestamp: &str) -> Option<FeedItem> {
+        let Event::LastTrade {
+            market,
+            outcome,
+            side,
+            price_ticks,
+            size_units,
+            market_seq,
+        } = event
+        else {
+            return None;
+        };
+        let (ids, text) = self.market(*market)?;
+        let frame = LastTradeFrame {
+            event_type: "last_trade_price",
+            market: &text.condition,
+            asset_id: if *outcome == Outcome::Yes {
+                &text.yes
+            } else {
+                &text.no
+            },
+            seq: *market_seq,
+            timestamp,
+            price: format_price(*price_ticks),
+            side: side.as_str(),
+            size: (size_units / UNITS_PER_SHARE).to_string(),
+        };
+        Some(FeedItem::Market {
+            market: ids.condition_id,
+            seq: *market_seq,
+            frame: json_text(&frame),
+        })
+    }
+
+    /// A `tick_size_change` or `market_resolved` frame (no frame for other changes).
+    fn market_change(
+        &self,
+        market: u32,
+        change: &MarketChange,
+        market_seq: u64,
+        timestamp: &str,
+    ) -> Option<FeedItem> {
+        let (ids, text) = self.market(market)?;
+        let frame = match change {
+            MarketChange::TickSize {
+                old_tick_ticks,
+                new_tick_ticks,
+            } => json_text(&TickSizeFrame {
+                event_type: "tick_size_change",
+                market: &text.condition,
+                seq: market_seq,
+                timestamp,
+                old_tick_size: format_price(*old_tick_ticks),
+                new_tick_size: format_price(*new_tick_ticks),
+            }),
+            MarketChange::Resolved { resolution } => {
+                let (asset, outcome) = match resolution {
+                    Resolution::Yes => (text.yes.as_str(), "Yes"),
+                    Resolution::No => (text.no.as_str(), "No"),
+                    Resolution::Void => ("", "void"),
+                };
+                json_text(&ResolvedFrame {
+                    event_type: "market_resolved",
+                    market: &text.condition,
+                    seq: market_seq,
+                    timestamp,
+                    winning_asset_id: asset,
+                    winning_outcome: outcome,
+                })
+            }
+            _ => return None,
+        };
+        Some(FeedItem::Market {
+            market: ids.condition_id,
+            seq: market_seq,
+            frame,
+        })
     }
 
     /// A known market's ids and their text.
