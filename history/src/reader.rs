@@ -113,9 +113,13 @@ impl HistoryReads for HistoryReader {
     }
 
     fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String> {
+        // Both key tables (a key is in one of them), then the full hash in the row.
+        const ORDER_BY_HASH: &str = "SELECT 1 FROM orders WHERE order_id IN (\
+             SELECT order_id FROM order_keys WHERE hash_key = ?1 \
+             UNION ALL SELECT order_id FROM recent_order_keys WHERE hash_key = ?1) \
+             AND order_hash = ?2";
         self.with_connection(|c| {
-            let mut statement =
-                c.prepare_cached("SELECT 1 FROM orders WHERE hash_key = ?1 AND order_hash = ?2")?;
+            let mut statement = c.prepare_cached(ORDER_BY_HASH)?;
             statement.exists(rusqlite::params![
                 &hash.0[..HASH_KEY_BYTES],
                 hex_text(&hash.0)

@@ -15,9 +15,9 @@ use rusqlite::{Connection, OpenFlags};
 pub const HISTORY_FILE_NAME: &str = "history.db";
 
 /// The schema's version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
-/// The bytes of an order hash that `orders.hash_key` holds.
+/// The bytes of an order hash that `orders.hash_key` and the key tables hold.
 pub const HASH_KEY_BYTES: usize = 8;
 
 /// How long a statement waits for a lock held by another connection before failing.
@@ -71,8 +71,46 @@ INSERT INTO orders_v2 SELECT order_id, unhex(substr(order_hash, 3, 16)), order_h
     order_type, created_ns, expiration_s, closed_seq FROM orders ORDER BY order_id;
 DROP TABLE orders;
 ALTER TABLE orders_v2 RENAME TO orders;
-CREATE INDEX orders_by_hash_key ON orders (hash_key);
 PRAGMA user_version = 2;
+COMMIT;
+PRAGMA wal_checkpoint(TRUNCATE);
+"
+);
+
+/// The key tables: an order's hash key and id, clustered by key. `order_keys` is large and
+/// grows only by merges; `recent_order_keys` takes each new key and is merged in, in key
+/// order, once it holds [`crate::writer::RECENT_KEYS_MERGE_AT`] keys.
+macro_rules! key_tables {
+    () => {
+        "
+CREATE TABLE IF NOT EXISTS order_keys (
+    hash_key BLOB NOT NULL,
+    order_id INTEGER NOT NULL,
+    PRIMARY KEY (hash_key, order_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS recent_order_keys (
+    hash_key BLOB NOT NULL,
+    order_id INTEGER NOT NULL,
+    PRIMARY KEY (hash_key, order_id)
+) WITHOUT ROWID;
+"
+    };
+}
+
+/// Version 2 found a hash through an index on `orders (hash_key)`: every closed order added an
+/// entry at a random place in it, a page read and written per insert once the index outgrew
+/// the cache. Version 3 keeps the keys in tables clustered by key, new keys in a small one
+/// that is merged into the large one in key order (each page of the large one is then
+/// touched once per merge for many keys).
+const MIGRATE_FROM_2: &str = concat!(
+    "
+BEGIN IMMEDIATE;
+",
+    key_tables!(),
+    "
+INSERT OR IGNORE INTO order_keys SELECT hash_key, order_id FROM orders ORDER BY hash_key, order_id;
+DROP INDEX IF EXISTS orders_by_hash_key;
+PRAGMA user_version = 3;
 COMMIT;
 PRAGMA wal_checkpoint(TRUNCATE);
 "
@@ -122,7 +160,9 @@ CREATE TABLE IF NOT EXISTS orders (
     orders_columns!(),
     "
 );
-CREATE INDEX IF NOT EXISTS orders_by_hash_key ON orders (hash_key);
+",
+    key_tables!(),
+    "
 
 CREATE TABLE IF NOT EXISTS prices (
     trade_index INTEGER PRIMARY KEY,
@@ -162,6 +202,9 @@ pub fn open_for_writing(path: &Path) -> rusqlite::Result<Connection> {
     }
     if version == 1 {
         connection.execute_batch(MIGRATE_FROM_1)?;
+    }
+    if (1..=2).contains(&version) {
+        connection.execute_batch(MIGRATE_FROM_2)?;
     }
     connection.execute_batch(SCHEMA)?;
     connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -279,6 +322,48 @@ mod tests {
     }
 
     #[test]
+    fn a_version_2_store_is_migrated_its_keys_moved_to_the_key_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(concat!(
+            "CREATE TABLE orders (",
+            orders_columns!(),
+            "); CREATE INDEX orders_by_hash_key ON orders (hash_key); PRAGMA user_version = 2;"
+        ))
+        .unwrap();
+        for (id, first) in [(7, 0x01u8), (3, 0xfe)] {
+            old.execute(
+                "INSERT INTO orders VALUES (?1, ?2, ?3, '0x', '0x', '0x', 'Yes', 'BUY', 1, 1, 0, \
+                 'canceled', 'GTC', 1, 0, 9)",
+                rusqlite::params![
+                    id,
+                    &hash(first).0[..HASH_KEY_BYTES],
+                    crate::rows::hex_text(&hash(first).0)
+                ],
+            )
+            .unwrap();
+        }
+        drop(old);
+        let migrated = open_for_writing(&path).unwrap();
+        let (version, keys, index): (i64, i64, i64) = migrated
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), \
+                 (SELECT count(*) FROM order_keys), \
+                 (SELECT count(*) FROM sqlite_master WHERE name = 'orders_by_hash_key')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((version, keys, index), (SCHEMA_VERSION, 2, 0));
+        drop(migrated);
+        let reads = reader(&path);
+        assert!(reads.order_hash_stored(&hash(0x01)).unwrap());
+        assert!(reads.order_hash_stored(&hash(0xfe)).unwrap());
+        assert!(!reads.order_hash_stored(&hash(0x02)).unwrap());
+    }
+
+    #[test]
     fn a_store_of_a_newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = history_path(dir.path());
@@ -313,6 +398,12 @@ mod tests {
                     &stored.0[..HASH_KEY_BYTES],
                     crate::rows::hex_text(&stored.0)
                 ],
+            )
+            .unwrap();
+        writer
+            .execute(
+                "INSERT INTO recent_order_keys VALUES (?1, 1)",
+                [&stored.0[..HASH_KEY_BYTES]],
             )
             .unwrap();
         drop(writer);

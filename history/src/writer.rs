@@ -14,11 +14,20 @@ use crate::schema::{open_for_writing, HASH_KEY_BYTES};
 /// A price of 1 in ticks (a No price is this minus the Yes price).
 const PRICE_ONE_TICKS: u32 = 10_000;
 
+/// Keys in `recent_order_keys` past which a commit merges them into `order_keys`: few enough
+/// that the small table's pages stay in the writer's cache, many enough that a merge puts
+/// several keys on each page of the large table it touches.
+pub const RECENT_KEYS_MERGE_AT: u64 = 262_144;
+
 /// Writes history; one per database.
 pub struct HistoryWriter {
     connection: Connection,
     applied_seq: u64,
     in_transaction: bool,
+    /// Rows in `recent_order_keys` (committed or in the open transaction).
+    recent_keys: u64,
+    /// The count at which a commit merges them (a test sets a small one).
+    merge_at: u64,
 }
 
 impl std::fmt::Debug for HistoryWriter {
@@ -37,11 +46,19 @@ impl HistoryWriter {
             connection.query_row("SELECT applied_seq FROM progress WHERE id = 0", [], |r| {
                 r.get(0)
             })?;
+        let recent = count_recent_keys(&connection)?;
         Ok(HistoryWriter {
             connection,
             applied_seq: u64::try_from(applied).unwrap_or(0),
             in_transaction: false,
+            recent_keys: recent,
+            merge_at: RECENT_KEYS_MERGE_AT,
         })
+    }
+
+    /// Merges the recent keys at `merge_at` of them instead (tests).
+    pub fn set_merge_at(&mut self, merge_at: u64) {
+        self.merge_at = merge_at.max(1);
     }
 
     /// The last sequence whose events are applied (committed or in the open transaction).
@@ -87,6 +104,15 @@ impl HistoryWriter {
         self.connection.execute_batch("BEGIN IMMEDIATE")?;
         self.connection
             .execute("DELETE FROM trades WHERE final_seq > ?1", [seq])?;
+        for keys in ["order_keys", "recent_order_keys"] {
+            self.connection.execute(
+                &format!(
+                    "DELETE FROM {keys} WHERE (hash_key, order_id) IN \
+                     (SELECT hash_key, order_id FROM orders WHERE closed_seq > ?1)"
+                ),
+                [seq],
+            )?;
+        }
         self.connection
             .execute("DELETE FROM orders WHERE closed_seq > ?1", [seq])?;
         self.connection
@@ -95,6 +121,7 @@ impl HistoryWriter {
             .execute("UPDATE progress SET applied_seq = ?1 WHERE id = 0", [seq])?;
         self.connection.execute_batch("COMMIT")?;
         self.applied_seq = u64::try_from(seq).unwrap_or(0);
+        self.recent_keys = count_recent_keys(&self.connection)?;
         Ok(())
     }
 
@@ -117,12 +144,22 @@ impl HistoryWriter {
             |r| r.get(0),
         )?;
         self.applied_seq = u64::try_from(applied).unwrap_or(0);
+        self.recent_keys = count_recent_keys(&self.connection)?;
         Ok(())
     }
 
     /// Commits what was applied since the last commit (synced to disk).
     pub fn commit(&mut self) -> rusqlite::Result<()> {
         if self.in_transaction {
+            if self.recent_keys >= self.merge_at {
+                // A table clustered by key is read in key order: the large table's pages
+                // are visited once each, in order.
+                self.connection.execute_batch(
+                    "INSERT OR IGNORE INTO order_keys SELECT hash_key, order_id \
+                     FROM recent_order_keys; DELETE FROM recent_order_keys;",
+                )?;
+                self.recent_keys = 0;
+            }
             self.connection
                 .prepare_cached("UPDATE progress SET applied_seq = ?1 WHERE id = 0")?
                 .execute(params![int(self.applied_seq)])?;
@@ -224,6 +261,115 @@ impl HistoryWriter {
                 int(seq),
                 &order.hash.0[..HASH_KEY_BYTES],
             ])?;
+        let added = self
+            .connection
+            .prepare_cached(
+                "INSERT OR IGNORE INTO recent_order_keys (hash_key, order_id) VALUES (?1, ?2)",
+            )?
+            .execute(params![&order.hash.0[..HASH_KEY_BYTES], int(order.id)])?;
+        self.recent_keys += added as u64;
         Ok(())
+    }
+}
+
+/// Rows in `recent_order_keys`.
+fn count_recent_keys(connection: &Connection) -> rusqlite::Result<u64> {
+    let count: i64 =
+        connection.query_row("SELECT count(*) FROM recent_order_keys", [], |r| r.get(0))?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    use ladder_engine::{
+        Address, Bytes32, Hash32, OrderEventKind, OrderType, OrderView, Outcome, Side,
+    };
+    use ladder_sequencer::HistoryReads;
+
+    use super::*;
+    use crate::HistoryReader;
+
+    fn closed(id: u64) -> (Hash32, Event) {
+        let mut hash = [0u8; 32];
+        hash[..8].copy_from_slice(&(id.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes());
+        hash[31] = id as u8;
+        let order = OrderView {
+            id,
+            hash: Bytes32(hash),
+            maker: Address([7; 20]),
+            condition_id: Bytes32([1; 32]),
+            token_id: Bytes32([2; 32]),
+            outcome: Outcome::Yes,
+            side: Side::Buy,
+            price_ticks: 5_000,
+            size_units: 1_000_000,
+            filled_units: 0,
+            status: OrderStatus::Canceled,
+            created_ns: 1,
+            expiration_s: 0,
+            order_type: OrderType::Gtc,
+        };
+        let event = Event::Order {
+            kind: OrderEventKind::Cancellation,
+            order,
+        };
+        (Bytes32(hash), event)
+    }
+
+    /// Keys are found whether they are still recent or merged, and a rewind takes the keys
+    /// of the orders it removes from both tables.
+    #[test]
+    fn a_closed_order_is_found_by_its_hash_before_and_after_its_key_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = crate::history_path(dir.path());
+        let mut writer = HistoryWriter::open(&path).unwrap();
+        writer.set_merge_at(5);
+        let mut hashes = Vec::new();
+        for id in 1..=10u64 {
+            let (hash, event) = closed(id);
+            writer.apply(id, &[event]).unwrap();
+            hashes.push(hash);
+            if id % 3 == 0 {
+                writer.commit().unwrap();
+            }
+        }
+        writer.commit().unwrap();
+        let count = |table: &str| -> i64 {
+            Connection::open(&path)
+                .unwrap()
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        // Merged at the commit after id 6 (6 recent keys); the other commits found fewer than 5.
+        assert_eq!((count("order_keys"), count("recent_order_keys")), (6, 4));
+        let reads = HistoryReader::new(&path, Arc::new(AtomicU64::new(0)), Arc::new(|| 0));
+        for hash in &hashes {
+            assert!(reads.order_hash_stored(hash).unwrap(), "{hash:?}");
+        }
+        let mut unknown = hashes[0];
+        unknown.0[31] ^= 0xff;
+        assert!(!reads.order_hash_stored(&unknown).unwrap());
+
+        writer.rewind_to(5).unwrap();
+        assert_eq!((count("order_keys"), count("recent_order_keys")), (5, 0));
+        for (i, hash) in hashes.iter().enumerate() {
+            assert_eq!(
+                reads.order_hash_stored(hash).unwrap(),
+                i < 5,
+                "order {}",
+                i + 1
+            );
+        }
+        // Reopened, the writer counts the recent keys again.
+        let (hash, event) = closed(11);
+        writer.apply(11, &[event]).unwrap();
+        writer.commit().unwrap();
+        drop(writer);
+        let writer = HistoryWriter::open(&path).unwrap();
+        assert_eq!(writer.recent_keys, 1);
+        assert!(reads.order_hash_stored(&hash).unwrap());
     }
 }
