@@ -120,6 +120,10 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
     })
 }
 
+/// How long a read waits for the primary's next record before the follower looks at its
+/// stop flag and its target: a promotion waits for it (so does a failover's).
+const IDLE_READ_TIMEOUT: Duration = Duration::from_millis(50);
+
 /// How long a connection to the primary may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -164,9 +168,7 @@ fn session(f: &mut Follower, primary: &str) -> Result<(), SessionEnd> {
         .read_exact(&mut key)
         .map_err(|e| format!("master key: {e}"))?;
     (f.on_master_key)(key);
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .ok();
+    stream.set_read_timeout(Some(IDLE_READ_TIMEOUT)).ok();
     tracing::info!(%primary, from = f.last_seq + 1, "following");
     let mut pending: VecDeque<(RecordMark, Command)> = VecDeque::new();
     let followed = follow_stream(f, primary, &mut pending, &mut reader, &mut writer);
