@@ -110,6 +110,18 @@ fn an_open_loop_mm_run_keeps_the_offered_rate_without_errors_and_writes_its_plot
     );
     let achieved = line["achieved_rate"].as_f64().expect("achieved_rate");
     assert!((170.0..=230.0).contains(&achieved), "{line}");
+    // The service's CPU over the run, per request and against one signature recovery.
+    let cpu = line["service_cpu_s"].as_f64().expect("service_cpu_s");
+    let per_request = line["service_cpu_us_per_request"]
+        .as_f64()
+        .expect("per request");
+    let recovery = line["recovery_cpu_us"].as_f64().expect("recovery_cpu_us");
+    assert!(cpu > 0.0 && recovery > 0.0, "{line}");
+    assert!((per_request - cpu * 1e6 / 400.0).abs() <= 0.1, "{line}");
+    let ratio = line["cpu_per_request_over_recovery"]
+        .as_f64()
+        .expect("ratio");
+    assert!((ratio - per_request / recovery).abs() <= 0.01, "{line}");
     let percentiles: Vec<u64> = CONTRACT_KEYS[4..].iter().map(|k| int(&line, k)).collect();
     assert!(percentiles[0] > 0, "{line}");
     assert!(percentiles.windows(2).all(|w| w[0] <= w[1]), "{line}");

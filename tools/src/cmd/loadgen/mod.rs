@@ -185,7 +185,9 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         let auths = (0..n).map(|c| wire::Auth::new(&accounts[c])).collect();
         heartbeats::Heartbeats::start(&host, auths)
     });
+    let cpu_before = setup::service_cpu_s(&args.url);
     let driven = driver::drive(&config, conns, start);
+    let cpu_after = setup::service_cpu_s(&args.url);
     if let Some(heartbeats) = heartbeats {
         let counts = heartbeats.finish(args.leave_heartbeats);
         eprintln!(
@@ -215,6 +217,9 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         orders_presigned: orders_presigned as u64,
         book_orders: book.len() as u64,
         market: market.condition_id.to_string(),
+        service_cpu_s: cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| (after - before).max(0.0)),
     };
     let full = report::build(&info, &stats, &shared.stats);
     if let Some(dir) = &args.out {

@@ -46,6 +46,9 @@ pub struct RunInfo {
     pub book_orders: u64,
     /// The run's market (condition id).
     pub market: String,
+    /// The service's CPU seconds over the run (`process_cpu_seconds_total` before and after),
+    /// when `/metrics` answered.
+    pub service_cpu_s: Option<f64>,
 }
 
 /// The stdout line: API.md §19's fields in order, then extras.
@@ -97,6 +100,15 @@ pub struct Summary {
     pub fill_notify_p99_us: Option<u64>,
     /// 99th percentile of how late requests left against their plan, µs (open loop).
     pub send_lag_p99_us: Option<u64>,
+    /// The service's CPU over the run (all its threads, user and system), seconds.
+    pub service_cpu_s: Option<f64>,
+    /// That CPU per request answered `ok`, µs (in `resting`, each request is one signed order).
+    pub service_cpu_us_per_request: Option<f64>,
+    /// The CPU one signature recovery takes in the ceiling probe, µs: the part of a signed
+    /// order no service can avoid.
+    pub recovery_cpu_us: f64,
+    /// `service_cpu_us_per_request / recovery_cpu_us`.
+    pub cpu_per_request_over_recovery: Option<f64>,
 }
 
 /// Cancel outcomes.
@@ -222,6 +234,12 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
     };
     let achieved_rate = ok as f64 / elapsed_s.max(1e-9);
     let fill = lock(&feed.fill_notify).clone();
+    let recovery_cpu_us =
+        info.ceiling.threads as f64 * 1e6 / info.ceiling.recoveries_per_s.max(1.0);
+    let service_cpu_us_per_request = info
+        .service_cpu_s
+        .filter(|_| ok > 0)
+        .map(|cpu| (cpu * 1e6 / ok as f64 * 10.0).round() / 10.0);
     let summary = Summary {
         offered_rate: info.rate,
         achieved_rate: (achieved_rate * 10.0).round() / 10.0,
@@ -255,6 +273,11 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
         fill_notify_p50_us: quantile_us(&fill, 0.5),
         fill_notify_p99_us: quantile_us(&fill, 0.99),
         send_lag_p99_us: quantile_us(&lag, 0.99),
+        service_cpu_s: info.service_cpu_s.map(|s| (s * 1e3).round() / 1e3),
+        service_cpu_us_per_request,
+        recovery_cpu_us: (recovery_cpu_us * 100.0).round() / 100.0,
+        cpu_per_request_over_recovery: service_cpu_us_per_request
+            .map(|cpu| (cpu / recovery_cpu_us.max(f64::MIN_POSITIVE) * 100.0).round() / 100.0),
     };
     Full {
         summary,

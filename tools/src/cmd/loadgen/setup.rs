@@ -196,6 +196,21 @@ pub fn gateway_threads(url: &str) -> Option<usize> {
     (rings > 0).then_some(rings)
 }
 
+/// The service's CPU seconds so far (`process_cpu_seconds_total` in `/metrics`), when it
+/// answers (loopback, or `--admin-public`).
+pub fn service_cpu_s(url: &str) -> Option<f64> {
+    let mut http = HttpClient::new(url).ok()?;
+    let response = http.request("GET", "/metrics", &[], None).ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    response
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Fails unless `GET /time` answers, with a time the local clock (which signs every
 /// request) is within 30 s of.
 pub fn check_reachable(url: &str) -> Result<(), String> {
