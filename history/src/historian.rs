@@ -379,6 +379,7 @@ impl Run {
     ) -> Result<u64, String> {
         let released = (self.config.released)();
         let mut applied = 0;
+        let mut forgetting = false;
         while applied < COMMIT_EVERY_RECORDS {
             if pending.is_none() {
                 let Some(record) = reader.poll().map_err(|e| e.to_string())? else {
@@ -402,8 +403,16 @@ impl Run {
                 .map_err(|e| format!("history store: {e}"))?;
             applied += 1;
             self.uncommitted += 1;
+            // The engine this journal feeds has let go of what the record names: a read of it
+            // now finds it only here (on a standby, whose primary's store allowed the
+            // forgetting, this store may not have committed it yet). Committed at once.
+            if matches!(next.command, Command::ForgetHistory { .. }) {
+                forgetting = true;
+                break;
+            }
         }
-        let commit_due = self.uncommitted >= COMMIT_EVERY_RECORDS
+        let commit_due = forgetting
+            || self.uncommitted >= COMMIT_EVERY_RECORDS
             || self.last_commit.elapsed() >= COMMIT_INTERVAL;
         if self.writer.has_uncommitted() && commit_due {
             self.writer
