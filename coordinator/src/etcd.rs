@@ -159,8 +159,7 @@ impl Etcd {
 
     /// The value of `key`, if it has one.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, EtcdError> {
-        let answer = self.call("/v3/kv/range", json!({ "key": BASE64.encode(key) }))?;
-        Ok(key_values(&answer)?.into_iter().next().map(|kv| kv.value))
+        Ok(self.get_with_lease(key)?.map(|(value, _)| value))
     }
 
     /// The value of `key` and the lease that holds it (0: none), if it has one.

@@ -46,6 +46,11 @@ impl FollowTarget {
     pub fn get(&self) -> Option<String> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// Whether it is still `primary` (no copy: the follower asks before every record).
+    pub fn is(&self, primary: &str) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).as_deref() == Some(primary)
+    }
 }
 
 /// Where the standby follows from and what it feeds.
@@ -192,7 +197,7 @@ fn follow_stream(
         if f.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        if f.primary.get().as_deref() != Some(primary) {
+        if !f.primary.is(primary) {
             settle(f, pending, writer)?;
             return Err(format!("the leader changed from {primary}").into());
         }

@@ -136,7 +136,8 @@ impl Drop for OwnEtcd {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+/// A port nothing listens on now.
+pub(super) fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -354,10 +354,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
         (None, None) => unreachable!("a directory either way"),
     };
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("a free port: {e}"))?
-        .port();
+    let port = super::bench_failover::free_port()?;
     let mut service = Service {
         exe: exe.clone(),
         data_dir,

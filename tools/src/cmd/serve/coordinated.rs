@@ -121,9 +121,7 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
         };
         let options = match &node {
             CoordinatedNode::Serve(args) => serve_options(args, &listen, role, signals.clone()),
-            CoordinatedNode::Standby(args) => {
-                standby_options(args, &listen, role, signals.clone(), None)
-            }
+            CoordinatedNode::Standby(args) => standby_options(args, &listen, role, signals.clone()),
         };
         let mut options = match options {
             Ok(options) => options,

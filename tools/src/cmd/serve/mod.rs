@@ -243,7 +243,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
             primary: FollowTarget::fixed(&primary),
             secret: secret.clone(),
         };
-        match run(standby_options(args, &listen, role, signals.clone(), None)?)? {
+        match run(standby_options(args, &listen, role, signals.clone())?)? {
             RunEnd::Stopped => return Ok(()),
             RunEnd::Behind { bound } => {
                 tracing::warn!("the primary's journal moved past this standby: bootstrapping");
@@ -266,7 +266,6 @@ fn standby_options(
     listen: &str,
     role: Role,
     signals: Signals,
-    coordination: Option<Arc<Coordination>>,
 ) -> Result<RunOptions, String> {
     Ok(RunOptions {
         data_dir: args.service.data_dir.clone(),
@@ -292,7 +291,7 @@ fn standby_options(
         tls: tls_config(&args.tls)?,
         role,
         signals,
-        coordination,
+        coordination: None,
     })
 }
 
