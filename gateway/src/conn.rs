@@ -63,6 +63,9 @@ pub struct Connection {
     pub received_any: bool,
     /// How far the request at the front of `read_buf` has been read.
     pub progress: crate::http::RequestProgress,
+    /// The last read stopped with `read_buf` full: the socket may hold more, and no new
+    /// readiness event will say so (edge-triggered), so it is read again once there is room.
+    pub capped: bool,
 }
 
 impl Connection {
@@ -83,14 +86,24 @@ impl Connection {
             opened: Instant::now(),
             received_any: false,
             progress: crate::http::RequestProgress::default(),
+            capped: false,
         }
     }
 
     /// Reads what the socket has. Returns `Ok(false)` when the peer closed.
-    pub fn fill(&mut self) -> io::Result<bool> {
+    ///
+    /// A plain socket is read until a read comes back shorter than asked, unless
+    /// `until_closed` (the event said the peer closed its side): the kernel had no more then,
+    /// and bytes that come later raise a new readiness event. That saves the read that would
+    /// only answer "would block": one system call per request. TLS reads until "would block",
+    /// since one socket read may hold more than one record.
+    pub fn fill(&mut self, until_closed: bool) -> io::Result<bool> {
         let mut chunk = [0u8; 16 * 1024];
+        let stops_short = !until_closed && self.stream.is_plain();
+        self.capped = false;
         loop {
             if self.read_buf.len() >= READ_BUFFER_MAX {
+                self.capped = true;
                 return Ok(true);
             }
             match self.stream.read(&mut chunk) {
@@ -102,6 +115,9 @@ impl Connection {
                     self.read_buf.extend_from_slice(&chunk[..n]);
                     self.last_active = Instant::now();
                     self.received_any = true;
+                    if stops_short && n < chunk.len() {
+                        return Ok(true);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

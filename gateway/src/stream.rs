@@ -19,6 +19,11 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Whether this is plain HTTP (no TLS).
+    pub fn is_plain(&self) -> bool {
+        matches!(self, Stream::Plain(_))
+    }
+
     /// A stream over an accepted socket, TLS when `tls` is given.
     pub fn new(socket: TcpStream, tls: Option<&Arc<ServerConfig>>) -> io::Result<Stream> {
         match tls {

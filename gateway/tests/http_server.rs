@@ -120,6 +120,26 @@ fn pipelined_requests_are_answered_in_order() {
 }
 
 #[test]
+fn requests_pipelined_beyond_the_read_buffer_are_all_answered() {
+    // More than the connection's read buffer arrives at once: readiness is edge-triggered, so
+    // what stays in the socket must be read once requests have made room, with no new event.
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    let padding = "p".repeat(1024);
+    let count = 2 * ladder_gateway::conn::READ_BUFFER_MAX / 1024;
+    let mut all = Vec::new();
+    for i in 0..count {
+        let path = if i % 2 == 0 { "/now" } else { "/seq" };
+        all.extend(format!("GET {path} HTTP/1.1\r\nX-Pad: {padding}\r\n\r\n").into_bytes());
+    }
+    let mut writer = s.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&all));
+    let text = read_responses(&mut s, count);
+    sender.join().unwrap().unwrap();
+    assert_eq!(text.matches("HTTP/1.1 200 ").count(), count);
+}
+
+#[test]
 fn oversized_bodies_get_413_and_headers_431() {
     let (addr, _dir) = serve(ServerLimits::default());
     let mut s = TcpStream::connect(addr).unwrap();

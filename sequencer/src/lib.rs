@@ -7,6 +7,7 @@
 //! travel the same rings and run between commands, so a read sees every command
 //! acknowledged before it and gateway threads never lock engine state.
 
+pub mod bell;
 mod board;
 mod codec;
 mod fence;
@@ -34,8 +35,9 @@ pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};
 pub use sequencer::{
-    rings, start, start_with, BatchEvents, FlushTimes, Published, PublishedBatch, Rings,
-    SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, FLUSH_BUCKETS_NS,
+    rings, start, start_with, BatchEvents, EventConsumer, FlushTimes, Published, PublishedBatch,
+    Publisher, Rings, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
+    FLUSH_BUCKETS_NS,
 };
 pub use submission::{
     BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput,

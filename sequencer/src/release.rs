@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Sender};
 use ladder_journal::FlushTicket;
 use parking_lot::Mutex;
 
+use crate::bell::BellSender;
 use crate::board::{BoardUpdates, BookBoard};
 use crate::fence::{AckFence, LEADERSHIP_LOST};
 use crate::replication::ReplicationHub;
-use crate::sequencer::{BatchEvents, PublishedBatch, SequencerStats};
+use crate::sequencer::{BatchEvents, EventConsumer, PublishedBatch, SequencerStats, Takes};
 use crate::submission::{Completion, CompletionSink};
 
 /// Why a write was refused for want of standbys (API.md §19): nothing changed.
@@ -60,7 +60,7 @@ pub(crate) struct Release {
 /// Everything a release touches.
 pub(crate) struct Releaser {
     sinks: Vec<Box<dyn CompletionSink>>,
-    events: Vec<Sender<PublishedBatch>>,
+    events: Vec<EventConsumer>,
     replication: Option<Arc<ReplicationHub>>,
     board: Option<Arc<BookBoard>>,
     stats: Arc<SequencerStats>,
@@ -70,7 +70,7 @@ pub(crate) struct Releaser {
 impl Releaser {
     pub(crate) fn new(
         sinks: Vec<Box<dyn CompletionSink>>,
-        events: Vec<Sender<PublishedBatch>>,
+        events: Vec<EventConsumer>,
         replication: Option<Arc<ReplicationHub>>,
         board: Option<Arc<BookBoard>>,
         stats: Arc<SequencerStats>,
@@ -158,10 +158,25 @@ impl Releaser {
                 }
             }
             if !published.is_empty() {
-                let shared: PublishedBatch = Arc::new(published);
-                for consumer in &self.events {
-                    let _ = consumer.send(shared.clone());
+                self.publish(Arc::new(published));
+            }
+        }
+        for sink in &mut self.sinks {
+            sink.wake();
+        }
+    }
+
+    /// Hands one batch's events to each consumer that takes it.
+    fn publish(&mut self, batch: PublishedBatch) {
+        let has_trades = batch.has_trades();
+        for consumer in &mut self.events {
+            match consumer {
+                EventConsumer::Thread { tx, takes } => {
+                    if *takes == Takes::Every || has_trades {
+                        let _ = tx.send(batch.clone());
+                    }
                 }
+                EventConsumer::Inline(publisher) => publisher.publish(&batch),
             }
         }
     }
@@ -174,7 +189,7 @@ pub(crate) enum Releases {
     /// Released by the committer thread, in order; or by the sequencer itself when the
     /// committer has nothing in hand (one batch at a time then costs no thread hand-off).
     Committer {
-        tx: Option<Sender<Release>>,
+        tx: Option<BellSender<Release>>,
         thread: Option<JoinHandle<()>>,
         releaser: Arc<Mutex<Releaser>>,
         /// Batches sent to the committer and not yet released.
@@ -190,7 +205,7 @@ impl Releases {
             return Ok(Releases::Inline(releaser));
         }
         let sinks = releaser.sink_count();
-        let (tx, rx) = bounded::<Release>(BATCHES_IN_FLIGHT_MAX);
+        let (tx, rx) = crate::bell::channel::<Release>(BATCHES_IN_FLIGHT_MAX);
         let releaser = Arc::new(Mutex::new(releaser));
         let in_flight = Arc::new(AtomicUsize::new(0));
         let thread = {

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, Receiver, Select, Sender, TryRecvError};
+use crossbeam_channel::{bounded, Receiver, TryRecvError};
 use ladder_engine::{Command, Engine, Event};
 use ladder_journal::{Durability, Journal, WriteClass};
 
+use crate::bell::{Bell, BellSender};
 use crate::board::{
     price_point, touched_markets, BoardUpdates, BookBoard, MarketBooks, TradePrice,
 };
@@ -113,6 +114,11 @@ impl BatchEvents {
     /// Whether no command of the batch changed anything.
     pub fn is_empty(&self) -> bool {
         self.commands.is_empty()
+    }
+
+    /// Whether a command of the batch made or changed a trade.
+    pub fn has_trades(&self) -> bool {
+        self.events.iter().any(|e| matches!(e, Event::Trade(_)))
     }
 
     /// Events in the batch.
@@ -234,8 +240,9 @@ pub struct SequencerParts {
     pub journal: Journal,
     /// One sink per ticket `sink` index.
     pub sinks: Vec<Box<dyn CompletionSink>>,
-    /// Where each batch's events go once it is durable: every consumer gets the same batch.
-    pub events: Vec<Sender<PublishedBatch>>,
+    /// Where each batch's events go once it is durable: every consumer that takes a batch
+    /// gets the same one.
+    pub events: Vec<EventConsumer>,
     /// Standbys to replicate to (and, with a required count, to wait for).
     pub replication: Option<Arc<ReplicationHub>>,
     /// The read side of the books, kept up to date by each release (`None`: not kept). Fill
@@ -243,20 +250,55 @@ pub struct SequencerParts {
     pub board: Option<Arc<BookBoard>>,
 }
 
+/// Who takes published batches.
+pub enum EventConsumer {
+    /// A thread of its own, through a channel; woken only for the batches it takes.
+    Thread {
+        /// Its channel.
+        tx: BellSender<PublishedBatch>,
+        /// Which batches it takes.
+        takes: Takes,
+    },
+    /// Work done by the releasing thread itself, before it wakes the sinks: the WebSocket
+    /// feed's encoding, whose frames then reach each gateway thread with its answers in one
+    /// wake-up (a feed thread cost a wake-up of its own per batch, and a second wake-up of
+    /// each gateway thread).
+    Inline(Box<dyn Publisher>),
+}
+
+/// Takes each batch with events on the releasing thread (see [`EventConsumer::Inline`]).
+pub trait Publisher: Send {
+    /// Handles one durable batch's events, in order; must not wait on a gateway thread.
+    fn publish(&mut self, batch: &PublishedBatch);
+}
+
+/// Which published batches a consumer takes: a consumer is not woken for the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takes {
+    /// Every batch with events (the WebSocket feed).
+    Every,
+    /// Batches with a trade event (settlement follows trades only).
+    WithTrades,
+}
+
 /// The sequencer's ends of the producers' rings, made before it starts so that producers
 /// (the gateway) can be running, answering "not ready", while the engine recovers.
-pub struct Rings(Vec<Receiver<Submission>>);
+pub struct Rings(Vec<Receiver<Submission>>, Arc<Bell>);
 
 /// Makes `producers` bounded rings of `capacity` submissions each.
 pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
+    let bell = Bell::new();
     let mut submitters = Vec::with_capacity(producers);
     let mut receivers = Vec::with_capacity(producers);
     for _ in 0..producers {
         let (tx, rx) = bounded(capacity);
-        submitters.push(Submitter { ring: tx });
+        submitters.push(Submitter {
+            ring: tx,
+            bell: bell.clone(),
+        });
         receivers.push(rx);
     }
-    (submitters, Rings(receivers))
+    (submitters, Rings(receivers, bell))
 }
 
 /// Starts the sequencer thread with `producers` new rings; returns their submitters.
@@ -276,7 +318,7 @@ pub fn start_with(
     parts: SequencerParts,
     rings: Rings,
 ) -> std::io::Result<SequencerHandle> {
-    let rings = rings.0;
+    let Rings(rings, bell) = rings;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(SequencerStats::default());
     stats
@@ -313,6 +355,7 @@ pub fn start_with(
         publishes,
         events_room: 0,
         rings,
+        bell,
         stop: stop.clone(),
         encoder: CommandEncoder::default(),
         last_now_ns: 0,
@@ -378,6 +421,8 @@ struct Writer {
     /// Events of the last batch: the room the next batch's list starts with.
     events_room: usize,
     rings: Vec<Receiver<Submission>>,
+    /// Rung by the producers after each submission: what the sequencer sleeps on.
+    bell: Arc<Bell>,
     stop: Arc<AtomicBool>,
     encoder: CommandEncoder,
     last_now_ns: u64,
@@ -481,12 +526,8 @@ impl Writer {
             }
             None => self.config.idle_wait,
         };
-        let mut select = Select::new();
-        for ring in &self.rings {
-            select.recv(ring);
-        }
-        // Readiness only: the next drain takes the work.
-        let _ = select.ready_timeout(wait);
+        // The next drain takes the work (a ring after the last drain ends the wait at once).
+        self.bell.wait(wait);
     }
 
     fn now_ns(&self) -> u64 {

@@ -114,6 +114,11 @@ impl Completion {
 pub trait CompletionSink: Send {
     /// Takes the completions of one batch, in submission order.
     fn deliver(&mut self, completions: Vec<Completion>);
+
+    /// Called once after each release, when everything of it for this sink (completions,
+    /// and frames an inline [`crate::Publisher`] queued) has been handed over: a sink that
+    /// wakes its consumer once per release rather than once per delivery does it here.
+    fn wake(&mut self) {}
 }
 
 /// Why a submission was not taken.
@@ -129,15 +134,21 @@ pub enum SubmitError {
 #[derive(Clone)]
 pub struct Submitter {
     pub(crate) ring: Sender<Submission>,
+    /// The sequencer's bell, rung after each submission.
+    pub(crate) bell: std::sync::Arc<crate::bell::Bell>,
 }
 
 impl Submitter {
     /// Queues a submission without blocking.
     pub fn try_submit(&self, submission: Submission) -> Result<(), SubmitError> {
-        self.ring.try_send(submission).map_err(|e| match e {
-            TrySendError::Full(s) => SubmitError::Full(Box::new(s)),
-            TrySendError::Disconnected(s) => SubmitError::Stopped(Box::new(s)),
-        })
+        match self.ring.try_send(submission) {
+            Ok(()) => {
+                self.bell.ring();
+                Ok(())
+            }
+            Err(TrySendError::Full(s)) => Err(SubmitError::Full(Box::new(s))),
+            Err(TrySendError::Disconnected(s)) => Err(SubmitError::Stopped(Box::new(s))),
+        }
     }
 
     /// Submissions waiting in the ring.

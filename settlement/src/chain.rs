@@ -10,11 +10,12 @@ use std::collections::HashMap;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::RecvTimeoutError;
 use ladder_chain::exchange::SubmitError;
 use ladder_chain::{ExchangeClient, Fill, Receipt, RpcError};
 use ladder_engine::{Event, Hash32, MatchType, Side, TradeStatus, TradeView};
 use ladder_protocol::Address;
+use ladder_sequencer::bell::BellReceiver;
 use ladder_sequencer::{PublishedBatch, Submitter};
 
 use crate::outbox::Outbox;
@@ -121,7 +122,7 @@ impl ChainExchange for ExchangeClient {
 pub fn start_chain(
     client: ExchangeClient,
     settings: ChainSettings,
-    events: Receiver<PublishedBatch>,
+    events: BellReceiver<PublishedBatch>,
     submitter: Submitter,
     sink: u16,
     pending: Vec<PendingBatch>,

@@ -6,8 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::RecvTimeoutError;
 use ladder_engine::{Engine, Event, Hash32, TimestampNs, TradeStatus, TradeView};
+use ladder_sequencer::bell::BellReceiver;
 use ladder_sequencer::{PublishedBatch, Submitter};
 
 use crate::backend::{Backend, Step};
@@ -77,7 +78,7 @@ pub fn pending_batches(engine: &Engine) -> Vec<PendingBatch> {
 /// ring into the sequencer (completions go to sink `sink`), `pending` the batches to re-arm.
 pub fn start(
     mut backend: Box<dyn Backend>,
-    events: Receiver<PublishedBatch>,
+    events: BellReceiver<PublishedBatch>,
     submitter: Submitter,
     sink: u16,
     pending: Vec<PendingBatch>,

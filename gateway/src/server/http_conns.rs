@@ -56,11 +56,17 @@ impl Worker {
         }
     }
 
-    pub(super) fn serve(&mut self, index: usize) {
+    /// Serves a readiness event of connection `index`: reads when it is `readable` (or
+    /// TLS, whose state may want a read either way), then answers and writes.
+    pub(super) fn serve(&mut self, index: usize, readiness: Readiness) {
         let Some(conn) = self.conns.get_mut(index).and_then(|c| c.as_mut()) else {
             return;
         };
-        let open = conn.fill().unwrap_or_default();
+        let open = if readiness.readable || !conn.stream.is_plain() {
+            conn.fill(readiness.read_closed).unwrap_or_default()
+        } else {
+            true
+        };
         self.parse_and_dispatch(index);
         if !open {
             if let Some(conn) = self.conns[index].as_mut() {
@@ -75,14 +81,17 @@ impl Worker {
             let Some(conn) = self.conns[index].as_mut() else {
                 return;
             };
-            if conn.close_after_flush
-                || conn.stop_reading
-                || conn.pending() >= IN_FLIGHT_MAX
-                || conn.read_buf.is_empty()
-            {
+            if conn.close_after_flush || conn.stop_reading || conn.pending() >= IN_FLIGHT_MAX {
+                return;
+            }
+            if conn.read_buf.is_empty() {
+                if refill(conn) {
+                    continue;
+                }
                 return;
             }
             match conn.progress.advance(&conn.read_buf) {
+                Ok(None) if refill(conn) => continue,
                 Ok(None) => return,
                 Ok(Some((mut request, used))) => {
                     request.peer = Some(conn.peer.ip());
@@ -409,6 +418,22 @@ impl Worker {
                     self.close(index);
                 }
             }
+        }
+    }
+}
+
+/// Reads what a socket held beyond a full buffer, once requests have made room: nothing
+/// else says it is there (readiness is edge-triggered). Whether new bytes came.
+fn refill(conn: &mut Connection) -> bool {
+    if !conn.capped || conn.read_buf.len() >= READ_BUFFER_MAX {
+        return false;
+    }
+    let before = conn.read_buf.len();
+    match conn.fill(false) {
+        Ok(true) => conn.read_buf.len() > before,
+        Ok(false) | Err(_) => {
+            conn.close_after_flush = true;
+            false
         }
     }
 }

@@ -25,7 +25,7 @@ use ladder_sequencer::{
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::conn::{Connection, IN_FLIGHT_MAX};
+use crate::conn::{Connection, IN_FLIGHT_MAX, READ_BUFFER_MAX};
 use crate::deferred::{DeferPool, Return, DEFER_WORKERS};
 use crate::handler::Outcome;
 use crate::http::{HttpError, Method, Request, Response, Status};
@@ -111,6 +111,9 @@ pub trait Service: Send + Sync + 'static {
 pub struct GatewaySink {
     tx: Sender<Vec<Completion>>,
     waker: Arc<Waker>,
+    /// Whether anything was queued for the thread since its last wake-up (completions here,
+    /// frames by the feed's [`FeedTarget`]).
+    owes_wake: Arc<AtomicBool>,
 }
 
 impl CompletionSink for GatewaySink {
@@ -119,7 +122,13 @@ impl CompletionSink for GatewaySink {
             return;
         }
         let _ = self.tx.send(completions);
-        let _ = self.waker.wake();
+        self.owes_wake.store(true, Ordering::Release);
+    }
+
+    fn wake(&mut self) {
+        if self.owes_wake.swap(false, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
     }
 }
 
@@ -166,13 +175,16 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
         // loop admits, not by the channel, so that the sequencer never waits on a loop.
         let (tx, rx) = unbounded();
         let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
+        let owes_wake = Arc::new(AtomicBool::new(false));
         targets.push(FeedTarget {
             tx: feed_tx,
             waker: waker.clone(),
+            owes_wake: owes_wake.clone(),
         });
         sinks.push(GatewaySink {
             tx,
             waker: waker.clone(),
+            owes_wake,
         });
         // Deferred outcomes: at most one per job the pool accepted (`DEFER_QUEUE_MAX` queued,
         // `DEFER_WORKERS` running); a job refused for a full queue is answered 503 at once.
@@ -216,7 +228,7 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
-/// Feed batches queued for one event loop before the feed thread waits.
+/// Feed batches queued for one event loop before the releasing thread waits for it.
 pub const FEED_BATCHES_QUEUED_MAX: usize = 65_536;
 
 /// Shared by the loops: the stop flag and the connection count.
@@ -356,7 +368,7 @@ impl Worker {
                         self.take_feed();
                     }
                     Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
-                    Token(t) => self.serve(t - FIRST_CONNECTION),
+                    Token(t) => self.serve(t - FIRST_CONNECTION, Readiness::of(event)),
                 }
             }
             self.take_completions();
@@ -371,6 +383,24 @@ impl Worker {
             if stopping && self.tickets.is_empty() && self.deferred.is_empty() {
                 return;
             }
+        }
+    }
+}
+
+/// What a readiness event says of a connection's reading side.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Readiness {
+    /// Bytes (or an error, or the end) may wait to be read.
+    readable: bool,
+    /// The peer closed its side: read to the end.
+    read_closed: bool,
+}
+
+impl Readiness {
+    fn of(event: &mio::event::Event) -> Readiness {
+        Readiness {
+            readable: event.is_readable() || event.is_read_closed() || event.is_error(),
+            read_closed: event.is_read_closed() || event.is_error(),
         }
     }
 }

@@ -1,20 +1,20 @@
-//! The feed thread: turns each durable batch's events into WebSocket frames, encoded once,
-//! and hands the same frames to every gateway thread, which routes them to its subscribers.
+//! The WebSocket feed: turns each durable batch's events into frames, encoded once, on the
+//! thread that releases the batch, and hands the same frames to every gateway thread, which
+//! routes them to its subscribers.
 //!
 //! Market frames are complete (their `seq` is the market's). User frames leave `seq` to the
 //! connection: each is stored as a prefix ending in `"seq":`, and the connection appends its
 //! own number and the closing brace.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Sender, TrySendError};
 use ladder_engine::{
     format_price, AxisSide, Bytes32, Event, MarketChange, Outcome, PriceTicks, Resolution,
     UNITS_PER_SHARE,
 };
-use ladder_sequencer::PublishedBatch;
+use ladder_sequencer::{PublishedBatch, Publisher};
 use mio::Waker;
 use serde::Serialize;
 use tungstenite::Utf8Bytes;
@@ -57,6 +57,25 @@ pub struct FeedTarget {
     pub tx: Sender<FeedBatch>,
     /// Its waker.
     pub waker: Arc<Waker>,
+    /// Set when frames were queued: the thread's completion sink wakes it once at the end of
+    /// the release ([`crate::server::GatewaySink`]).
+    pub owes_wake: Arc<AtomicBool>,
+}
+
+impl FeedTarget {
+    /// Queues `batch` for the gateway thread, to be woken at the end of the release. A
+    /// thread so far behind that its queue is full is woken now, and waited for.
+    fn queue(&self, batch: FeedBatch) {
+        match self.tx.try_send(batch) {
+            Ok(()) => {}
+            Err(TrySendError::Full(batch)) => {
+                let _ = self.waker.wake();
+                let _ = self.tx.send(batch);
+            }
+            Err(TrySendError::Disconnected(_)) => return,
+        }
+        self.owes_wake.store(true, Ordering::Release);
+    }
 }
 
 /// A market's ids, by creation index.
@@ -70,37 +89,56 @@ pub struct MarketIds {
     pub no: Bytes32,
 }
 
-/// Starts the feed thread; it ends when `events` closes. Frames of a kind nobody is
+/// The WebSocket feed: turns each durable batch's events into frames, on the releasing
+/// thread, and queues the same frames for every gateway thread. Frames of a kind nobody is
 /// connected for (`shared`'s WebSocket counts) are not encoded.
-pub fn start(
-    events: Receiver<PublishedBatch>,
-    directory: Vec<MarketIds>,
+pub struct FeedPublisher {
+    encoder: Encoder,
     targets: Vec<FeedTarget>,
     shared: Arc<ServerShared>,
-) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("feed".into())
-        .spawn(move || {
-            let mut encoder = Encoder::new(directory);
-            for batch in events.iter() {
-                let wanted = Wanted {
-                    user: shared.ws_user.load(Ordering::SeqCst) > 0,
-                    market: shared.ws_market.load(Ordering::SeqCst) > 0,
-                };
-                let mut items = Vec::new();
-                for published in batch.iter() {
-                    encoder.encode(published.timestamp_ns, published.events, wanted, &mut items);
-                }
-                if items.is_empty() {
-                    continue;
-                }
-                let shared: FeedBatch = Arc::new(items);
-                for target in &targets {
-                    let _ = target.tx.send(shared.clone());
-                    let _ = target.waker.wake();
-                }
-            }
-        })
+    /// Frames of the batch being encoded (its room is kept for the next).
+    items: Vec<FeedItem>,
+}
+
+impl FeedPublisher {
+    /// A feed knowing the markets of `directory`, queueing frames for `targets`.
+    pub fn new(
+        directory: Vec<MarketIds>,
+        targets: Vec<FeedTarget>,
+        shared: Arc<ServerShared>,
+    ) -> FeedPublisher {
+        FeedPublisher {
+            encoder: Encoder::new(directory),
+            targets,
+            shared,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl Publisher for FeedPublisher {
+    fn publish(&mut self, batch: &PublishedBatch) {
+        let wanted = Wanted {
+            user: self.shared.ws_user.load(Ordering::SeqCst) > 0,
+            market: self.shared.ws_market.load(Ordering::SeqCst) > 0,
+        };
+        // Encoded even when nobody is connected: the encoder learns of new markets.
+        for published in batch.iter() {
+            self.encoder.encode(
+                published.timestamp_ns,
+                published.events,
+                wanted,
+                &mut self.items,
+            );
+        }
+        if self.items.is_empty() {
+            return;
+        }
+        let frames: FeedBatch = Arc::new(std::mem::take(&mut self.items));
+        for target in &self.targets {
+            target.queue(frames.clone());
+        }
+    }
 }
 
 /// Which kinds of frames someone is connected for.

@@ -21,7 +21,7 @@ use ladder_gateway::app::{
 use ladder_gateway::keys::{KeyTable, MasterKey};
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
-use ladder_gateway::ws::feed::MarketIds;
+use ladder_gateway::ws::feed::{FeedPublisher, MarketIds};
 use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Durability, Journal, JournalOptions};
@@ -31,8 +31,8 @@ use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::{client, server, LinkSecret, RecordMark, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, rings, start_with, ChannelSink, Completion, CompletionSink, CorePin,
-    DiscardSink, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats,
-    Submission, Submitter, Ticket, Work,
+    DiscardSink, EventConsumer, QueryOutput, SequencerConfig, SequencerHandle, SequencerParts,
+    SequencerStats, Submission, Submitter, Takes, Ticket, Work,
 };
 use ladder_settlement::{BuiltIn, SettlementHandle};
 use uuid::Uuid;
@@ -532,8 +532,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let last_seq = engine.last_seq();
     let engine_term = engine.term();
 
-    let (settlement_tx, settlement_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
-    let (feed_tx, feed_rx) = bounded(EVENT_BATCHES_QUEUED_MAX);
+    let (settlement_tx, settlement_rx) = ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
     let hub = match &options.role {
         Role::Primary {
             replication_listen: Some(_),
@@ -569,7 +568,17 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         engine,
         journal,
         sinks,
-        events: vec![settlement_tx, feed_tx],
+        events: vec![
+            EventConsumer::Thread {
+                tx: settlement_tx,
+                takes: Takes::WithTrades,
+            },
+            EventConsumer::Inline(Box::new(FeedPublisher::new(
+                directory,
+                feed_targets,
+                server_shared.clone(),
+            ))),
+        ],
         replication: hub.clone(),
         board: Some(state.board.clone()),
     };
@@ -577,9 +586,6 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
     let _ = stats_cell.set(handle.stats.clone());
     metrics.attach(handle.stats.clone(), server_shared.clone(), submitters);
-    let feed =
-        ladder_gateway::ws::feed::start(feed_rx, directory, feed_targets, server_shared.clone())
-            .map_err(|e| format!("feed thread: {e}"))?;
 
     let stop = options.signals.stop.clone();
     // This run's replication listener stops with the run (a coordinated node runs again on
@@ -863,7 +869,6 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     if let Some(s) = settlement {
         s.join();
     }
-    let _ = feed.join();
     match (failure, primary_end) {
         (Some(why), _) => Err(why),
         (None, Some(end)) => Ok(RunEnd::Ahead { end, bound }),
@@ -1080,7 +1085,7 @@ fn refused_by_primary(follower: &mut Option<FollowerThread>) -> Option<String> {
 /// On a standby, nothing settles: the settlement feed is drained (promotion re-arms every
 /// pending batch from the engine) so that it never holds the sequencer back.
 fn drain_until_promoted(
-    events: Receiver<ladder_sequencer::PublishedBatch>,
+    events: ladder_sequencer::bell::BellReceiver<ladder_sequencer::PublishedBatch>,
 ) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
