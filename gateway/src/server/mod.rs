@@ -141,6 +141,8 @@ pub struct Loop {
     deferred_tx: Sender<(u64, Outcome)>,
     deferred_rx: Receiver<(u64, Outcome)>,
     feed: Receiver<FeedBatch>,
+    /// This loop's open WebSocket connections (shared with its [`FeedTarget`]).
+    websockets: Arc<AtomicUsize>,
     sink_index: u16,
 }
 
@@ -176,10 +178,12 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
         let (tx, rx) = unbounded();
         let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
         let owes_wake = Arc::new(AtomicBool::new(false));
+        let websockets = Arc::new(AtomicUsize::new(0));
         targets.push(FeedTarget {
             tx: feed_tx,
             waker: waker.clone(),
             owes_wake: owes_wake.clone(),
+            websockets: websockets.clone(),
         });
         sinks.push(GatewaySink {
             tx,
@@ -197,6 +201,7 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
             deferred_tx,
             deferred_rx,
             feed: feed_rx,
+            websockets,
             sink_index: index as u16,
         });
     }

@@ -51,10 +51,9 @@ impl Worker {
         let _ = self.lp.poll.registry().deregister(conn.stream.socket());
         // Counted before the client learns of the upgrade (and before it can subscribe), so
         // the feed encodes every frame after its snapshot and /metrics already shows it.
-        let channel = self.shared.websockets_of(kind);
-        channel.fetch_add(1, Ordering::SeqCst);
+        self.count_websocket(kind, true);
         if write_all_now(&mut conn.stream, &handshake).is_err() {
-            channel.fetch_sub(1, Ordering::SeqCst);
+            self.count_websocket(kind, false);
             self.shared.connection_closed(peer.ip());
             return;
         }
@@ -73,15 +72,27 @@ impl Worker {
         );
         if registered.is_err() {
             self.sockets_free.push(slot);
-            self.shared
-                .websockets_of(kind)
-                .fetch_sub(1, Ordering::SeqCst);
+            self.count_websocket(kind, false);
             self.shared.connection_closed(peer.ip());
             return;
         }
         self.sockets[slot] = Some(socket);
         self.shared.websockets.fetch_add(1, Ordering::Relaxed);
         self.serve_socket(slot);
+    }
+
+    /// Counts a WebSocket connection of `kind` opening or closing: in the service's count by
+    /// kind (the feed encodes a kind's frames only while one is open) and in this loop's
+    /// (the feed hands frames only to loops that have one).
+    fn count_websocket(&self, kind: WsKind, opening: bool) {
+        let (by_kind, here) = (self.shared.websockets_of(kind), &self.lp.websockets);
+        if opening {
+            by_kind.fetch_add(1, Ordering::SeqCst);
+            here.fetch_add(1, Ordering::SeqCst);
+        } else {
+            by_kind.fetch_sub(1, Ordering::SeqCst);
+            here.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     pub(super) fn serve_socket(&mut self, slot: usize) {
@@ -192,9 +203,7 @@ impl Worker {
             self.routes.update(slot, Interests::default());
             if let Some(mut socket) = self.sockets[slot].take() {
                 let _ = self.lp.poll.registry().deregister(socket.stream_mut());
-                self.shared
-                    .websockets_of(socket.kind)
-                    .fetch_sub(1, Ordering::SeqCst);
+                self.count_websocket(socket.kind, false);
                 self.shared.connection_closed(socket.peer_ip);
                 // Every way a connection ends counts but a service shutdown (API.md §16).
                 if let Some(address) = socket.cancel_on_disconnect() {

@@ -6,7 +6,7 @@
 //! connection: each is stored as a prefix ending in `"seq":`, and the connection appends its
 //! own number and the closing brace.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -60,6 +60,10 @@ pub struct FeedTarget {
     /// Set when frames were queued: the thread's completion sink wakes it once at the end of
     /// the release ([`crate::server::GatewaySink`]).
     pub owes_wake: Arc<AtomicBool>,
+    /// The thread's open WebSocket connections: a thread with none is handed no frames (and
+    /// so not woken for them). Counted before a connection can subscribe, as the service's
+    /// counts by kind are, so no frame after its snapshot is missed.
+    pub websockets: Arc<AtomicUsize>,
 }
 
 impl FeedTarget {
@@ -136,7 +140,9 @@ impl Publisher for FeedPublisher {
         }
         let frames: FeedBatch = Arc::new(std::mem::take(&mut self.items));
         for target in &self.targets {
-            target.queue(frames.clone());
+            if target.websockets.load(Ordering::SeqCst) > 0 {
+                target.queue(frames.clone());
+            }
         }
     }
 }
@@ -550,6 +556,60 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    fn target(
+        poll: &mio::Poll,
+        websockets: usize,
+    ) -> (FeedTarget, crossbeam_channel::Receiver<FeedBatch>) {
+        let (tx, rx) = crossbeam_channel::bounded(4);
+        let waker = Arc::new(Waker::new(poll.registry(), mio::Token(1)).expect("waker"));
+        let target = FeedTarget {
+            tx,
+            waker,
+            owes_wake: Arc::new(AtomicBool::new(false)),
+            websockets: Arc::new(AtomicUsize::new(websockets)),
+        };
+        (target, rx)
+    }
+
+    #[test]
+    fn frames_go_only_to_loops_with_a_websocket_and_wait_for_the_release_to_wake_them() {
+        // One waker per poll: a poll for each loop.
+        let polls = [
+            mio::Poll::new().expect("poll"),
+            mio::Poll::new().expect("poll"),
+        ];
+        let (quiet, quiet_rx) = target(&polls[0], 0);
+        let (busy, busy_rx) = target(&polls[1], 1);
+        let (quiet_owes, busy_owes) = (quiet.owes_wake.clone(), busy.owes_wake.clone());
+        let shared = Arc::new(ServerShared::default());
+        shared.ws_market.store(1, Ordering::SeqCst);
+        let directory = encoder().directory;
+        let mut feed = FeedPublisher::new(directory, vec![quiet, busy], shared);
+        let mut batch = ladder_sequencer::BatchEvents::default();
+        let resolved = Event::Market {
+            market: 0,
+            change: MarketChange::Resolved {
+                resolution: Resolution::Yes,
+            },
+            market_seq: 1,
+        };
+        batch.push(1, 1_700_000_000_000_000_000, &[resolved]);
+        feed.publish(&Arc::new(batch));
+        assert!(
+            quiet_rx.is_empty(),
+            "a loop with no WebSocket is handed nothing"
+        );
+        assert!(!quiet_owes.load(Ordering::SeqCst));
+        let frames = busy_rx
+            .try_recv()
+            .expect("the loop with a socket has the frames");
+        assert_eq!(frames.len(), 1);
+        assert!(
+            busy_owes.load(Ordering::SeqCst),
+            "its sink wakes it at the release's end"
+        );
     }
 
     #[test]
