@@ -346,13 +346,19 @@ fn serve_session(
     pin: Option<HandshakePin<'_>>,
 ) -> Result<(), String> {
     let mut writer = BufWriter::with_capacity(FRAME_PLAINTEXT_MAX, writer);
-    writer
+    let hub = &primary.hub;
+    // Registered before the standby has the key, so that a standby that has it counts
+    // (toward `--replicas`) at once: a client write right after it connected is held for it,
+    // not refused as having no standby.
+    let id = hub.register(hello.from_seq);
+    if let Err(e) = writer
         .write_all(&primary.master_key)
         .and_then(|_| writer.flush())
-        .map_err(|e| e.to_string())?;
+    {
+        hub.unregister(id);
+        return Err(e.to_string());
+    }
     stream.set_read_timeout(None).ok();
-    let hub = &primary.hub;
-    let id = hub.register(hello.from_seq);
     // Registered: its acknowledgements keep the journal from here on.
     drop(pin);
     let sent = Arc::new(AtomicU64::new(hello.from_seq.saturating_sub(1)));
