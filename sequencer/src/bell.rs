@@ -178,16 +178,6 @@ impl<T> BellReceiver<T> {
     pub fn try_iter(&self) -> impl Iterator<Item = T> + '_ {
         self.rx.try_iter()
     }
-
-    /// Values waiting in the channel.
-    pub fn len(&self) -> usize {
-        self.rx.len()
-    }
-
-    /// Whether nothing is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -168,11 +168,14 @@ impl Releaser {
 
     /// Hands one batch's events to each consumer that takes it.
     fn publish(&mut self, batch: PublishedBatch) {
-        let has_trades = batch.has_trades();
+        // Looked for once, and only if a consumer asks.
+        let mut has_trades = None;
         for consumer in &mut self.events {
             match consumer {
                 EventConsumer::Thread { tx, takes } => {
-                    if *takes == Takes::Every || has_trades {
+                    if *takes == Takes::Every
+                        || *has_trades.get_or_insert_with(|| batch.has_trades())
+                    {
                         let _ = tx.send(batch.clone());
                     }
                 }

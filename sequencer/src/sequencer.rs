@@ -275,7 +275,7 @@ pub trait Publisher: Send {
 /// Which published batches a consumer takes: a consumer is not woken for the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Takes {
-    /// Every batch with events (the WebSocket feed).
+    /// Every batch with events.
     Every,
     /// Batches with a trade event (settlement follows trades only).
     WithTrades,

@@ -110,10 +110,7 @@ pub trait Service: Send + Sync + 'static {
 /// batch, however many of the batch's answers are this thread's.
 pub struct GatewaySink {
     tx: Sender<Vec<Completion>>,
-    waker: Arc<Waker>,
-    /// Whether anything was queued for the thread since its last wake-up (completions here,
-    /// frames by the feed's [`FeedTarget`]).
-    owes_wake: Arc<AtomicBool>,
+    wake: Arc<LoopWake>,
 }
 
 impl CompletionSink for GatewaySink {
@@ -122,13 +119,52 @@ impl CompletionSink for GatewaySink {
             return;
         }
         let _ = self.tx.send(completions);
-        self.owes_wake.store(true, Ordering::Release);
+        self.wake.owe();
     }
 
     fn wake(&mut self) {
-        if self.owes_wake.swap(false, Ordering::AcqRel) {
-            let _ = self.waker.wake();
+        self.wake.wake_if_owed();
+    }
+}
+
+/// Wakes one event loop once per release however much was queued for it: whoever queues
+/// (its completion sink, the feed's [`FeedTarget`]) marks the wake-up owed, and the sink's
+/// [`CompletionSink::wake`] at the release's end makes it.
+#[derive(Debug)]
+pub struct LoopWake {
+    waker: Arc<Waker>,
+    owed: AtomicBool,
+}
+
+impl LoopWake {
+    /// A wake-up of the loop that `waker` wakes, owed by nobody yet.
+    pub fn new(waker: Arc<Waker>) -> LoopWake {
+        LoopWake {
+            waker,
+            owed: AtomicBool::new(false),
         }
+    }
+
+    /// Something was queued for the loop: wake it at the release's end.
+    pub fn owe(&self) {
+        self.owed.store(true, Ordering::Release);
+    }
+
+    /// Whether a wake-up is owed.
+    pub fn is_owed(&self) -> bool {
+        self.owed.load(Ordering::Acquire)
+    }
+
+    /// Wakes the loop if anything was queued for it since its last wake-up.
+    pub fn wake_if_owed(&self) {
+        if self.owed.swap(false, Ordering::AcqRel) {
+            self.wake_now();
+        }
+    }
+
+    /// Wakes the loop now.
+    pub fn wake_now(&self) {
+        let _ = self.waker.wake();
     }
 }
 
@@ -177,19 +213,14 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
         // loop admits, not by the channel, so that the sequencer never waits on a loop.
         let (tx, rx) = unbounded();
         let (feed_tx, feed_rx) = crossbeam_channel::bounded(FEED_BATCHES_QUEUED_MAX);
-        let owes_wake = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(LoopWake::new(waker.clone()));
         let websockets = Arc::new(AtomicUsize::new(0));
         targets.push(FeedTarget {
             tx: feed_tx,
-            waker: waker.clone(),
-            owes_wake: owes_wake.clone(),
+            wake: wake.clone(),
             websockets: websockets.clone(),
         });
-        sinks.push(GatewaySink {
-            tx,
-            waker: waker.clone(),
-            owes_wake,
-        });
+        sinks.push(GatewaySink { tx, wake });
         // Deferred outcomes: at most one per job the pool accepted (`DEFER_QUEUE_MAX` queued,
         // `DEFER_WORKERS` running); a job refused for a full queue is answered 503 at once.
         let (deferred_tx, deferred_rx) = unbounded();

@@ -6,7 +6,7 @@
 //! connection: each is stored as a prefix ending in `"seq":`, and the connection appends its
 //! own number and the closing brace.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
@@ -15,13 +15,12 @@ use ladder_engine::{
     UNITS_PER_SHARE,
 };
 use ladder_sequencer::{PublishedBatch, Publisher};
-use mio::Waker;
 use serde::Serialize;
 use tungstenite::Utf8Bytes;
 
 use crate::app::present::{open_order, trade};
 use crate::convert::{wire_address, wire_b256, wire_token};
-use crate::server::ServerShared;
+use crate::server::{LoopWake, ServerShared};
 
 /// One encoded frame and who gets it.
 #[derive(Clone, Debug)]
@@ -55,11 +54,8 @@ pub type FeedBatch = Arc<Vec<FeedItem>>;
 pub struct FeedTarget {
     /// The gateway thread's channel.
     pub tx: Sender<FeedBatch>,
-    /// Its waker.
-    pub waker: Arc<Waker>,
-    /// Set when frames were queued: the thread's completion sink wakes it once at the end of
-    /// the release ([`crate::server::GatewaySink`]).
-    pub owes_wake: Arc<AtomicBool>,
+    /// Its wake-up, shared with its completion sink, which makes it at the release's end.
+    pub wake: Arc<LoopWake>,
     /// The thread's open WebSocket connections: a thread with none is handed no frames (and
     /// so not woken for them). Counted before a connection can subscribe, as the service's
     /// counts by kind are, so no frame after its snapshot is missed.
@@ -73,12 +69,12 @@ impl FeedTarget {
         match self.tx.try_send(batch) {
             Ok(()) => {}
             Err(TrySendError::Full(batch)) => {
-                let _ = self.waker.wake();
+                self.wake.wake_now();
                 let _ = self.tx.send(batch);
             }
             Err(TrySendError::Disconnected(_)) => return,
         }
-        self.owes_wake.store(true, Ordering::Release);
+        self.wake.owe();
     }
 }
 
@@ -563,11 +559,10 @@ mod tests {
         websockets: usize,
     ) -> (FeedTarget, crossbeam_channel::Receiver<FeedBatch>) {
         let (tx, rx) = crossbeam_channel::bounded(4);
-        let waker = Arc::new(Waker::new(poll.registry(), mio::Token(1)).expect("waker"));
+        let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(1)).expect("waker"));
         let target = FeedTarget {
             tx,
-            waker,
-            owes_wake: Arc::new(AtomicBool::new(false)),
+            wake: Arc::new(LoopWake::new(waker)),
             websockets: Arc::new(AtomicUsize::new(websockets)),
         };
         (target, rx)
@@ -582,7 +577,7 @@ mod tests {
         ];
         let (quiet, quiet_rx) = target(&polls[0], 0);
         let (busy, busy_rx) = target(&polls[1], 1);
-        let (quiet_owes, busy_owes) = (quiet.owes_wake.clone(), busy.owes_wake.clone());
+        let (quiet_owes, busy_owes) = (quiet.wake.clone(), busy.wake.clone());
         let shared = Arc::new(ServerShared::default());
         shared.ws_market.store(1, Ordering::SeqCst);
         let directory = encoder().directory;
@@ -601,13 +596,13 @@ mod tests {
             quiet_rx.is_empty(),
             "a loop with no WebSocket is handed nothing"
         );
-        assert!(!quiet_owes.load(Ordering::SeqCst));
+        assert!(!quiet_owes.is_owed());
         let frames = busy_rx
             .try_recv()
             .expect("the loop with a socket has the frames");
         assert_eq!(frames.len(), 1);
         assert!(
-            busy_owes.load(Ordering::SeqCst),
+            busy_owes.is_owed(),
             "its sink wakes it at the release's end"
         );
     }
