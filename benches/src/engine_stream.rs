@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 
 use ladder_engine::{
-    Address, Asset, Bytes32, Command, Engine, EngineLimits, Event, MarketSpec, NewOrder,
-    OrderStatus, OrderType, Reply, Side, UNITS_PER_SHARE,
+    Address, Asset, Bytes32, Command, Engine, EngineLimits, Event, FixedBytes, MarketSpec,
+    NewOrder, OrderStatus, OrderType, Reply, Side, UNITS_PER_SHARE,
 };
 
 /// Shape of the stream.
@@ -100,14 +100,14 @@ impl XorShift {
 pub fn condition(m: usize) -> Bytes32 {
     let mut b = [0xc0; 32];
     b[..8].copy_from_slice(&(m as u64).to_be_bytes());
-    Bytes32(b)
+    FixedBytes(b)
 }
 
 /// Token id of generated market `m`'s outcome (`0` Yes, `1` No).
 pub fn token(m: usize, outcome: u8) -> Bytes32 {
     let mut b = [0x70 + outcome; 32];
     b[..8].copy_from_slice(&(m as u64).to_be_bytes());
-    Bytes32(b)
+    FixedBytes(b)
 }
 
 /// Address of generated trader `t`.
@@ -200,7 +200,7 @@ impl Generator {
         hash[8] = 0x0b;
         let maker = trader(trader_index);
         Command::PlaceOrder(NewOrder {
-            order_hash: Bytes32(hash),
+            order_hash: FixedBytes(hash),
             maker,
             signer: maker,
             token_id: token(market, outcome),

@@ -10,30 +10,7 @@ use crate::types::{
     Side, TimestampNs, TokenId, Units,
 };
 
-/// An order's status as reported outside (API.md §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OrderStatus {
-    /// Resting on the book.
-    Live,
-    /// Waiting out the market's taker delay.
-    Delayed,
-    /// Fully filled.
-    Matched,
-    /// Cancelled (by its owner, self-trade prevention, expiry, resolution or a kill).
-    Canceled,
-}
-
-impl OrderStatus {
-    /// `live`, `delayed`, `matched` or `canceled`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderStatus::Live => "live",
-            OrderStatus::Delayed => "delayed",
-            OrderStatus::Matched => "matched",
-            OrderStatus::Canceled => "canceled",
-        }
-    }
-}
+pub use ladder_types::OrderStatus;
 
 /// A self-contained copy of an order's public fields (API.md §2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::types::{PriceTicks, Units, PRICE_SCALE, UNITS_PER_SHARE};
+use crate::types::{format_price_ticks, PriceTicks, Units, PRICE_SCALE, UNITS_PER_SHARE};
 
 /// The text of a FOK that could not fill entirely (API.md §18, API.md §8).
 pub const FOK_NOT_FILLED: &str =
@@ -141,7 +141,7 @@ pub enum Reject {
 
 impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let price = |t: PriceTicks| format_price(t);
+        let price = |t: PriceTicks| format_price_ticks(t);
         match *self {
             Reject::InvalidSignature => f.write_str("invalid signature"),
             Reject::UnsupportedSignatureType { given } => write!(
@@ -227,7 +227,7 @@ impl std::error::Error for Reject {}
 pub fn off_tick_message(price: &str, tick_ticks: PriceTicks) -> String {
     format!(
         "invalid price {price}: must be a multiple of the tick size {}",
-        format_price(tick_ticks)
+        format_price_ticks(tick_ticks)
     )
 }
 
@@ -236,20 +236,9 @@ pub fn off_tick_message(price: &str, tick_ticks: PriceTicks) -> String {
 pub fn price_out_of_range_message(price: &str, tick_ticks: PriceTicks) -> String {
     format!(
         "invalid price {price}: must be between {} and {}",
-        format_price(tick_ticks),
-        format_price(PRICE_SCALE - tick_ticks)
+        format_price_ticks(tick_ticks),
+        format_price_ticks(PRICE_SCALE - tick_ticks)
     )
-}
-
-/// A price in ticks as a trimmed decimal (`5500` → `0.55`).
-pub fn format_price(price_ticks: PriceTicks) -> String {
-    let whole = price_ticks / PRICE_SCALE;
-    let frac = price_ticks % PRICE_SCALE;
-    if frac == 0 {
-        return whole.to_string();
-    }
-    let digits = format!("{frac:04}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
 /// Base units as human shares; exact for whole shares, else with decimals.
@@ -266,15 +255,6 @@ pub fn format_shares(units: Units) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prices_are_trimmed_decimals() {
-        assert_eq!(format_price(5_500), "0.55");
-        assert_eq!(format_price(5_000), "0.5");
-        assert_eq!(format_price(10), "0.001");
-        assert_eq!(format_price(1), "0.0001");
-        assert_eq!(format_price(10_000), "1");
-    }
 
     #[test]
     fn fok_message_is_the_contract_text() {

@@ -116,12 +116,12 @@ impl<'de> Deserialize<'de> for SeenHashes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Bytes32;
+    use crate::types::FixedBytes;
 
     fn hash(i: u32) -> Hash32 {
         let mut h = [0u8; 32];
         h[28..].copy_from_slice(&i.to_be_bytes());
-        Bytes32(h)
+        FixedBytes(h)
     }
 
     #[test]
@@ -132,7 +132,7 @@ mod tests {
             seen.insert(hash(i));
             assert!(seen.contains(&hash(i)));
         }
-        assert!(!seen.contains(&Bytes32([0xff; 32])));
+        assert!(!seen.contains(&FixedBytes([0xff; 32])));
         seen.fade(10, hash(1));
         seen.fade(12, hash(2));
         seen.drop_faded(10 + HASH_GRACE_RECORDS - 1);

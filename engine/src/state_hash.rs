@@ -7,7 +7,7 @@ use sha3::{Digest, Keccak256};
 
 use crate::engine::Engine;
 use crate::orders::{Order, NIL};
-use crate::types::{AxisSide, Bytes32};
+use crate::types::{AxisSide, Bytes32, FixedBytes};
 
 /// Feeds fixed-width fields into the digest.
 struct Canonical(Keccak256);
@@ -150,7 +150,7 @@ impl Engine {
         let mut payouts: Vec<_> = self.redemption_payouts_units.iter().collect();
         payouts.sort_unstable();
         h.debug(&payouts);
-        Bytes32(h.0.finalize().into())
+        FixedBytes(h.0.finalize().into())
     }
 
     fn hash_markets(&self, h: &mut Canonical) {

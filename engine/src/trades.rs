@@ -15,7 +15,7 @@ use crate::event::TradeView;
 use std::collections::BTreeMap;
 
 use crate::forgetful_log::ForgetfulLog;
-use crate::types::{Bytes32, Hash32};
+use crate::types::{FixedBytes, Hash32};
 
 /// A settlement batch: the trades of one taker order's matching, one transaction hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ fn tagged(tag: &[u8; 24], number: u64) -> Hash32 {
     let mut id = [0u8; 32];
     id[..24].copy_from_slice(tag);
     id[24..].copy_from_slice(&number.to_be_bytes());
-    Bytes32(id)
+    FixedBytes(id)
 }
 
 /// The number `id` carries after `tag`, if it starts with it.
@@ -262,6 +262,7 @@ mod tests {
     use super::*;
     use crate::command::TradeStatus;
     use crate::event::FillParty;
+    use crate::types::Bytes32;
     use crate::types::{MatchType, Outcome, Side};
 
     /// A trade of zeros.
@@ -301,12 +302,12 @@ mod tests {
         let mut other = trade_id(7);
         other.0[0] ^= 1;
         assert_eq!(trade_index(&other), None);
-        assert_eq!(trade_index(&Bytes32([0; 32])), None);
-        let taker = Bytes32([0x5a; 32]);
+        assert_eq!(trade_index(&FixedBytes([0; 32])), None);
+        let taker = FixedBytes([0x5a; 32]);
         assert_eq!(batch_number(&batch_hash(9, &taker)), 9);
         assert_ne!(
             batch_hash(9, &taker),
-            batch_hash(9, &Bytes32([0x5b; 32])),
+            batch_hash(9, &FixedBytes([0x5b; 32])),
             "another deployment's batch 9 has another taker, so another hash"
         );
         assert_eq!(
@@ -336,7 +337,7 @@ mod tests {
             "not closed yet"
         );
         assert!(
-            log.batch(&batch_hash(0, &Bytes32([1; 32]))).is_none(),
+            log.batch(&batch_hash(0, &FixedBytes([1; 32]))).is_none(),
             "batch 0 of another taker"
         );
         assert!(log

@@ -37,7 +37,7 @@ fn redemption_transaction_hash(user_op_hash: &Hash32, seq: u64) -> Hash32 {
     hasher.update(b"ladder bundler redemption");
     hasher.update(user_op_hash.0);
     hasher.update(seq.to_be_bytes());
-    crate::types::Bytes32(hasher.finalize().into())
+    crate::types::FixedBytes(hasher.finalize().into())
 }
 
 impl Engine {

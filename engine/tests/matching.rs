@@ -279,7 +279,7 @@ fn tick_range_size_and_expiration_rules_reject_with_their_reason() {
     let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
     o.expiration_s = 2_000_000_000;
     assert_eq!(h.reject(o), Reject::ExpirationNotGtd);
-    let o = h.order(1, Bytes32([9; 32]), Side::Buy, 5_000, 1);
+    let o = h.order(1, FixedBytes([9; 32]), Side::Buy, 5_000, 1);
     assert_eq!(h.reject(o), Reject::UnknownToken);
     let mut o = h.order(1, YES, Side::Buy, 5_000, 1);
     o.signer = signer(2);
@@ -764,7 +764,7 @@ fn api_keys_are_limited_per_address() {
             address: account(1),
             signer: signer(1),
             key_id: [i; 16],
-            nonce: Bytes32([i; 32]),
+            nonce: FixedBytes([i; 32]),
             max_keys_per_address: 2,
         }));
     }
@@ -772,7 +772,7 @@ fn api_keys_are_limited_per_address() {
         address: account(1),
         signer: signer(1),
         key_id: [9; 16],
-        nonce: Bytes32([9; 32]),
+        nonce: FixedBytes([9; 32]),
         max_keys_per_address: 2,
     }));
     assert_eq!(reply, Reply::Rejected(Reject::ApiKeyLimit));
@@ -780,7 +780,7 @@ fn api_keys_are_limited_per_address() {
         address: account(1),
         signer: signer(1),
         key_id: [8; 16],
-        nonce: Bytes32([0; 32]),
+        nonce: FixedBytes([0; 32]),
         max_keys_per_address: 2,
     }));
     assert_eq!(
@@ -805,7 +805,7 @@ fn an_l1_nonce_makes_one_key_per_address_until_that_key_is_deleted() {
             address: account(address),
             signer: account(address),
             key_id: [key; 16],
-            nonce: Bytes32([7; 32]),
+            nonce: FixedBytes([7; 32]),
             max_keys_per_address: 5,
         })
     };
@@ -832,7 +832,7 @@ fn a_counted_key_names_how_many_were_created_before_for_its_nonce() {
             address: account(1),
             signer: account(1),
             key_id: [key; 16],
-            nonce: Bytes32([7; 32]),
+            nonce: FixedBytes([7; 32]),
             max_keys_per_address: 5,
         },
         creations_before,
@@ -844,7 +844,8 @@ fn a_counted_key_names_how_many_were_created_before_for_its_nonce() {
     );
     h.ok(counted(1, 0));
     assert_eq!(
-        h.engine.api_key_creations(&account(1), &Bytes32([7; 32])),
+        h.engine
+            .api_key_creations(&account(1), &FixedBytes([7; 32])),
         1
     );
     h.ok(Command::DeleteApiKey {
@@ -870,16 +871,17 @@ fn a_counted_key_names_how_many_were_created_before_for_its_nonce() {
         address: account(1),
         signer: account(1),
         key_id: [3; 16],
-        nonce: Bytes32([7; 32]),
+        nonce: FixedBytes([7; 32]),
         max_keys_per_address: 5,
     }));
     assert_eq!(
-        h.engine.api_key_creations(&account(1), &Bytes32([7; 32])),
+        h.engine
+            .api_key_creations(&account(1), &FixedBytes([7; 32])),
         3
     );
     assert_eq!(
         h.engine.api_key_creation_counts(),
-        vec![(account(1), Bytes32([7; 32]), 3)]
+        vec![(account(1), FixedBytes([7; 32]), 3)]
     );
 }
 

@@ -14,16 +14,16 @@ use proptest::prelude::*;
 use support::{account, signer, CONDITION, NO, SHARE, USDC, YES};
 
 /// The second market's condition id and tokens.
-const CONDITION_2: Bytes32 = Bytes32([0x4c; 32]);
-const YES_2: Bytes32 = Bytes32([0x03; 32]);
-const NO_2: Bytes32 = Bytes32([0x04; 32]);
+const CONDITION_2: Bytes32 = FixedBytes([0x4c; 32]);
+const YES_2: Bytes32 = FixedBytes([0x03; 32]);
+const NO_2: Bytes32 = FixedBytes([0x04; 32]);
 /// Condition id, Yes token and No token of the markets, in creation order.
 const MARKETS: [(Bytes32, Bytes32, Bytes32); 2] =
     [(CONDITION, YES, NO), (CONDITION_2, YES_2, NO_2)];
 /// A token no market has.
-const UNKNOWN_TOKEN: Bytes32 = Bytes32([0x77; 32]);
+const UNKNOWN_TOKEN: Bytes32 = FixedBytes([0x77; 32]);
 /// A transaction hash no batch has.
-const UNKNOWN_TX: Bytes32 = Bytes32([0xab; 32]);
+const UNKNOWN_TX: Bytes32 = FixedBytes([0xab; 32]);
 /// The engine's known departures from the rules (see the ignored `engine_bug_*` tests).
 const ENGINE_QUIRKS: Quirks = Quirks {
     fill_checks_deferred_when_delayed: false,
@@ -397,7 +397,7 @@ impl Run {
         self.next_hash += 1;
         let mut hash = [0xddu8; 32];
         hash[..8].copy_from_slice(&self.next_hash.to_be_bytes());
-        Bytes32(hash)
+        FixedBytes(hash)
     }
 
     /// Turns a generated op into a command, at the time it will be applied.

@@ -6,13 +6,15 @@
 //! each one: a panic on the sequencer thread stops the service, and a journaled command that
 //! panics would stop every restart too.
 
-use ladder_engine::{Address, Asset, Bytes32, Command, Engine, EngineLimits, MarketSpec};
+use ladder_engine::{
+    Address, Asset, Bytes32, Command, Engine, EngineLimits, FixedBytes, MarketSpec,
+};
 
 /// Most commands taken from one input.
 const COMMANDS_MAX: usize = 64;
 
 fn bytes32(n: u8) -> Bytes32 {
-    Bytes32([n; 32])
+    FixedBytes([n; 32])
 }
 
 /// Two markets and two funded accounts, linked to owner EOAs.

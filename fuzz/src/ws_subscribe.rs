@@ -5,7 +5,7 @@
 //! from what was parsed (the token ids in decimal, the condition ids in hex). The opaque `auth`
 //! object is only required to stay an object: JSON floats need not survive a round trip.
 
-use ladder_gateway::convert::{wire_b256, wire_token};
+use ladder_gateway::convert::wire_token;
 use ladder_gateway::ws::conn::parse_user_subscribe;
 use ladder_gateway::ws::{parse_market_message, MarketOperation};
 use serde_json::json;
@@ -36,7 +36,7 @@ pub fn check(data: &[u8]) {
 
     if let Ok((auth, markets)) = parse_user_subscribe(&text) {
         assert!(auth.is_object());
-        let ids: Vec<String> = markets.iter().map(|m| wire_b256(m).to_string()).collect();
+        let ids: Vec<String> = markets.iter().map(|m| m.to_string()).collect();
         let written = json!({ "type": "user", "auth": auth, "markets": ids }).to_string();
         let (auth_again, markets_again) = parse_user_subscribe(&written)
             .unwrap_or_else(|e| panic!("the written subscribe fails to parse: {e}: {written}"));

@@ -1,7 +1,7 @@
 //! Engine values to and from the text and integers of `history.db`'s columns.
 
 use ladder_engine::{
-    Address, Bytes32, FillParty, MatchType, OrderStatus, OrderType, Outcome, Side, TradeStatus,
+    Address, FillParty, FixedBytes, MatchType, OrderStatus, OrderType, Outcome, Side, TradeStatus,
     TradeView,
 };
 use rusqlite::Row;
@@ -132,7 +132,7 @@ fn u64_column(row: &Row<'_>, at: usize) -> rusqlite::Result<u64> {
 fn party_from_row(row: &Row<'_>, first: usize) -> rusqlite::Result<FillParty> {
     Ok(FillParty {
         order_id: u64_column(row, first)?,
-        order_hash: text_column(row, first + 1, |t| from_hex(t).map(Bytes32))?,
+        order_hash: text_column(row, first + 1, |t| from_hex(t).map(FixedBytes))?,
         address: text_column(row, first + 2, |t| from_hex(t).map(Address))?,
         outcome: text_column(row, first + 3, Outcome::from_name)?,
         side: text_column(row, first + 4, Side::from_name)?,
@@ -148,7 +148,7 @@ fn party_from_row(row: &Row<'_>, first: usize) -> rusqlite::Result<FillParty> {
 
 /// A trade from a row of [`TRADE_COLUMNS`].
 pub fn trade_from_row(row: &Row<'_>) -> rusqlite::Result<TradeView> {
-    let bytes32 = |at| text_column(row, at, |t| from_hex(t).map(Bytes32));
+    let bytes32 = |at| text_column(row, at, |t| from_hex(t).map(FixedBytes));
     Ok(TradeView {
         index: u64_column(row, 0)?,
         id: bytes32(1)?,

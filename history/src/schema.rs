@@ -245,7 +245,7 @@ mod tests {
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
-    use ladder_engine::{Address, Bytes32, Hash32, OrderStatus};
+    use ladder_engine::{Address, FixedBytes, Hash32, OrderStatus};
     use ladder_sequencer::HistoryReads;
 
     use super::*;
@@ -267,7 +267,7 @@ mod tests {
     fn hash(first: u8) -> Hash32 {
         let mut bytes = [0x5au8; 32];
         bytes[0] = first;
-        Bytes32(bytes)
+        FixedBytes(bytes)
     }
 
     fn reader(path: &Path) -> HistoryReader {

@@ -285,7 +285,7 @@ mod tests {
     use std::sync::Arc;
 
     use ladder_engine::{
-        Address, Bytes32, Hash32, OrderEventKind, OrderType, OrderView, Outcome, Side,
+        Address, FixedBytes, Hash32, OrderEventKind, OrderType, OrderView, Outcome, Side,
     };
     use ladder_sequencer::HistoryReads;
 
@@ -298,10 +298,10 @@ mod tests {
         hash[31] = id as u8;
         let order = OrderView {
             id,
-            hash: Bytes32(hash),
+            hash: FixedBytes(hash),
             maker: Address([7; 20]),
-            condition_id: Bytes32([1; 32]),
-            token_id: Bytes32([2; 32]),
+            condition_id: FixedBytes([1; 32]),
+            token_id: FixedBytes([2; 32]),
             outcome: Outcome::Yes,
             side: Side::Buy,
             price_ticks: 5_000,
@@ -316,7 +316,7 @@ mod tests {
             kind: OrderEventKind::Cancellation,
             order,
         };
-        (Bytes32(hash), event)
+        (FixedBytes(hash), event)
     }
 
     /// Keys are found whether they are still recent or merged, and a rewind takes the keys

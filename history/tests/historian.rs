@@ -12,9 +12,9 @@ use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Durability, Journal, JournalOptions};
 use ladder_sequencer::{encode_command, HistoryReads, RECORD_COMMAND_V1};
 
-const CONDITION: Bytes32 = Bytes32([0x3b; 32]);
-const YES: Bytes32 = Bytes32([0x01; 32]);
-const NO: Bytes32 = Bytes32([0x02; 32]);
+const CONDITION: Bytes32 = FixedBytes([0x3b; 32]);
+const YES: Bytes32 = FixedBytes([0x01; 32]);
+const NO: Bytes32 = FixedBytes([0x02; 32]);
 const SHARE: u64 = UNITS_PER_SHARE;
 const START_NS: u64 = 1_700_000_000 * NANOS_PER_SECOND;
 
@@ -75,7 +75,7 @@ impl Stream {
     fn order(&mut self, n: u8, token: TokenId, side: Side, price: u32, shares: u64) -> Reply {
         self.salt += 1;
         self.push(Command::PlaceOrder(NewOrder {
-            order_hash: Bytes32([self.salt; 32]),
+            order_hash: FixedBytes([self.salt; 32]),
             maker: trader(n),
             signer: trader(n),
             token_id: token,
@@ -240,8 +240,8 @@ fn every_final_trade_and_closed_order_is_stored_once_across_restarts() {
         Some((trader(1), OrderStatus::Canceled))
     );
     assert_eq!(reader.closed_order(99).unwrap(), None);
-    assert!(reader.order_hash_stored(&Bytes32([3; 32])).unwrap());
-    assert!(!reader.order_hash_stored(&Bytes32([99; 32])).unwrap());
+    assert!(reader.order_hash_stored(&FixedBytes([3; 32])).unwrap());
+    assert!(!reader.order_hash_stored(&FixedBytes([99; 32])).unwrap());
     historian.stop();
 
     // Once more from the start of the journal: nothing changes.
@@ -270,7 +270,7 @@ fn the_store_answers_trade_lists_as_the_engine_does() {
             ..TradeFilter::default()
         },
         TradeFilter {
-            market: Some(Bytes32([9; 32])),
+            market: Some(FixedBytes([9; 32])),
             ..TradeFilter::default()
         },
         TradeFilter {
@@ -356,7 +356,7 @@ fn the_store_answers_price_history_by_the_last_trade_of_each_bucket() {
         assert_eq!(two.len(), expected.len().min(2));
     }
     assert!(reader
-        .price_buckets(&Bytes32([9; 32]), 0, u64::MAX, 60, 10)
+        .price_buckets(&FixedBytes([9; 32]), 0, u64::MAX, 60, 10)
         .unwrap()
         .is_empty());
     historian.stop();

@@ -6,10 +6,7 @@
 //! [`SignedOrder`] (well-formed, unchecked) and then a [`VerifiedOrder`] (its signature recovers
 //! to its signer).
 
-pub mod address;
 pub mod eip712;
-pub mod fixed_bytes;
-pub mod keccak;
 pub mod l2;
 pub mod order;
 pub mod owner;
@@ -18,6 +15,9 @@ pub mod u256;
 pub mod units;
 pub mod user_op;
 pub mod wire;
+
+/// The domain values this crate shares with the engine (see `ladder-types`).
+pub use ladder_types::{address, fixed_bytes, keccak};
 
 pub use address::{Address, AddressError};
 pub use eip712::{

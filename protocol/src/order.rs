@@ -2,8 +2,6 @@
 //! a well-formed signature, not yet checked) and `VerifiedOrder` (one whose signature recovers
 //! to its `signer`).
 
-use std::fmt;
-
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::address::Address;
@@ -13,57 +11,7 @@ use crate::signature::{Signature, SignatureError};
 use crate::u256::U256;
 use crate::units::{price_and_size_from_amounts, AmountError};
 
-/// Order side. In a signed order it is the integer `0` (BUY) or `1` (SELL); in responses the
-/// strings `BUY` and `SELL`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Side {
-    /// Pays collateral for shares.
-    Buy,
-    /// Gives shares for collateral.
-    Sell,
-}
-
-impl Side {
-    /// The signed-order integer: 0 for BUY, 1 for SELL.
-    pub const fn as_u8(self) -> u8 {
-        match self {
-            Side::Buy => 0,
-            Side::Sell => 1,
-        }
-    }
-
-    /// The side of a signed-order integer.
-    pub const fn from_u8(value: u8) -> Option<Side> {
-        match value {
-            0 => Some(Side::Buy),
-            1 => Some(Side::Sell),
-            _ => None,
-        }
-    }
-
-    /// `BUY` or `SELL`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Side::Buy => "BUY",
-            Side::Sell => "SELL",
-        }
-    }
-
-    /// The other side.
-    pub const fn opposite(self) -> Side {
-        match self {
-            Side::Buy => Side::Sell,
-            Side::Sell => Side::Buy,
-        }
-    }
-}
-
-impl fmt::Display for Side {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use ladder_types::Side;
 
 /// Who signs an order or cancel (API.md §2.3, API.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

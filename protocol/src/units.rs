@@ -12,14 +12,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::order::Side;
 use crate::u256::U256;
 
+pub use ladder_types::price::{
+    format_price_ticks, PriceTicksDisplay, PRICE_DECIMALS, PRICE_SCALE, UNITS_PER_SHARE,
+};
+
 /// Decimals of the collateral (and of outcome tokens on chain).
 pub const COLLATERAL_DECIMALS: u32 = 6;
-/// Base units in one share (and in one unit of collateral).
-pub const UNITS_PER_SHARE: u64 = 1_000_000;
-/// Price ticks in a price of 1: one tick is 0.0001.
-pub const PRICE_SCALE: u32 = 10_000;
-/// Decimal places of one price tick.
-pub const PRICE_DECIMALS: usize = 4;
 /// The smallest price an order can carry, in ticks (0.0001).
 pub const PRICE_TICKS_MIN: u32 = 1;
 /// The largest price an order can carry, in ticks (0.9999).
@@ -120,32 +118,6 @@ pub fn parse_price_ticks(text: &str) -> Result<u32, PriceError> {
         });
     }
     Ok(ticks)
-}
-
-/// Writes price ticks as a trimmed decimal: `5500` is `0.55`, `10` is `0.001`, `10000` is `1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PriceTicksDisplay(pub u32);
-
-impl fmt::Display for PriceTicksDisplay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let whole = self.0 / PRICE_SCALE;
-        let mut fraction = self.0 % PRICE_SCALE;
-        write!(f, "{whole}")?;
-        if fraction == 0 {
-            return Ok(());
-        }
-        let mut width = PRICE_DECIMALS;
-        while fraction.is_multiple_of(10) {
-            fraction /= 10;
-            width -= 1;
-        }
-        write!(f, ".{fraction:0width$}")
-    }
-}
-
-/// Price ticks as a trimmed decimal string (see [`PriceTicksDisplay`]).
-pub fn format_price_ticks(price_ticks: u32) -> String {
-    PriceTicksDisplay(price_ticks).to_string()
 }
 
 /// A market's minimum price tick: one of 0.1, 0.01, 0.001, 0.0001.

@@ -312,6 +312,7 @@ pub fn touched_markets(events: &[Event], into: &mut Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ladder_engine::FixedBytes;
     use ladder_engine::{
         Address, Asset, Bytes32, Command, EngineLimits, MarketSpec, NewOrder, OrderType, Side,
         UNITS_PER_SHARE,
@@ -319,9 +320,9 @@ mod tests {
 
     fn market(m: u8) -> MarketSpec {
         MarketSpec {
-            condition_id: Bytes32([0xc0 + m; 32]),
-            yes_token_id: Bytes32([0x10 + m; 32]),
-            no_token_id: Bytes32([0x20 + m; 32]),
+            condition_id: FixedBytes([0xc0 + m; 32]),
+            yes_token_id: FixedBytes([0x10 + m; 32]),
+            no_token_id: FixedBytes([0x20 + m; 32]),
             tick_size_ticks: 100,
             min_order_size_units: UNITS_PER_SHARE,
             neg_risk: false,
@@ -333,7 +334,7 @@ mod tests {
     fn bid(n: u8, token: Bytes32, price_ticks: u32) -> Command {
         let maker = Address([0xaa; 20]);
         Command::PlaceOrder(NewOrder {
-            order_hash: Bytes32([n; 32]),
+            order_hash: FixedBytes([n; 32]),
             maker,
             signer: maker,
             token_id: token,
@@ -463,7 +464,7 @@ mod tests {
             Some(vec![(125, 3_000, 0), (170, 3_500, 1), (185, 4_000, 2)])
         );
         assert_eq!(history(&yes1, 200, 300, 60), Some(vec![]));
-        assert_eq!(board.price_history(&Bytes32([0x99; 32]), 0, 1, 60), None);
+        assert_eq!(board.price_history(&FixedBytes([0x99; 32]), 0, 1, 60), None);
 
         // Once the store holds trades 0 and 1, the market's next trade lets them go; the
         // store's buckets and the board's merge, the later trade winning a shared bucket.
@@ -497,6 +498,6 @@ mod tests {
         assert_eq!(merged, [(120, 3_500), (180, 4_200)]);
         let (books, _) = board.books(&market(1).no_token_id).unwrap();
         assert_eq!(books.yes.market.condition_id, market(1).condition_id);
-        assert!(board.books(&Bytes32([0x99; 32])).is_none());
+        assert!(board.books(&FixedBytes([0x99; 32])).is_none());
     }
 }

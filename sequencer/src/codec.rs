@@ -85,6 +85,7 @@ pub fn decode_command(record_type: u16, payload: &[u8]) -> Result<Command, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ladder_engine::FixedBytes;
     use ladder_engine::{
         Address, ApiKeySpec, Asset, Bytes32, MarketSpec, NewOrder, OrderType, Resolution, Side,
         SignedFields, TradeStatus,
@@ -119,7 +120,7 @@ mod tests {
                 |(address, other, bytes, big, small, flag, byte, signature)| Parts {
                     address: Address(address),
                     other: Address(other),
-                    bytes: Bytes32(bytes),
+                    bytes: FixedBytes(bytes),
                     big,
                     small,
                     flag,
@@ -143,8 +144,8 @@ mod tests {
         match kind % COMMAND_KINDS {
             0 => Command::CreateMarket(MarketSpec {
                 condition_id: p.bytes,
-                yes_token_id: Bytes32([p.byte; 32]),
-                no_token_id: Bytes32([!p.byte; 32]),
+                yes_token_id: FixedBytes([p.byte; 32]),
+                no_token_id: FixedBytes([!p.byte; 32]),
                 tick_size_ticks: p.small,
                 min_order_size_units: p.big,
                 neg_risk: p.flag,
@@ -200,7 +201,7 @@ mod tests {
                 order_hash: p.bytes,
                 maker: p.address,
                 signer: p.other,
-                token_id: Bytes32([p.byte; 32]),
+                token_id: FixedBytes([p.byte; 32]),
                 side: if p.flag { Side::Buy } else { Side::Sell },
                 price_ticks: p.small,
                 size_units: p.big,
@@ -237,7 +238,7 @@ mod tests {
             14 => Command::CancelMarket {
                 requester: p.address,
                 condition_id: p.bytes,
-                token_id: some_if(p.flag, Bytes32([p.byte; 32])),
+                token_id: some_if(p.flag, FixedBytes([p.byte; 32])),
                 signer: some_if(p.byte.is_multiple_of(2), p.other),
             },
             15 => Command::CancelAll {
@@ -274,7 +275,7 @@ mod tests {
                 sender: p.address,
                 signer: p.other,
                 nonce: p.big,
-                condition_id: Bytes32([p.byte; 32]),
+                condition_id: FixedBytes([p.byte; 32]),
             },
             25 => Command::ForgetHistory { through_seq: p.big },
             26 => Command::BeginTerm { term: p.big },
@@ -363,7 +364,7 @@ mod tests {
         let p = Parts {
             address: Address([0xaa; 20]),
             other: Address([0xbb; 20]),
-            bytes: Bytes32([1; 32]),
+            bytes: FixedBytes([1; 32]),
             big: 1_000_000,
             small: 5_000,
             flag: true,

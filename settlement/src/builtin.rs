@@ -71,11 +71,12 @@ impl Backend for BuiltIn {
 mod tests {
     use super::*;
     use ladder_engine::Bytes32;
+    use ladder_engine::FixedBytes;
 
     #[test]
     fn a_healthy_batch_is_mined_then_confirmed_one_delay_apart() {
         let mut b = BuiltIn::new(100, 0);
-        let tx = Bytes32([7; 32]);
+        let tx = FixedBytes([7; 32]);
         assert_eq!(
             b.next_step(&tx, TradeStatus::Matched, 1_000),
             Some(Step {
@@ -96,7 +97,7 @@ mod tests {
     #[test]
     fn a_failing_batch_retries_then_fails_and_the_choice_follows_the_hash() {
         let mut b = BuiltIn::new(10, 100);
-        let tx = Bytes32([9; 32]);
+        let tx = FixedBytes([9; 32]);
         assert_eq!(
             b.next_step(&tx, TradeStatus::Matched, 0).map(|s| s.status),
             Some(TradeStatus::Retrying)
@@ -112,7 +113,7 @@ mod tests {
             Some(TradeStatus::Confirmed)
         );
         let hashes: Vec<Bytes32> = (0..1000u64)
-            .map(|n| ladder_engine::batch_hash(n, &Bytes32([7; 32])))
+            .map(|n| ladder_engine::batch_hash(n, &FixedBytes([7; 32])))
             .collect();
         let failing = hashes.iter().filter(|h| fails(h, 30)).count();
         assert!((200..400).contains(&failing), "about 30% fail: {failing}");

@@ -376,6 +376,7 @@ fn hex_bytes(bytes: &[u8; 32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use ladder_engine::FixedBytes;
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -447,7 +448,7 @@ mod tests {
         }
     }
 
-    const BATCH: Bytes32 = Bytes32([7; 32]);
+    const BATCH: Bytes32 = FixedBytes([7; 32]);
 
     fn settler(chain: &Arc<Mutex<Chain>>, status: TradeStatus) -> ChainSettler {
         let settings = ChainSettings {

@@ -5,11 +5,11 @@
 use ladder_engine::*;
 
 /// The test market's condition id.
-pub const CONDITION: Bytes32 = Bytes32([0x3b; 32]);
+pub const CONDITION: Bytes32 = FixedBytes([0x3b; 32]);
 /// Its Yes token.
-pub const YES: Bytes32 = Bytes32([0x01; 32]);
+pub const YES: Bytes32 = FixedBytes([0x01; 32]);
 /// Its No token.
-pub const NO: Bytes32 = Bytes32([0x02; 32]);
+pub const NO: Bytes32 = FixedBytes([0x02; 32]);
 /// One share in base units.
 pub const SHARE: u64 = UNITS_PER_SHARE;
 /// One collateral unit (1 USDC) in base units.
@@ -121,7 +121,7 @@ impl Harness {
         hash[..8].copy_from_slice(&self.salt.to_be_bytes());
         hash[31] = 0xee;
         NewOrder {
-            order_hash: Bytes32(hash),
+            order_hash: FixedBytes(hash),
             maker: account(n),
             signer: signer(n),
             token_id: token,

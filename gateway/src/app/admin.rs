@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::allow::{admin_allowed, market_action_path, method_not_allowed};
 use super::{bad_request, command, ok_json, query, App};
-use crate::convert::{engine_address, engine_b256, engine_token, wire_b256};
+use crate::convert::engine_token;
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 
@@ -75,7 +75,7 @@ fn state_hash() -> Outcome {
         |(seq, hash)| {
             ok_json(&StateHashResponse {
                 seq,
-                state_hash: wire_b256(&hash),
+                state_hash: hash,
             })
         },
     )
@@ -158,7 +158,7 @@ impl Body {
 fn create_market(body: &Body) -> Result<Command, String> {
     let min_shares = body.count("min_order_size", Some(1))?;
     Ok(Command::CreateMarket(MarketSpec {
-        condition_id: engine_b256(&body.b256("condition_id")?),
+        condition_id: body.b256("condition_id")?,
         yes_token_id: engine_token(&body.u256("yes_token_id")?),
         no_token_id: engine_token(&body.u256("no_token_id")?),
         tick_size_ticks: body.tick("minimum_tick_size")?,
@@ -175,10 +175,9 @@ fn create_market(body: &Body) -> Result<Command, String> {
 }
 
 fn market_action(id: &str, action: &str, body: &Body) -> Result<Command, String> {
-    let condition_id = engine_b256(
-        &id.parse::<B256>()
-            .map_err(|e| format!("condition_id: {e}"))?,
-    );
+    let condition_id = id
+        .parse::<B256>()
+        .map_err(|e| format!("condition_id: {e}"))?;
     match action {
         "pause" => Ok(Command::PauseMarket { condition_id }),
         "resume" => Ok(Command::ResumeMarket { condition_id }),
@@ -205,8 +204,8 @@ fn market_action(id: &str, action: &str, body: &Body) -> Result<Command, String>
 }
 
 fn link(body: &Body, add: bool) -> Result<Command, String> {
-    let account = engine_address(&body.address("account")?);
-    let owner = engine_address(&body.address("owner")?);
+    let account = body.address("account")?;
+    let owner = body.address("owner")?;
     Ok(if add {
         Command::LinkAccount { account, owner }
     } else {
@@ -215,7 +214,7 @@ fn link(body: &Body, add: bool) -> Result<Command, String> {
 }
 
 fn funds(body: &Body, deposit: bool) -> Result<Command, String> {
-    let address = engine_address(&body.address("address")?);
+    let address = body.address("address")?;
     let asset = match body.text("asset")? {
         "COLLATERAL" | "collateral" => Asset::Collateral,
         token => {
@@ -242,7 +241,7 @@ fn funds(body: &Body, deposit: bool) -> Result<Command, String> {
 
 fn redemption(body: &Body) -> Result<Command, String> {
     Ok(Command::RecordRedemption {
-        address: engine_address(&body.address("address")?),
-        condition_id: engine_b256(&body.b256("condition_id")?),
+        address: body.address("address")?,
+        condition_id: body.b256("condition_id")?,
     })
 }

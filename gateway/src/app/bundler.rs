@@ -19,7 +19,6 @@ use ladder_protocol::{Address, Signature, B256, CHAIN_ID, U256};
 use serde_json::{json, Value};
 
 use super::{command, query, App};
-use crate::convert::{engine_address, engine_b256};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 
@@ -136,7 +135,7 @@ fn dispatch(app: &App, call: &Value) -> Outcome {
             let receipt_form = method == "eth_getUserOperationReceipt";
             let exchange = app.config.exchange.verifying_contract();
             query(
-                move |engine: &Engine| engine.user_op_receipt(&engine_b256(&hash)),
+                move |engine: &Engine| engine.user_op_receipt(&hash),
                 move |found| {
                     let result = found.map_or(Value::Null, |receipt| {
                         if receipt_form {
@@ -194,13 +193,10 @@ fn dispatch_on_chain(
             Ok(form) => {
                 let (sender, condition_id) = (form.op.sender, form.condition_id);
                 let chain = chain.clone();
-                let work =
-                    ladder_sequencer::Work::Query(Box::new(move |engine: &Engine| {
-                        Box::new(engine.check_redeemable(
-                            &engine_address(&sender),
-                            &engine_b256(&condition_id),
-                        )) as ladder_sequencer::QueryOutput
-                    }));
+                let work = ladder_sequencer::Work::Query(Box::new(move |engine: &Engine| {
+                    Box::new(engine.check_redeemable(&sender, &condition_id))
+                        as ladder_sequencer::QueryOutput
+                }));
                 let method = method.to_string();
                 let entry_point = app.config.entry_point;
                 let nonce = form.op.nonce_key_and_sequence().1;
@@ -477,11 +473,11 @@ fn send(app: &App, id: Value, checked: Checked) -> Outcome {
     let hash = checked.hash;
     command(
         Command::RedeemUserOp {
-            user_op_hash: engine_b256(&hash),
-            sender: engine_address(&checked.sender),
-            signer: engine_address(&checked.signer),
+            user_op_hash: hash,
+            sender: checked.sender,
+            signer: checked.signer,
             nonce: checked.nonce,
-            condition_id: engine_b256(&checked.condition_id),
+            condition_id: checked.condition_id,
         },
         move |_, reply| {
             let result = match reply {

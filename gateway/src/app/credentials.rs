@@ -9,7 +9,6 @@ use uuid::Uuid;
 
 use super::{command, now_s, ok_json, query, App};
 use crate::auth::{authenticate_l1, credential, AuthError, L1Claim, L1_MISMATCH};
-use crate::convert::engine_address;
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 use crate::keys::{Credentials, KeyTable, MasterKey};
@@ -82,11 +81,7 @@ fn with_claim(
 
 /// Whether the claim's signer may act for its address: itself, or an owner of the smart account.
 fn may_act(e: &Engine, claim: &L1Claim) -> bool {
-    claim.acts_alone()
-        || e.controls(
-            &engine_address(&claim.address),
-            &engine_address(&claim.signer),
-        )
+    claim.acts_alone() || e.controls(&claim.address, &claim.signer)
 }
 
 fn create(app: &App, request: &Request) -> Outcome {
@@ -122,10 +117,10 @@ fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) ->
     command(
         Command::CreateCountedApiKey {
             spec: ApiKeySpec {
-                address: engine_address(&address),
-                signer: engine_address(&claim.registry_signer()),
+                address,
+                signer: claim.registry_signer(),
                 key_id: *key_id.as_bytes(),
-                nonce: ladder_engine::Bytes32(nonce),
+                nonce: ladder_engine::FixedBytes(nonce),
                 max_keys_per_address,
             },
             creations_before,
@@ -168,7 +163,7 @@ fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
             if !may_act(e, &claim) {
                 return Err(());
             }
-            let address = engine_address(&claim.address);
+            let address = claim.address;
             Ok(e.api_keys_of(&address)
                 .into_iter()
                 .find(|k| {
@@ -228,7 +223,7 @@ fn list_keys(caller: Caller) -> Outcome {
                 Caller::L1(_) => return None,
             };
             Some(
-                e.api_keys_of(&engine_address(&address))
+                e.api_keys_of(&address)
                     .into_iter()
                     .map(Uuid::from_bytes)
                     .collect::<Vec<_>>(),
@@ -278,8 +273,8 @@ fn delete_key(
 ) -> Outcome {
     command(
         Command::DeleteApiKey {
-            address: engine_address(&address),
-            signer: engine_address(&signer),
+            address,
+            signer,
             key_id: *key_id.as_bytes(),
         },
         move |_, reply| match reply {

@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 
 use super::{ok_json, App};
 use crate::auth::L2Principal;
-use crate::convert::engine_address;
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 
@@ -62,7 +61,7 @@ const HEARTBEAT_ID_BYTES_MAX: usize = 64;
 fn submit(principal: &L2Principal, op: HeartbeatOp) -> Outcome {
     let request = HeartbeatRequest {
         key_id: *principal.key_id.as_bytes(),
-        address: engine_address(&principal.address),
+        address: principal.address,
         op,
     };
     Outcome::submit(

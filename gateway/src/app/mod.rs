@@ -422,9 +422,7 @@ impl crate::server::Service for App {
     }
 
     fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
-        crate::auth::authenticate_ws_user(&self.keys, auth, now_s())
-            .map(|address| crate::convert::engine_address(&address))
-            .map_err(|e| e.0)
+        crate::auth::authenticate_ws_user(&self.keys, auth, now_s()).map_err(|e| e.0)
     }
 
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {

@@ -19,12 +19,10 @@ use ladder_protocol::wire::responses::{
 use ladder_protocol::{Address, ExchangeDomain, Signature, SignatureType, B256, U256};
 use ladder_sequencer::{Completion, HistoryReads, Work};
 
-use super::present::{cancel_result, engine_order_type, open_order, placement};
+use super::present::{cancel_result, open_order, placement};
 use super::{bad_request, command, ok_json, query, App, QueryString};
 use crate::auth::L2Principal;
-use crate::convert::{
-    engine_address, engine_b256, engine_side, engine_token, wire_b256, wire_token,
-};
+use crate::convert::{engine_token, wire_token};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 use crate::smart::{ControlCheck, SmartAccounts, Verdict};
@@ -151,29 +149,26 @@ fn prepare(
                 u64::MAX
             )
         } else {
-            expiration_not_gtd_text(
-                engine_order_type(request.order_type).as_str(),
-                order.expiration,
-            )
+            expiration_not_gtd_text(request.order_type.as_str(), order.expiration)
         };
         Refusal::Rejected(text, Some(hash))
     })?;
     let to_units = |v: U256| v.to_u64().unwrap_or(u64::MAX);
     Ok(NewOrder {
-        order_hash: engine_b256(verified.hash()),
-        maker: engine_address(&order.maker),
-        signer: engine_address(&order.signer),
+        order_hash: *verified.hash(),
+        maker: order.maker,
+        signer: order.signer,
         token_id: engine_token(&order.token_id),
-        side: engine_side(order.side),
+        side: order.side,
         price_ticks,
         size_units,
-        order_type: engine_order_type(request.order_type),
+        order_type: request.order_type,
         post_only: request.post_only,
         expiration_s,
         signer_verified: false,
         signed: Some(Box::new(SignedFields {
             salt: order.salt.to_be_bytes(),
-            beneficiary: engine_address(&order.beneficiary),
+            beneficiary: order.beneficiary,
             maker_amount: to_units(order.maker_amount),
             taker_amount: to_units(order.taker_amount),
             nonce: order.nonce.to_be_bytes(),
@@ -197,7 +192,7 @@ fn placement_result(
         Reply::Rejected(Reject::SignerNotController) if chain_error.is_some() => {
             Ok(OrderPlacementResult::rejected(
                 Verdict::refusal(chain_error.unwrap_or_default()),
-                Some(wire_b256(&order.order_hash)),
+                Some(order.order_hash),
             ))
         }
         Reply::Rejected(r @ (Reject::PostOnlyWouldCross | Reject::PostOnlyNeedsRestingType)) => {
@@ -205,7 +200,7 @@ fn placement_result(
         }
         Reply::Rejected(r) => Ok(OrderPlacementResult::rejected(
             rejection_text(r, order),
-            Some(wire_b256(&order.order_hash)),
+            Some(order.order_hash),
         )),
         _ => Err(Response::error(Status::Internal, "internal error")),
     }
@@ -332,7 +327,7 @@ fn stored_before(
         Ok(false) => Ok(None),
         Ok(true) => Ok(Some(OrderPlacementResult::rejected(
             rejection_text(&Reject::DuplicateOrder, order),
-            Some(wire_b256(&order.order_hash)),
+            Some(order.order_hash),
         ))),
         Err(why) => {
             tracing::warn!(error = %why, "history store read failed");
@@ -457,7 +452,7 @@ fn place_batch(slots: Vec<BatchSlot>) -> Outcome {
                                     .unwrap_or(text);
                                 out.push(OrderPlacementResult::rejected(
                                     message,
-                                    Some(wire_b256(&order.order_hash)),
+                                    Some(order.order_hash),
                                 ));
                             }
                             Err(response) => return response,
@@ -493,7 +488,7 @@ fn open_orders(_app: &App, principal: &L2Principal, request: &Request) -> Outcom
                 Cursor::End => u64::MAX,
             };
         let filter = OrderFilter {
-            market: market.as_ref().map(engine_b256),
+            market,
             token_id: asset.as_ref().map(engine_token),
             id,
         };
@@ -509,7 +504,7 @@ fn open_orders(_app: &App, principal: &L2Principal, request: &Request) -> Outcom
             if address.is_some_and(|a| a != caller) {
                 return Vec::new();
             }
-            e.open_orders(&engine_address(&caller), &filter)
+            e.open_orders(&caller, &filter)
         },
         move |orders| {
             let total = orders.len() as u64;
@@ -551,7 +546,7 @@ fn smart_signer(
     signer: Option<Address>,
 ) -> Option<ladder_engine::Address> {
     match signature_type {
-        SignatureType::SmartAccount => signer.as_ref().map(engine_address),
+        SignatureType::SmartAccount => signer,
         SignatureType::Eoa | SignatureType::Other(_) => None,
     }
 }
@@ -579,9 +574,9 @@ fn cancel_command(
     let signer = smart_signer(cancel.signature_type, cancel.signer);
     Ok((
         Command::CancelOrder {
-            requester: engine_address(&principal.address),
+            requester: principal.address,
             order_id: cancel.order_id,
-            condition_id: Some(engine_b256(&cancel.market_id)),
+            condition_id: Some(cancel.market_id),
             signer,
         },
         cancel_check(accounts, principal, signer, &digest, &cancel.signature),
@@ -726,7 +721,7 @@ struct Canceller {
 impl Canceller {
     fn of(app: &App, principal: &L2Principal) -> Canceller {
         Canceller {
-            requester: engine_address(&principal.address),
+            requester: principal.address,
             history: app.history(),
         }
     }
@@ -828,8 +823,8 @@ fn cancel_market(app: &App, principal: &L2Principal, request: &Request) -> Outco
         Err(e) => return bad_request(e),
     };
     let digest = cancel.digest(&app.config.exchange);
-    let requester = engine_address(&principal.address);
-    let condition_id = engine_b256(&cancel.market_id);
+    let requester = principal.address;
+    let condition_id = cancel.market_id;
     let token_id = cancel.token_id.as_ref().map(engine_token);
     if !cancel_signed_ok(
         &digest,
@@ -916,7 +911,7 @@ fn market_cancel_result(reply: Reply, chain_error: Option<&str>) -> Response {
 fn cancel_all(_app: &App, principal: &L2Principal, _request: &Request) -> Outcome {
     command(
         Command::CancelAll {
-            requester: engine_address(&principal.address),
+            requester: principal.address,
         },
         |_, reply| match reply {
             Reply::Canceled(report) => ok_json(&merge([report], &[])),
@@ -941,7 +936,7 @@ fn balance_allowance(_app: &App, principal: &L2Principal, request: &Request) -> 
         }
         _ => return bad_request("asset_type: expected COLLATERAL or CONDITIONAL"),
     };
-    let address = engine_address(&principal.address);
+    let address = principal.address;
     query(
         move |e: &Engine| e.balance(&address, asset),
         |balance| {
@@ -997,7 +992,7 @@ mod tests {
         broken: bool,
     }
 
-    const STORED_HASH: ladder_engine::Hash32 = ladder_engine::Bytes32([0x11; 32]);
+    const STORED_HASH: ladder_engine::Hash32 = ladder_engine::FixedBytes([0x11; 32]);
     const OWNER: ladder_engine::Address = ladder_engine::Address([0x22; 20]);
 
     impl HistoryReads for OneOrderStore {
@@ -1050,7 +1045,7 @@ mod tests {
             order_hash: hash,
             maker: OWNER,
             signer: OWNER,
-            token_id: ladder_engine::Bytes32([1; 32]),
+            token_id: ladder_engine::FixedBytes([1; 32]),
             side: ladder_engine::Side::Buy,
             price_ticks: 5_000,
             size_units: 1_000_000,
@@ -1081,7 +1076,7 @@ mod tests {
             serde_json::to_value(&refused).unwrap(),
             serde_json::to_value(&engine_says).unwrap()
         );
-        let other = ladder_engine::Bytes32([0x12; 32]);
+        let other = ladder_engine::FixedBytes([0x12; 32]);
         assert!(matches!(
             stored_before(Some(&store), &order(other)),
             Ok(None)
@@ -1101,7 +1096,7 @@ mod tests {
                 broken: true,
             },
         ] {
-            let refused = stored_before(Some(&store), &order(ladder_engine::Bytes32([3; 32])))
+            let refused = stored_before(Some(&store), &order(ladder_engine::FixedBytes([3; 32])))
                 .expect_err("refused");
             assert_eq!(refused.status, Status::Unavailable);
             assert_eq!(refused.retry_after_s, Some(1));
@@ -1110,7 +1105,11 @@ mod tests {
             lag: HASH_GRACE_RECORDS / 2,
             broken: false,
         };
-        assert!(stored_before(Some(&at_the_edge), &order(ladder_engine::Bytes32([3; 32]))).is_ok());
+        assert!(stored_before(
+            Some(&at_the_edge),
+            &order(ladder_engine::FixedBytes([3; 32]))
+        )
+        .is_ok());
     }
 
     #[test]

@@ -1,103 +1,61 @@
 //! Engine replies and views in the wire shapes of API.md §2.
 
 use ladder_engine::{
-    CancelReport, ClaimReason, ClaimableView, MarketState, MarketView, OrderStatus as EngineStatus,
-    OrderType as EngineOrderType, OrderView, Outcome, Placement, Side as EngineSide,
-    TradeStatus as EngineTradeStatus, TradeView, NANOS_PER_SECOND, UNITS_PER_SHARE,
+    CancelReport, ClaimReason, ClaimableView, MarketState, MarketView, OrderView, Outcome,
+    Placement, Side, TradeView, NANOS_PER_SECOND, UNITS_PER_SHARE,
 };
-use ladder_protocol::wire::order::OrderType;
 use ladder_protocol::wire::responses::{
     CancelResult, ClaimableEntry, MakerOrder, Market, MarketToken, OpenOrder, OrderPlacementResult,
-    OrderStatus, RefundReason, Trade, TradeStatus, TraderSide,
+    RefundReason, Trade, TraderSide,
 };
 use ladder_protocol::{owner_uuid, Address, TickSize};
 
-use crate::convert::{wire_address, wire_b256, wire_outcome, wire_side, wire_token};
-
-/// An order status on the wire.
-pub fn order_status(status: EngineStatus) -> OrderStatus {
-    match status {
-        EngineStatus::Live => OrderStatus::Live,
-        EngineStatus::Delayed => OrderStatus::Delayed,
-        EngineStatus::Matched => OrderStatus::Matched,
-        EngineStatus::Canceled => OrderStatus::Canceled,
-    }
-}
-
-/// An order type on the wire.
-pub fn order_type(order_type: EngineOrderType) -> OrderType {
-    match order_type {
-        EngineOrderType::Gtc => OrderType::Gtc,
-        EngineOrderType::Gtd => OrderType::Gtd,
-        EngineOrderType::Fok => OrderType::Fok,
-        EngineOrderType::Fak => OrderType::Fak,
-    }
-}
-
-/// An order type for the engine.
-pub fn engine_order_type(order_type: OrderType) -> EngineOrderType {
-    match order_type {
-        OrderType::Gtc => EngineOrderType::Gtc,
-        OrderType::Gtd => EngineOrderType::Gtd,
-        OrderType::Fok => EngineOrderType::Fok,
-        OrderType::Fak => EngineOrderType::Fak,
-    }
-}
-
-fn trade_status(status: EngineTradeStatus) -> TradeStatus {
-    match status {
-        EngineTradeStatus::Matched => TradeStatus::Matched,
-        EngineTradeStatus::Mined => TradeStatus::Mined,
-        EngineTradeStatus::Confirmed => TradeStatus::Confirmed,
-        EngineTradeStatus::Retrying => TradeStatus::Retrying,
-        EngineTradeStatus::Failed => TradeStatus::Failed,
-    }
-}
+use crate::convert::wire_token;
 
 /// An open order (API.md §2.1).
 pub fn open_order(view: &OrderView) -> OpenOrder {
-    let maker = wire_address(&view.maker);
+    let maker = view.maker;
     OpenOrder {
         id: view.id,
-        market: wire_b256(&view.condition_id),
+        market: view.condition_id,
         asset_id: Some(wire_token(&view.token_id)),
-        outcome: wire_outcome(view.outcome),
-        side: wire_side(view.side),
+        outcome: view.outcome,
+        side: view.side,
         price_ticks: view.price_ticks,
         original_size_shares: view.size_units / UNITS_PER_SHARE,
         size_matched_shares: view.filled_units / UNITS_PER_SHARE,
-        status: order_status(view.status),
+        status: view.status,
         created_at_s: (view.created_ns / NANOS_PER_SECOND) as i64,
-        order_hash: wire_b256(&view.hash),
+        order_hash: view.hash,
         maker_address: maker,
         owner: owner_uuid(&maker),
         expiration_s: view.expiration_s,
-        order_type: order_type(view.order_type),
+        order_type: view.order_type,
     }
 }
 
 /// A trade as `caller` sees it (API.md §2.6, API.md §11).
 pub fn trade(view: &TradeView, caller: &Address) -> Trade {
-    let taker_address = wire_address(&view.taker.address);
-    let maker_address = wire_address(&view.maker.address);
+    let taker_address = view.taker.address;
+    let maker_address = view.maker.address;
     let trader_side = if *caller == taker_address {
         TraderSide::Taker
     } else {
         TraderSide::Maker
     };
     Trade {
-        id: wire_b256(&view.id),
-        market: wire_b256(&view.condition_id),
-        outcome: wire_outcome(view.taker.outcome),
-        side: wire_side(view.taker.side),
+        id: view.id,
+        market: view.condition_id,
+        outcome: view.taker.outcome,
+        side: view.taker.side,
         price_ticks: view.taker.price_ticks,
         size_shares: view.size_units / UNITS_PER_SHARE,
-        status: trade_status(view.status),
+        status: view.status,
         match_time_s: view.match_time_ns / NANOS_PER_SECOND,
         last_update_s: view.last_update_ns / NANOS_PER_SECOND,
         bucket_index: 0,
-        transaction_hash: wire_b256(&view.transaction_hash),
-        taker_order_id: wire_b256(&view.taker.order_hash),
+        transaction_hash: view.transaction_hash,
+        taker_order_id: view.taker.order_hash,
         asset_id: wire_token(&view.token_id(view.taker.outcome)),
         fee_rate_bps: 0,
         owner: owner_uuid(caller),
@@ -111,7 +69,7 @@ pub fn trade(view: &TradeView, caller: &Address) -> Trade {
             price_ticks: view.maker.price_ticks,
             fee_rate_bps: 0,
             asset_id: wire_token(&view.token_id(view.maker.outcome)),
-            outcome: wire_outcome(view.maker.outcome),
+            outcome: view.maker.outcome,
         }],
     }
 }
@@ -140,12 +98,12 @@ pub fn midpoint_ticks(bid: u32, ask: u32) -> u32 {
 /// A market (API.md §2.7); `prices` are the Yes and No token prices.
 pub fn market(view: &MarketView, prices: [u32; 2]) -> Market {
     Market {
-        condition_id: wire_b256(&view.condition_id),
+        condition_id: view.condition_id,
         tokens: [Outcome::Yes, Outcome::No]
             .iter()
             .map(|&o| MarketToken {
                 token_id: wire_token(&view.token_id(o)),
-                outcome: wire_outcome(o),
+                outcome: o,
                 price_ticks: prices[o.index()],
             })
             .collect(),
@@ -159,20 +117,20 @@ pub fn market(view: &MarketView, prices: [u32; 2]) -> Market {
 
 /// An accepted order's placement result (API.md §2.4): BUY making is collateral units and
 /// taking is shares; SELL the other way round.
-pub fn placement(p: &Placement, side: EngineSide) -> OrderPlacementResult {
+pub fn placement(p: &Placement, side: Side) -> OrderPlacementResult {
     let (making_amount, taking_amount) = match side {
-        EngineSide::Buy => (p.making_units, p.taking_units / UNITS_PER_SHARE),
-        EngineSide::Sell => (p.making_units / UNITS_PER_SHARE, p.taking_units),
+        Side::Buy => (p.making_units, p.taking_units / UNITS_PER_SHARE),
+        Side::Sell => (p.making_units / UNITS_PER_SHARE, p.taking_units),
     };
     OrderPlacementResult {
         success: true,
         error_msg: None,
         making_amount,
         taking_amount,
-        order_id: Some(wire_b256(&p.order_hash)),
-        status: order_status(p.status),
-        transactions_hashes: p.transaction_hash.iter().map(wire_b256).collect(),
-        trade_ids: p.trade_ids.iter().map(wire_b256).collect(),
+        order_id: Some(p.order_hash),
+        status: p.status,
+        transactions_hashes: p.transaction_hash.iter().copied().collect(),
+        trade_ids: p.trade_ids.to_vec(),
     }
 }
 
@@ -193,8 +151,8 @@ pub fn cancel_result(report: &CancelReport) -> CancelResult {
 /// A claimable entry (API.md §2.9).
 pub fn claimable(view: &ClaimableView) -> ClaimableEntry {
     ClaimableEntry {
-        market_id: wire_b256(&view.condition_id),
-        outcome: wire_outcome(view.outcome),
+        market_id: view.condition_id,
+        outcome: view.outcome,
         token_id: wire_token(&view.token_id),
         balance_units: view.balance_units,
         refund_reason: match view.reason {

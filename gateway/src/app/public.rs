@@ -1,7 +1,7 @@
 //! Public reads: time, markets, books and prices, last trades, price history, claimable.
 
 use ladder_engine::{
-    format_price, BookView, Engine, MarketView, Outcome as YesNo, Side, UNITS_PER_SHARE,
+    format_price_ticks, BookView, Engine, MarketView, Outcome as YesNo, Side, UNITS_PER_SHARE,
 };
 use ladder_protocol::wire::cursor::{decode_cursor, next_cursor, Cursor};
 use ladder_protocol::wire::responses::{ClaimableResponse, LastTradePrice, Page};
@@ -12,7 +12,7 @@ use sha1::{Digest, Sha1};
 
 use super::present::{claimable, market, midpoint_ticks, token_price};
 use super::{bad_request, now_s, ok_json, query, App, QueryString};
-use crate::convert::{engine_address, engine_b256, engine_token, wire_b256, wire_side, wire_token};
+use crate::convert::{engine_token, wire_token};
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 
@@ -57,7 +57,7 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
 }
 
 fn tick_number(tick_ticks: u32) -> Value {
-    serde_json::from_str(&format_price(tick_ticks)).unwrap_or(Value::Null)
+    serde_json::from_str(&format_price_ticks(tick_ticks)).unwrap_or(Value::Null)
 }
 
 fn not_found() -> Response {
@@ -132,7 +132,7 @@ fn market_prices(e: &Engine, m: &MarketView) -> [u32; 2] {
 
 fn market_one(condition_id: &str) -> Outcome {
     let condition = match condition_id.parse::<B256>() {
-        Ok(c) => engine_b256(&c),
+        Ok(c) => c,
         Err(e) => return bad_request(format!("condition_id: {e}")),
     };
     query(
@@ -148,13 +148,13 @@ fn market_one(condition_id: &str) -> Outcome {
 /// `seq`, the market's event sequence it is current as of (API.md §14), with Polymarket's
 /// hash over the whole object with `hash` set to "".
 pub fn book_json(view: &BookView, seq: u64) -> Value {
-    let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });
+    let level = |&(price, size): &(u32, u64)| json!({ "price": format_price_ticks(price), "size": (size / UNITS_PER_SHARE).to_string() });
     let m = &view.market;
     let last = m.last_trade[view.outcome.index()]
-        .map(|l| format_price(l.price_ticks))
+        .map(|l| format_price_ticks(l.price_ticks))
         .unwrap_or_default();
     let mut book = Map::new();
-    book.insert("market".into(), json!(wire_b256(&m.condition_id)));
+    book.insert("market".into(), json!(m.condition_id));
     book.insert(
         "asset_id".into(),
         json!(wire_token(&m.token_id(view.outcome)).to_string()),
@@ -173,7 +173,10 @@ pub fn book_json(view: &BookView, seq: u64) -> Value {
         "min_order_size".into(),
         json!((m.min_order_size_units / UNITS_PER_SHARE).to_string()),
     );
-    book.insert("tick_size".into(), json!(format_price(m.tick_size_ticks)));
+    book.insert(
+        "tick_size".into(),
+        json!(format_price_ticks(m.tick_size_ticks)),
+    );
     book.insert("neg_risk".into(), json!(m.neg_risk));
     book.insert("last_trade_price".into(), json!(last));
     book.insert("seq".into(), json!(seq));
@@ -251,7 +254,7 @@ fn price(board: &BookBoard, q: &QueryString) -> Outcome {
             None => not_found(),
             Some((bid, ask)) => match if side == Side::Buy { bid } else { ask } {
                 None => Response::error(Status::NotFound, "no orders"),
-                Some(p) => ok_json(&json!({ "price": format_price(p) })),
+                Some(p) => ok_json(&json!({ "price": format_price_ticks(p) })),
             },
         })
     })
@@ -269,7 +272,9 @@ fn best_both(board: &BookBoard, token: &U256) -> Option<(Option<u32>, Option<u32
 fn midpoint(board: &BookBoard, token: U256) -> Outcome {
     Outcome::Respond(match best_both(board, &token) {
         None => not_found(),
-        Some((Some(b), Some(a))) => ok_json(&json!({ "mid": format_price(midpoint_ticks(b, a)) })),
+        Some((Some(b), Some(a))) => {
+            ok_json(&json!({ "mid": format_price_ticks(midpoint_ticks(b, a)) }))
+        }
         Some(_) => Response::error(Status::NotFound, "no orders"),
     })
 }
@@ -278,7 +283,7 @@ fn spread(board: &BookBoard, token: U256) -> Outcome {
     Outcome::Respond(match best_both(board, &token) {
         None => not_found(),
         Some((Some(b), Some(a))) => {
-            ok_json(&json!({ "spread": format_price(a.saturating_sub(b)) }))
+            ok_json(&json!({ "spread": format_price_ticks(a.saturating_sub(b)) }))
         }
         Some(_) => Response::error(Status::NotFound, "no orders"),
     })
@@ -302,7 +307,7 @@ fn last_trades_prices(app: &App, request: &Request) -> Outcome {
             Some(LastTradePrice {
                 token_id: *t,
                 price_ticks: last.price_ticks,
-                side: wire_side(last.side),
+                side: last.side,
             })
         })
         .collect();
@@ -392,7 +397,7 @@ fn claimable_of(q: &QueryString) -> Outcome {
         Some(Err(e)) => return bad_request(format!("address: {e}")),
         Some(Ok(a)) => a,
     };
-    let engine_addr = engine_address(&address);
+    let engine_addr = address;
     query(
         move |e: &Engine| e.claimable(&engine_addr),
         move |list| {

@@ -11,7 +11,7 @@ use ladder_sequencer::{merge_newest_first, HistoryReads};
 
 use super::present::trade;
 use super::{bad_request, ok_json, query, App, QueryString};
-use crate::convert::{engine_address, engine_b256, engine_token};
+use crate::convert::engine_token;
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 
@@ -69,10 +69,10 @@ fn store_unavailable(why: &str) -> Response {
 
 fn trade_by_id(caller: Address, id: &str, history: Option<History>) -> Outcome {
     let id = match id.parse::<B256>() {
-        Ok(id) => engine_b256(&id),
+        Ok(id) => id,
         Err(e) => return bad_request(format!("id: {e}")),
     };
-    let me = engine_address(&caller);
+    let me = caller;
     let party = move |t: &TradeView| t.taker.address == me || t.maker.address == me;
     query(
         move |e: &Engine| (e.trade(&id), e.forgotten_through()),
@@ -102,19 +102,11 @@ fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Ou
         let filter = TradeFilter {
             id: q
                 .get("id")
-                .map(|v| {
-                    v.parse::<B256>()
-                        .map(|b| engine_b256(&b))
-                        .map_err(|e| format!("id: {e}"))
-                })
+                .map(|v| v.parse::<B256>().map_err(|e| format!("id: {e}")))
                 .transpose()?,
             market: q
                 .get("market")
-                .map(|v| {
-                    v.parse::<B256>()
-                        .map(|b| engine_b256(&b))
-                        .map_err(|e| format!("market: {e}"))
-                })
+                .map(|v| v.parse::<B256>().map_err(|e| format!("market: {e}")))
                 .transpose()?,
             token_id: q
                 .get("asset_id")
@@ -126,11 +118,7 @@ fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Ou
                 .transpose()?,
             maker_address: q
                 .get("maker_address")
-                .map(|v| {
-                    Address::parse(v)
-                        .map(|a| engine_address(&a))
-                        .map_err(|e| format!("maker_address: {e}"))
-                })
+                .map(|v| Address::parse(v).map_err(|e| format!("maker_address: {e}")))
                 .transpose()?,
             before_s: q.parsed("before", "expected Unix seconds")?,
             after_s: q.parsed("after", "expected Unix seconds")?,
@@ -147,7 +135,7 @@ fn trades_page(caller: Address, q: &QueryString, history: Option<History>) -> Ou
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    let me = engine_address(&caller);
+    let me = caller;
     let store_filter = filter.clone();
     query(
         move |e: &Engine| (e.trades_of(&me, &filter), e.forgotten_through()),

@@ -554,7 +554,6 @@ pub fn parse_user_subscription(text: &str) -> Result<UserSubscription, String> {
                     .as_str()
                     .ok_or(format!("markets[{i}]: expected a condition id"))?;
                 text.parse::<ladder_protocol::B256>()
-                    .map(|b| crate::convert::engine_b256(&b))
                     .map_err(|e| format!("markets[{i}]: {e}"))
             })
             .collect::<Result<Vec<_>, String>>()?,

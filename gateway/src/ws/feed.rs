@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 use ladder_engine::{
-    format_price, AxisSide, Bytes32, Event, MarketChange, Outcome, PriceTicks, Resolution,
+    format_price_ticks, AxisSide, Bytes32, Event, MarketChange, Outcome, PriceTicks, Resolution,
     UNITS_PER_SHARE,
 };
 use ladder_sequencer::{PublishedBatch, Publisher};
@@ -19,7 +19,7 @@ use serde::Serialize;
 use tungstenite::Utf8Bytes;
 
 use crate::app::present::{open_order, trade};
-use crate::convert::{wire_address, wire_b256, wire_token};
+use crate::convert::wire_token;
 use crate::server::{LoopWake, ServerShared};
 
 /// One encoded frame and who gets it.
@@ -231,7 +231,7 @@ impl Encoder {
                             market: view.condition_id,
                             prefix: user_prefix(
                                 r#"{"event_type":"trade","#,
-                                &trade(view, &wire_address(&party)),
+                                &trade(view, &party),
                                 &timestamp,
                             ),
                         });
@@ -324,7 +324,7 @@ impl Encoder {
             },
             seq: *market_seq,
             timestamp,
-            price: format_price(*price_ticks),
+            price: format_price_ticks(*price_ticks),
             side: side.as_str(),
             size: (size_units / UNITS_PER_SHARE).to_string(),
         };
@@ -353,8 +353,8 @@ impl Encoder {
                 market: &text.condition,
                 seq: market_seq,
                 timestamp,
-                old_tick_size: format_price(*old_tick_ticks),
-                new_tick_size: format_price(*new_tick_ticks),
+                old_tick_size: format_price_ticks(*old_tick_ticks),
+                new_tick_size: format_price_ticks(*new_tick_ticks),
             }),
             MarketChange::Resolved { resolution } => {
                 let (asset, outcome) = match resolution {
@@ -403,7 +403,7 @@ impl Encoder {
 
 fn market_text(ids: &MarketIds) -> MarketText {
     MarketText {
-        condition: wire_b256(&ids.condition_id).to_string(),
+        condition: ids.condition_id.to_string(),
         yes: wire_token(&ids.yes).to_string(),
         no: wire_token(&ids.no).to_string(),
     }
@@ -489,7 +489,7 @@ fn level_entries(
     best_bid: Option<PriceTicks>,
     best_ask: Option<PriceTicks>,
 ) -> [PriceChange; 2] {
-    let p = |v: Option<PriceTicks>| v.map(format_price).unwrap_or_default();
+    let p = |v: Option<PriceTicks>| v.map(format_price_ticks).unwrap_or_default();
     let mirror = |v: Option<PriceTicks>| v.map(|x| 10_000 - x);
     let size = (total / UNITS_PER_SHARE).to_string();
     let (yes_side, no_side) = match side {
@@ -499,7 +499,7 @@ fn level_entries(
     [
         PriceChange {
             asset_id: text.yes.clone(),
-            price: format_price(price),
+            price: format_price_ticks(price),
             size: size.clone(),
             side: yes_side,
             best_bid: p(best_bid),
@@ -507,7 +507,7 @@ fn level_entries(
         },
         PriceChange {
             asset_id: text.no.clone(),
-            price: format_price(10_000 - price),
+            price: format_price_ticks(10_000 - price),
             size,
             side: no_side,
             best_bid: p(mirror(best_ask)),
@@ -519,7 +519,7 @@ fn level_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ladder_engine::Side;
+    use ladder_engine::{FixedBytes, Side};
     use serde_json::{json, Value};
 
     const ALL: Wanted = Wanted {
@@ -533,9 +533,9 @@ mod tests {
         let mut no = [0u8; 32];
         no[31] = 12;
         Encoder::new(vec![MarketIds {
-            condition_id: Bytes32([0xab; 32]),
-            yes: Bytes32(yes),
-            no: Bytes32(no),
+            condition_id: FixedBytes([0xab; 32]),
+            yes: FixedBytes(yes),
+            no: FixedBytes(no),
         }])
     }
 
@@ -695,9 +695,9 @@ mod tests {
         let created = Event::Market {
             market: 0,
             change: MarketChange::Created {
-                condition_id: Bytes32([1; 32]),
-                yes_token_id: Bytes32([0; 32]),
-                no_token_id: Bytes32([0; 32]),
+                condition_id: FixedBytes([1; 32]),
+                yes_token_id: FixedBytes([0; 32]),
+                no_token_id: FixedBytes([0; 32]),
             },
             market_seq: 1,
         };

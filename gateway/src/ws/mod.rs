@@ -7,12 +7,12 @@ pub mod feed;
 
 use std::sync::Arc;
 
-use ladder_engine::{format_price, BookView, Bytes32, UNITS_PER_SHARE};
+use ladder_engine::{format_price_ticks, BookView, Bytes32, UNITS_PER_SHARE};
 use ladder_protocol::U256;
 use serde_json::{json, Map, Value};
 use sha1::{Digest, Sha1};
 
-use crate::convert::{engine_token, wire_b256, wire_token};
+use crate::convert::{engine_token, wire_token};
 use crate::http::Request;
 
 /// Which channel a connection is on.
@@ -135,11 +135,11 @@ pub fn parse_market_message(text: &str) -> Result<MarketMessage, String> {
 
 /// The `book` event of one token (API.md §17), with Polymarket's hash.
 pub fn book_frame(view: &BookView, timestamp_ms: u64) -> Arc<str> {
-    let level = |&(price, size): &(u32, u64)| json!({ "price": format_price(price), "size": (size / UNITS_PER_SHARE).to_string() });
+    let level = |&(price, size): &(u32, u64)| json!({ "price": format_price_ticks(price), "size": (size / UNITS_PER_SHARE).to_string() });
     let m = &view.market;
     let mut book = Map::new();
     book.insert("event_type".into(), json!("book"));
-    book.insert("market".into(), json!(wire_b256(&m.condition_id)));
+    book.insert("market".into(), json!(m.condition_id));
     book.insert(
         "asset_id".into(),
         json!(wire_token(&m.token_id(view.outcome)).to_string()),

@@ -1,10 +1,7 @@
 //! The POST /order and POST /orders bodies (API.md §2.3, 4.4; API.md §1, 6, 18): parsing JSON
 //! into a typed `SignedOrder`, and writing the JSON a client sends.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use crate::address::Address;
 use crate::fixed_bytes::{Bytes16, B256};
@@ -16,73 +13,7 @@ use crate::wire::field::{parse_array, parse_body, FieldError, Fields, FromJson, 
 /// The most orders one POST /orders body may carry (API.md §8).
 pub const POST_ORDERS_BATCH_MAX: usize = 15;
 
-/// Order time-in-force (API.md §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OrderType {
-    /// Good till cancelled: rests.
-    Gtc,
-    /// Good till date: rests until its non-zero `expiration`.
-    Gtd,
-    /// Fill or kill: fills entirely at the signed price or not at all.
-    Fok,
-    /// Fill and kill: fills what it can and cancels the rest.
-    Fak,
-}
-
-/// Why a string is not an order type.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("orderType: expected one of GTC, GTD, FOK, FAK")]
-pub struct OrderTypeError;
-
-impl OrderType {
-    /// `GTC`, `GTD`, `FOK` or `FAK`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            OrderType::Gtc => "GTC",
-            OrderType::Gtd => "GTD",
-            OrderType::Fok => "FOK",
-            OrderType::Fak => "FAK",
-        }
-    }
-
-    /// True for the types that may rest on the book (GTC, GTD), the only ones `postOnly` allows.
-    pub const fn rests(self) -> bool {
-        matches!(self, OrderType::Gtc | OrderType::Gtd)
-    }
-}
-
-impl FromStr for OrderType {
-    type Err = OrderTypeError;
-
-    fn from_str(text: &str) -> Result<OrderType, OrderTypeError> {
-        match text {
-            "GTC" => Ok(OrderType::Gtc),
-            "GTD" => Ok(OrderType::Gtd),
-            "FOK" => Ok(OrderType::Fok),
-            "FAK" => Ok(OrderType::Fak),
-            _ => Err(OrderTypeError),
-        }
-    }
-}
-
-impl fmt::Display for OrderType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for OrderType {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for OrderType {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<OrderType, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub use ladder_types::{OrderType, OrderTypeError};
 
 /// Reads a signed order object found at `path` (e.g. `order`). The legacy keys `taker` and
 /// `feeRateBps` and any unknown key are ignored.

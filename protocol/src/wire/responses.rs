@@ -16,44 +16,7 @@ use crate::units::TickSize;
 use crate::wire::order::OrderType;
 use crate::wire::text::{dec, empty_or, price};
 
-/// A market outcome: `Yes` or `No`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Outcome {
-    /// The Yes token.
-    Yes,
-    /// The No token.
-    No,
-}
-
-/// Status of an order in open orders, placement results and order events (API.md §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OrderStatus {
-    /// Resting on the book.
-    Live,
-    /// Fully filled.
-    Matched,
-    /// Queued (taker delay) or rejected.
-    Delayed,
-    /// Cancelled (order events only).
-    Canceled,
-}
-
-/// Settlement status of a trade (API.md §2.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum TradeStatus {
-    /// Matched by the engine, not yet mined.
-    Matched,
-    /// Included on chain.
-    Mined,
-    /// Final.
-    Confirmed,
-    /// Submission is being retried.
-    Retrying,
-    /// Settlement failed; the ledger movement was reversed.
-    Failed,
-}
+pub use ladder_types::{OrderStatus, Outcome, TradeStatus};
 
 /// Whether the caller was the maker or the taker of a trade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

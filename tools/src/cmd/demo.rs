@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use ladder_engine::{Address, Asset, Bytes32, Command, MarketSpec, UNITS_PER_SHARE};
+use ladder_engine::{Address, Asset, Bytes32, Command, FixedBytes, MarketSpec, UNITS_PER_SHARE};
 use ladder_protocol::U256;
 
 /// The demo market's condition id.
@@ -50,7 +50,7 @@ fn address(text: &str) -> Address {
 }
 
 fn token(text: &str) -> Bytes32 {
-    Bytes32(
+    FixedBytes(
         U256::from_dec_str(text)
             .expect("demo token ids are valid")
             .to_be_bytes(),
@@ -61,7 +61,7 @@ fn token(text: &str) -> Bytes32 {
 pub fn commands() -> Vec<Command> {
     let condition = ladder_protocol::B256::from_hex(CONDITION_ID).expect("valid condition id");
     let mut out = vec![Command::CreateMarket(MarketSpec {
-        condition_id: Bytes32(*condition.as_bytes()),
+        condition_id: FixedBytes(*condition.as_bytes()),
         yes_token_id: token(YES_TOKEN),
         no_token_id: token(NO_TOKEN),
         tick_size_ticks: 10,

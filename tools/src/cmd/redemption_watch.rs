@@ -13,7 +13,6 @@ use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use ladder_chain::redemptions::{redemptions_in, Redemption};
 use ladder_chain::RpcClient;
 use ladder_engine::Command;
-use ladder_gateway::convert::{engine_address, engine_b256};
 use ladder_protocol::Address;
 use ladder_sequencer::{Completion, Work};
 
@@ -111,8 +110,8 @@ impl RedemptionWatch {
     ) {
         for redemption in redemptions {
             let command = Command::RecordRedemption {
-                address: engine_address(&redemption.account),
-                condition_id: engine_b256(&redemption.condition_id),
+                address: redemption.account,
+                condition_id: redemption.condition_id,
             };
             match run(Work::Command(command)) {
                 Ok(Completion::Applied { .. }) => tracing::info!(

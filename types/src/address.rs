@@ -1,12 +1,12 @@
 //! `Address`: a 20-byte Ethereum address, parsed in any case (mixed case must pass EIP-55) and
-//! written in EIP-55 checksum form.
+//! written in EIP-55 checksum form; raw bytes in binary formats (the journal, snapshots).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::fixed_bytes::{decode_0x_hex, HexError};
+use crate::fixed_bytes::{decode_0x_hex, deserialize_raw, serialize_raw, HexError};
 use crate::keccak::keccak256;
 
 /// Hex digits of an address.
@@ -133,16 +133,44 @@ impl fmt::Debug for Address {
 
 impl Serialize for Address {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        if serializer.is_human_readable() {
+            serializer.collect_str(self)
+        } else {
+            serialize_raw(&self.0, serializer)
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for Address {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Address, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        Address::parse(&text).map_err(serde::de::Error::custom)
+        if deserializer.is_human_readable() {
+            let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+            Address::parse(&text).map_err(serde::de::Error::custom)
+        } else {
+            deserialize_raw(deserializer).map(Address)
+        }
     }
 }
+
+/// Bincode's own encoding (the journal's commands): the raw bytes.
+impl bincode::Encode for Address {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        bincode::Encode::encode(&self.0, encoder)
+    }
+}
+
+impl<Context> bincode::Decode<Context> for Address {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        <[u8; 20] as bincode::Decode<Context>>::decode(decoder).map(Address)
+    }
+}
+
+bincode::impl_borrow_decode!(Address);
 
 #[cfg(test)]
 mod tests {

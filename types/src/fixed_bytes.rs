@@ -1,5 +1,8 @@
-//! Fixed-length byte strings written as `0x` hex: `B256` (condition ids, hashes, trade ids) and
+//! Fixed-length byte strings: `B256` (condition ids, token ids as bytes, hashes, trade ids) and
 //! `Bytes16` (the order `identifier`), plus the shared `0x`-hex decoder.
+//!
+//! Human-readable formats (JSON) write them as `0x` + lowercase hex; binary ones (bincode: the
+//! journal and snapshots) as the raw bytes, with no length.
 
 use std::fmt;
 use std::str::FromStr;
@@ -40,7 +43,7 @@ pub fn decode_0x_hex<const N: usize>(text: &str) -> Result<[u8; N], HexError> {
 }
 
 /// Writes `0x` and the bytes as lowercase hex without allocating.
-pub(crate) fn write_0x_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+pub fn write_0x_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     f.write_str("0x")?;
     let mut chunk = [0u8; 64];
@@ -61,6 +64,9 @@ pub struct FixedBytes<const N: usize>(pub [u8; N]);
 
 /// 32 bytes: condition (market) ids, EIP-712 digests, order hashes, trade ids, transaction hashes.
 pub type B256 = FixedBytes<32>;
+
+/// 32 bytes, the engine's name: token ids (big-endian U256), condition ids, order hashes.
+pub type Bytes32 = FixedBytes<32>;
 
 /// 16 bytes: the signed order's `identifier`.
 pub type Bytes16 = FixedBytes<16>;
@@ -114,14 +120,87 @@ impl<const N: usize> fmt::Debug for FixedBytes<N> {
 
 impl<const N: usize> Serialize for FixedBytes<N> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        if serializer.is_human_readable() {
+            serializer.collect_str(self)
+        } else {
+            serialize_raw(&self.0, serializer)
+        }
     }
+}
+
+/// Writes `bytes` as a tuple of `N` bytes: what serde writes for a `[u8; N]`.
+pub(crate) fn serialize_raw<S: Serializer, const N: usize>(
+    bytes: &[u8; N],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeTuple;
+    let mut tuple = serializer.serialize_tuple(N)?;
+    for byte in bytes {
+        tuple.serialize_element(byte)?;
+    }
+    tuple.end()
+}
+
+/// Reads a tuple of `N` bytes written by [`serialize_raw`].
+pub(crate) fn deserialize_raw<'de, D: Deserializer<'de>, const N: usize>(
+    deserializer: D,
+) -> Result<[u8; N], D::Error> {
+    struct RawBytes<const N: usize>;
+    impl<'de, const N: usize> serde::de::Visitor<'de> for RawBytes<N> {
+        type Value = [u8; N];
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{N} bytes")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[u8; N], A::Error> {
+            let mut bytes = [0u8; N];
+            for (index, byte) in bytes.iter_mut().enumerate() {
+                *byte = seq
+                    .next_element()?
+                    .ok_or_else(|| serde::de::Error::invalid_length(index, &self))?;
+            }
+            Ok(bytes)
+        }
+    }
+    deserializer.deserialize_tuple(N, RawBytes::<N>)
 }
 
 impl<'de, const N: usize> Deserialize<'de> for FixedBytes<N> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<FixedBytes<N>, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        FixedBytes::from_hex(&text).map_err(serde::de::Error::custom)
+        if deserializer.is_human_readable() {
+            let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+            FixedBytes::from_hex(&text).map_err(serde::de::Error::custom)
+        } else {
+            deserialize_raw(deserializer).map(FixedBytes)
+        }
+    }
+}
+
+/// Bincode's own encoding (the journal's commands): the raw bytes, the same as the serde
+/// path above writes for binary formats.
+impl<const N: usize> bincode::Encode for FixedBytes<N> {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        encoder: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        bincode::Encode::encode(&self.0, encoder)
+    }
+}
+
+impl<Context, const N: usize> bincode::Decode<Context> for FixedBytes<N> {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(
+        decoder: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        <[u8; N] as bincode::Decode<Context>>::decode(decoder).map(FixedBytes)
+    }
+}
+
+impl<'de, Context, const N: usize> bincode::BorrowDecode<'de, Context> for FixedBytes<N> {
+    fn borrow_decode<D: bincode::de::BorrowDecoder<'de, Context = Context>>(
+        decoder: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        <[u8; N] as bincode::Decode<Context>>::decode(decoder).map(FixedBytes)
     }
 }
 
@@ -159,6 +238,18 @@ mod tests {
             Bytes16::from_hex("0x00112233445566778899aabbccddeegg"),
             Err(HexError::NotHex)
         );
+    }
+
+    #[test]
+    fn binary_formats_write_the_raw_bytes() {
+        let value = B256::from([7; 32]);
+        let config = bincode::config::standard();
+        let serde_bytes = bincode::serde::encode_to_vec(value, config).unwrap();
+        assert_eq!(serde_bytes, vec![7; 32]);
+        assert_eq!(bincode::encode_to_vec(value, config).unwrap(), serde_bytes);
+        let (back, read): (B256, usize) =
+            bincode::serde::decode_from_slice(&serde_bytes, config).unwrap();
+        assert_eq!((back, read), (value, 32));
     }
 
     #[test]
