@@ -1,0 +1,245 @@
+//! The phases of a run's start that each have one job: the application the gateway threads
+//! serve, the engine and history store recovered from the data directory, and the
+//! replication hub.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use crossbeam_channel::{bounded, unbounded, Receiver};
+use ladder_engine::{Engine, EngineLimits};
+use ladder_gateway::app::{App, AppConfig, PromoteError, ServiceState};
+use ladder_gateway::keys::KeyTable;
+use ladder_gateway::metrics::Metrics;
+use ladder_gateway::smart::SmartAccounts;
+use ladder_history::{Historian, HistorianConfig};
+use ladder_journal::{Journal, JournalOptions};
+use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
+use ladder_sequencer::replication::ReplicationHub;
+use ladder_sequencer::{recover_engine, SequencerStats};
+use uuid::Uuid;
+
+use super::coordinated::Coordination;
+use super::promotion::PromoteRequest;
+use super::{ask_main_loop, Role, RunOptions, SnapshotRequest};
+use crate::cmd::chain_link::ChainLink;
+
+/// The application and the two requests it passes to the main loop.
+pub(super) struct AppParts {
+    /// What the gateway threads serve.
+    pub(super) app: Arc<App>,
+    /// `POST /admin/promote`: promote this standby.
+    pub(super) promotions: Receiver<PromoteRequest>,
+    /// `POST /admin/snapshot`: write a snapshot now.
+    pub(super) snapshots: Receiver<SnapshotRequest>,
+}
+
+/// The application of this run: its configuration from the options, with hooks that pass
+/// promotions and snapshots to the main loop (which owns the runtime's ring).
+pub(super) fn app(
+    options: &RunOptions,
+    exchange: Address,
+    chain: Option<&ChainLink>,
+    shared: (&Arc<KeyTable>, &Arc<Metrics>, &Arc<ServiceState>),
+) -> Result<AppParts, String> {
+    let (keys, metrics, state) = shared;
+    let config = AppConfig {
+        exchange: ExchangeDomain::new(CHAIN_ID, exchange),
+        auth: AuthDomain::new(CHAIN_ID),
+        admin_token: options.admin_token.clone().filter(|t| !t.is_empty()),
+        admin_public: options.admin_public,
+        max_keys_per_user: options.max_keys_per_user,
+        rate_limit_key: options.rate_limit_key,
+        rate_limit_ip: options.rate_limit_ip,
+        smart_accounts: chain
+            .map(|link| SmartAccounts::on_chain(link.verifier.clone()))
+            .unwrap_or_default(),
+        entry_point: Address::parse_ignoring_checksum(&options.chain.entry_point)
+            .map_err(|e| format!("--entry-point: {e}"))?,
+        chain_bundler: chain.map(|link| link.chain_bundler.clone()),
+    };
+    let (promote_tx, promotions) = unbounded::<PromoteRequest>();
+    let promote_hook = Arc::new(move || {
+        let (reply_tx, reply_rx) = bounded(1);
+        promote_tx
+            .send(reply_tx)
+            .map_err(|_| PromoteError::Failed("the service is stopping".into()))?;
+        reply_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .map_err(|_| PromoteError::Failed("the promotion timed out".into()))?
+    });
+    let (snapshot_tx, snapshots) = unbounded::<SnapshotRequest>();
+    let snapshot_hook = Arc::new(ask_main_loop(
+        snapshot_tx,
+        std::time::Duration::from_secs(60),
+        "snapshot",
+    ));
+    let app = Arc::new(
+        App::new(config, keys.clone(), metrics.clone(), state.clone())
+            .with_promote_hook(promote_hook)
+            .with_snapshot_hook(snapshot_hook),
+    );
+    Ok(AppParts {
+        app,
+        promotions,
+        snapshots,
+    })
+}
+
+/// Values the historian reads from parts made after it: the sequencer's stats (how far the
+/// journal is released, whether it is full) and the replication hub (what standbys hold).
+#[derive(Default)]
+pub(super) struct LateParts {
+    /// Set once the sequencer runs.
+    pub(super) stats: Arc<OnceLock<Arc<SequencerStats>>>,
+    /// Set once the hub is made (never, without replication).
+    pub(super) hub: Arc<OnceLock<Arc<ReplicationHub>>>,
+}
+
+/// What recovery rebuilt.
+pub(super) struct Recovery {
+    /// The journal, open for appending.
+    pub(super) journal: Journal,
+    /// The engine at the journal's end.
+    pub(super) engine: Engine,
+    /// The history store's writer, following the journal.
+    pub(super) historian: Historian,
+}
+
+/// Opens the journal (cutting a torn tail), sets aside snapshots past its end, rebuilds the
+/// engine from the newest snapshot and the journal, starts the historian, and fills the
+/// board, the history reads and the key table from what was recovered.
+pub(super) fn recover(
+    options: &RunOptions,
+    state: &ServiceState,
+    keys: &KeyTable,
+    late: &LateParts,
+) -> Result<Recovery, String> {
+    let data_dir = &options.data_dir;
+    let started = Instant::now();
+    let (journal, report) = Journal::open(
+        data_dir,
+        JournalOptions {
+            segment_size_bytes: options.segment_size_bytes,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(torn) = &report.torn_tail {
+        tracing::warn!(segment = %torn.segment.display(), offset = torn.offset, bytes = torn.bytes_dropped, "cut a torn journal tail");
+    }
+    set_aside_snapshots_past(data_dir, journal.last_seq())?;
+    let (engine, recovered) = recover_engine(data_dir, EngineLimits::default(), None)?;
+    if engine.last_seq() != journal.last_seq() {
+        return Err(format!(
+            "recovery reached sequence {} but the journal ends at {}",
+            engine.last_seq(),
+            journal.last_seq()
+        ));
+    }
+    let historian = start_historian(options, state, late, journal.last_seq())?;
+    state.board.fill(&engine);
+    *state.history.write() = Some(historian.reader());
+    for (key_id, record) in engine.api_key_records() {
+        keys.insert(Uuid::from_bytes(key_id), record.address);
+    }
+    for (address, nonce, count) in engine.api_key_creation_counts() {
+        keys.set_creations(address, nonce.0, count);
+    }
+    tracing::info!(
+        snapshot_seq = recovered.snapshot_seq,
+        replayed = recovered.replayed,
+        last_seq = recovered.last_seq,
+        ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    Ok(Recovery {
+        journal,
+        engine,
+        historian,
+    })
+}
+
+/// A snapshot past the journal's end (an `async` journal's unflushed tail lost with the
+/// power, while the snapshot file was synced) cannot be followed by the journal: it is set
+/// aside (`.snap.bad`) and the state rebuilt from what the journal holds, without a person.
+fn set_aside_snapshots_past(data_dir: &Path, journal_end: u64) -> Result<(), String> {
+    let newest = ladder_journal::latest_valid_snapshot(data_dir).map_err(|e| e.to_string())?;
+    if newest.is_some_and(|snapshot| snapshot.seq > journal_end) {
+        let set_aside = ladder_journal::set_aside_snapshots_after(
+            data_dir,
+            Some(journal_end).filter(|&s| s > 0),
+        )
+        .map_err(|e| e.to_string())?;
+        tracing::error!(journal_end, snapshots = ?set_aside, "snapshots past the journal's end (its unflushed tail was lost): set aside, recovering from the journal");
+    }
+    Ok(())
+}
+
+/// The historian follows the journal as far as the sequencer released it: at start, all of
+/// it (recovery found it there), then as far as the sequencer's stats say. The journal keeps
+/// what a connected standby has not acknowledged.
+fn start_historian(
+    options: &RunOptions,
+    state: &ServiceState,
+    late: &LateParts,
+    journal_end: u64,
+) -> Result<Historian, String> {
+    let released = {
+        let cell = late.stats.clone();
+        Arc::new(move || {
+            cell.get()
+                .map_or(journal_end, |stats| stats.last_seq.load(Ordering::Acquire))
+        })
+    };
+    let journal_full = {
+        let cell = late.stats.clone();
+        Arc::new(move || {
+            cell.get()
+                .is_some_and(|stats| stats.journal_full.load(Ordering::Relaxed))
+        })
+    };
+    let standby_floor = {
+        let cell = late.hub.clone();
+        Arc::new(move || {
+            cell.get()
+                .and_then(|hub| hub.slowest_ack())
+                .unwrap_or(u64::MAX)
+        })
+    };
+    let board = state.board.clone();
+    Historian::start(HistorianConfig {
+        data_dir: options.data_dir.clone(),
+        limits: EngineLimits::default(),
+        released,
+        snapshot_every: options.snapshot_every,
+        keep_snapshots: options.keep_snapshots,
+        journal_last_seq: journal_end,
+        journal_full,
+        standby_floor,
+        journal_archive: options.journal_archive.clone(),
+        prices_stored_below: Arc::new(move |below| board.prices_stored_below(below)),
+    })
+}
+
+/// The replication hub of this run, if it serves replication: a primary with
+/// `--replication-listen`, or any coordinated node (which serves replication from the start
+/// and requires standbys only while it leads).
+pub(super) fn replication_hub(
+    role: &Role,
+    coordination: Option<&Coordination>,
+    engine: &Engine,
+) -> Option<Arc<ReplicationHub>> {
+    let last_seq = engine.last_seq();
+    let hub = match role {
+        Role::Primary {
+            replication_listen: Some(_),
+            replicas,
+            ..
+        } => Arc::new(ReplicationHub::new(*replicas as usize, last_seq)),
+        _ if coordination.is_some() => Arc::new(ReplicationHub::new(0, last_seq)),
+        _ => return None,
+    };
+    hub.set_term_start(engine.term_start_seq());
+    Some(hub)
+}

@@ -1,0 +1,293 @@
+//! The runtime's own producers beside the gateway threads (demo set-up, snapshots, promotion,
+//! settlement, the follower), its periodic `ForgetHistory`, and the orderly shutdown.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver};
+use ladder_engine::{Command, Engine};
+use ladder_gateway::app::SnapshotTaken;
+use ladder_gateway::ServerShared;
+use ladder_history::Historian;
+use ladder_sequencer::bell::BellReceiver;
+use ladder_sequencer::PublishedBatch;
+use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle};
+
+use crate::cmd::chain_link::ChainLink;
+use ladder_sequencer::{
+    ChannelSink, Completion, CompletionSink, DiscardSink, QueryOutput, SequencerHandle, Submission,
+    Submitter, Ticket, Work,
+};
+
+/// When the runtime journals a `ForgetHistory`: once the history store holds records past
+/// the last one, and either `FORGET_EVERY_RECORDS` more or `FORGET_INTERVAL` has passed.
+#[derive(Debug)]
+pub(super) struct Forgetting {
+    through: u64,
+    at: Instant,
+}
+
+/// Records the store must gain for a `ForgetHistory` at once.
+const FORGET_EVERY_RECORDS: u64 = 8_192;
+
+/// The longest wait between two `ForgetHistory` while the store gains anything.
+const FORGET_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Default for Forgetting {
+    fn default() -> Self {
+        Forgetting {
+            through: 0,
+            at: Instant::now(),
+        }
+    }
+}
+
+impl Forgetting {
+    /// Journals a `ForgetHistory` through `stored` when one is due. The engine answers one
+    /// that would forget nothing without a journal record, so an idle service writes none.
+    pub(super) fn when_due(&mut self, stored: u64, internal: &mut Internal) {
+        let due = stored > self.through
+            && (stored - self.through >= FORGET_EVERY_RECORDS
+                || self.at.elapsed() >= FORGET_INTERVAL);
+        if !due {
+            return;
+        }
+        match internal.run(Work::Command(Command::ForgetHistory {
+            through_seq: stored,
+        })) {
+            // Journaled, or answered without a record when there was nothing to forget.
+            Ok(Completion::Applied { .. }) => {
+                self.through = stored;
+                self.at = Instant::now();
+            }
+            // Refused (a full journal, say): tried again after the interval.
+            Ok(_) => self.at = Instant::now(),
+            Err(e) => tracing::warn!(error = %e, "forget history: not journaled"),
+        }
+    }
+}
+
+/// Stops accepting, drains what the gateway holds, stops the sequencer and snapshots.
+pub(super) fn shutdown(
+    server: Arc<ServerShared>,
+    gateway_threads: Vec<std::thread::JoinHandle<()>>,
+    handle: SequencerHandle,
+    historian: Historian,
+    data_dir: &Path,
+    keep_snapshots: usize,
+) {
+    tracing::info!("stopping: draining connections");
+    server.stop.store(true, Ordering::Release);
+    for thread in gateway_threads {
+        let _ = thread.join();
+    }
+    let engine = handle.stop();
+    // The history store catches up with the last record before the historian stops, so
+    // that the next start finds a snapshot at or before where it stands.
+    let end = engine.as_ref().map_or(0, Engine::last_seq);
+    if !historian.wait_stored(end, HISTORY_DRAIN_TIMEOUT) {
+        tracing::warn!(
+            stored = historian.stored_through(),
+            end,
+            "the history store did not catch up before stopping; it will at the next start"
+        );
+    }
+    let stored = historian.stored_through();
+    historian.stop();
+    if let Some(engine) = engine {
+        write_snapshot(data_dir, &engine, keep_snapshots, stored);
+    }
+    tracing::info!("stopped");
+}
+
+/// How long a stopping service waits for the history store to catch up.
+const HISTORY_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Writes a snapshot of `engine` and prunes, keeping the one the history store (at
+/// `stored`) starts from.
+fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, stored: u64) {
+    let seq = engine.last_seq();
+    if seq == 0 {
+        return;
+    }
+    match ladder_journal::write_snapshot(data_dir, seq, &engine.snapshot_bytes()) {
+        Ok(path) => tracing::info!(seq, path = %path.display(), "snapshot written"),
+        Err(e) => tracing::warn!(error = %e, "snapshot failed"),
+    }
+    let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots, stored);
+}
+
+/// A producer of the runtime's own: its ring into the sequencer and the sink its answers
+/// come back to.
+pub(super) struct Producer {
+    pub(super) ring: Submitter,
+    pub(super) sink: u16,
+}
+
+/// The runtime's producers beside the gateway threads (whose rings and sinks come first).
+pub(super) struct RuntimeProducers {
+    /// The main loop: the demo market, snapshots on command, `ForgetHistory`, redemptions.
+    /// Its answers come back on a channel.
+    pub(super) internal: Producer,
+    /// The settlement thread: its answers are dropped (it follows trades through events).
+    pub(super) settlement: Producer,
+    /// A standby's follower of its primary's journal: answers come back on a channel.
+    pub(super) follower: Producer,
+}
+
+impl RuntimeProducers {
+    /// The rings they need after the gateway threads'.
+    pub(super) const COUNT: usize = 3;
+
+    /// Takes their rings, the last [`Self::COUNT`] of `submitters`, and appends their sinks to
+    /// `sinks`; returns them with the internal and follower answer channels.
+    pub(super) fn take(
+        submitters: &mut Vec<Submitter>,
+        sinks: &mut Vec<Box<dyn CompletionSink>>,
+    ) -> Result<(RuntimeProducers, Receiver<Completion>, Receiver<Completion>), String> {
+        let first = submitters
+            .len()
+            .checked_sub(Self::COUNT)
+            .ok_or("too few rings for the runtime's producers")?;
+        let mut rings = submitters.split_off(first).into_iter();
+        let mut producer = |sink: Box<dyn CompletionSink>| -> Result<Producer, String> {
+            let ring = rings
+                .next()
+                .ok_or("too few rings for the runtime's producers")?;
+            let index = u16::try_from(sinks.len()).map_err(|_| "too many sinks")?;
+            sinks.push(sink);
+            Ok(Producer { ring, sink: index })
+        };
+        // Answers to the main loop and the follower hold at most what each has in flight: the
+        // main loop waits for every answer before it submits again; the follower takes all
+        // its answers whenever its 1 MiB read buffer runs dry, so at most the records of one
+        // buffer are in flight.
+        let (internal_tx, internal_rx) = unbounded();
+        let (follower_tx, follower_rx) = unbounded();
+        let producers = RuntimeProducers {
+            internal: producer(Box::new(ChannelSink(internal_tx)))?,
+            settlement: producer(Box::new(DiscardSink))?,
+            follower: producer(Box::new(ChannelSink(follower_tx)))?,
+        };
+        Ok((producers, internal_rx, follower_rx))
+    }
+}
+
+/// The runtime's own ring into the sequencer (demo set-up, snapshots, promotion), waiting for
+/// each answer.
+pub(super) struct Internal {
+    pub(super) submitter: Submitter,
+    pub(super) completions: Receiver<Completion>,
+    pub(super) sink: u16,
+    pub(super) next: u64,
+}
+
+impl Internal {
+    pub(super) fn run(&mut self, work: Work) -> Result<Completion, String> {
+        self.next += 1;
+        let ticket = Ticket {
+            sink: self.sink,
+            token: self.next,
+        };
+        self.submitter
+            .try_submit(Submission { ticket, work })
+            .map_err(|_| "the sequencer is not taking work".to_string())?;
+        self.completions
+            .recv_timeout(Duration::from_secs(30))
+            .map_err(|_| "the sequencer did not answer".to_string())
+    }
+
+    fn query<T: Send + 'static>(
+        &mut self,
+        read: impl FnOnce(&Engine) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let query = Box::new(move |e: &Engine| Box::new(read(e)) as QueryOutput);
+        match self.run(Work::Query(query))? {
+            Completion::Answered { output, .. } => output
+                .downcast::<T>()
+                .map(|b| *b)
+                .map_err(|_| "bad answer".to_string()),
+            _ => Err("unexpected completion".into()),
+        }
+    }
+
+    /// Serializes the engine on the sequencer thread and writes the snapshot here, keeping
+    /// the one the history store (at `stored`) starts from.
+    pub(super) fn snapshot(
+        &mut self,
+        data_dir: &Path,
+        keep: usize,
+        stored: u64,
+    ) -> Result<SnapshotTaken, String> {
+        let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
+        let path =
+            ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
+        let _ = ladder_journal::prune_snapshots(data_dir, keep, stored);
+        tracing::info!(seq, path = %path.display(), "snapshot written");
+        Ok(SnapshotTaken {
+            seq,
+            path: path.display().to_string(),
+        })
+    }
+
+    pub(super) fn pending_settlements(
+        &mut self,
+    ) -> Result<Vec<ladder_settlement::PendingBatch>, String> {
+        self.query(ladder_settlement::pending_batches)
+    }
+}
+
+/// Starts the settlement thread, on a primary's start and on each promotion: the chain
+/// backend when the exchange contract is on the chain, else the built-in one.
+pub(super) struct SettlementStarter<'a> {
+    /// The chain, with `--rpc-url`.
+    pub(super) chain: Option<&'a ChainLink>,
+    /// The sequencer's event batches that hold trades.
+    pub(super) events: BellReceiver<PublishedBatch>,
+    /// Settlement's ring into the sequencer and its sink.
+    pub(super) producer: &'a Producer,
+    /// `--settlement-delay-ms` and `--settlement-fail-percent` of the built-in backend.
+    pub(super) built_in: (u64, u8),
+}
+
+impl SettlementStarter<'_> {
+    /// Starts settlement, re-arming `pending` (the batches the engine holds unsettled).
+    pub(super) fn start(&self, pending: Vec<PendingBatch>) -> Result<SettlementHandle, String> {
+        let on_chain = match self.chain {
+            Some(link) => link
+                .settlement_client()?
+                .map(|client| (client, link.settings.clone())),
+            None => None,
+        };
+        let ring = self.producer.ring.clone();
+        let sink = self.producer.sink;
+        let started = match on_chain {
+            Some((client, settings)) => ladder_settlement::start_chain(
+                client,
+                settings,
+                self.events.clone(),
+                ring,
+                sink,
+                pending,
+            ),
+            None => ladder_settlement::start(
+                Box::new(BuiltIn::new(self.built_in.0, self.built_in.1)),
+                self.events.clone(),
+                ring,
+                sink,
+                pending,
+            ),
+        };
+        started.map_err(|e| format!("settlement thread: {e}"))
+    }
+
+    /// Starts settlement for a promoted node, with what its engine holds unsettled.
+    pub(super) fn start_promoted(
+        &self,
+        internal: &mut Internal,
+    ) -> Result<Option<SettlementHandle>, String> {
+        self.start(internal.pending_settlements()?).map(Some)
+    }
+}
