@@ -2,27 +2,34 @@
 //! serve, the engine and history store recovered from the data directory, and the
 //! replication hub.
 
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, unbounded, Receiver};
 use ladder_engine::{Engine, EngineLimits};
-use ladder_gateway::app::{App, AppConfig, PromoteError, ServiceState};
+use ladder_gateway::app::{App, AppConfig, LeaderLookup, LeaderStatus, PromoteError, ServiceState};
 use ladder_gateway::keys::KeyTable;
 use ladder_gateway::metrics::Metrics;
 use ladder_gateway::smart::SmartAccounts;
+use ladder_gateway::ws::feed::{FeedPublisher, FeedTarget, MarketIds};
+use ladder_gateway::ServerShared;
 use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
+use ladder_sequencer::bell::BellReceiver;
 use ladder_sequencer::replication::ReplicationHub;
-use ladder_sequencer::{recover_engine, SequencerStats};
+use ladder_sequencer::{
+    recover_engine, start_with, CompletionSink, EventConsumer, PublishedBatch, Rings,
+    SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
+};
 use uuid::Uuid;
 
 use super::coordinated::Coordination;
 use super::promotion::PromoteRequest;
-use super::{ask_main_loop, Role, RunOptions, SnapshotRequest};
+use super::{ask_main_loop, Role, RunOptions, SnapshotRequest, EVENT_BATCHES_QUEUED_MAX};
 use crate::cmd::chain_link::ChainLink;
 
 /// The application and the two requests it passes to the main loop.
@@ -242,4 +249,135 @@ pub(super) fn replication_hub(
     };
     hub.set_term_start(engine.term_start_seq());
     Some(hub)
+}
+
+/// What the sequencer is started with.
+pub(super) struct SequencerStart {
+    /// The recovered journal.
+    pub(super) journal: Journal,
+    /// The recovered engine.
+    pub(super) engine: Engine,
+    /// Every producer's completion sink, in ring order.
+    pub(super) sinks: Vec<Box<dyn CompletionSink>>,
+    /// The sequencer's end of every ring.
+    pub(super) rings: Rings,
+    /// Each gateway loop's end of the WebSocket feed.
+    pub(super) feed_targets: Vec<FeedTarget>,
+    /// What the gateway threads share.
+    pub(super) server: Arc<ServerShared>,
+    /// Where clients reach this node, and its scheme.
+    pub(super) bound: (SocketAddr, &'static str),
+}
+
+/// The running sequencer and the parts made for it.
+pub(super) struct Sequencing {
+    /// The sequencer thread and its counters.
+    pub(super) handle: SequencerHandle,
+    /// The replication hub, when this node serves replication.
+    pub(super) hub: Option<Arc<ReplicationHub>>,
+    /// The event batches that hold trades, for settlement.
+    pub(super) settlement_events: BellReceiver<PublishedBatch>,
+    /// Whether the sequencer follows a primary (refuses clients' writes).
+    pub(super) follower_flag: Arc<AtomicBool>,
+}
+
+/// Starts the sequencer on the recovered state: settlement and the WebSocket feed consume
+/// its events, the replication hub (if any) its records; the leader is published first.
+pub(super) fn start_sequencer(
+    options: &RunOptions,
+    config: SequencerConfig,
+    start: SequencerStart,
+    (state, late): (&Arc<ServiceState>, &LateParts),
+) -> Result<Sequencing, String> {
+    let coordination = options.coordination.as_ref();
+    let directory: Vec<MarketIds> = start
+        .engine
+        .markets()
+        .map(|m| MarketIds {
+            condition_id: m.condition_id,
+            yes: m.yes_token_id,
+            no: m.no_token_id,
+        })
+        .collect();
+    let (settlement_tx, settlement_events) =
+        ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
+    let hub = replication_hub(&options.role, coordination.map(Arc::as_ref), &start.engine);
+    publish_leader(state, coordination, &start.engine, start.bound);
+    *state.replication.write() = hub.clone();
+    if let Some(hub) = &hub {
+        let _ = late.hub.set(hub.clone());
+    }
+    let parts = SequencerParts {
+        engine: start.engine,
+        journal: start.journal,
+        sinks: start.sinks,
+        events: vec![
+            EventConsumer::Thread {
+                tx: settlement_tx,
+                takes: Takes::WithTrades,
+            },
+            EventConsumer::Inline(Box::new(FeedPublisher::new(
+                directory,
+                start.feed_targets,
+                start.server,
+            ))),
+        ],
+        replication: hub.clone(),
+        board: Some(state.board.clone()),
+    };
+    let follower_flag = config.follower.clone();
+    let handle = start_with(config, parts, start.rings).map_err(|e| format!("sequencer: {e}"))?;
+    let _ = late.stats.set(handle.stats.clone());
+    Ok(Sequencing {
+        handle,
+        hub,
+        settlement_events,
+        follower_flag,
+    })
+}
+
+/// Who leads, as `GET /leader` and the write refusals say: the coordinator's view (this node
+/// publishes its position there first), or this node itself while it is the primary.
+fn publish_leader(
+    state: &Arc<ServiceState>,
+    coordination: Option<&Arc<Coordination>>,
+    engine: &Engine,
+    (bound, scheme): (SocketAddr, &str),
+) {
+    let lookup = match coordination {
+        Some(coordination) => {
+            coordination
+                .position
+                .held
+                .store(engine.last_seq(), Ordering::Release);
+            coordination
+                .position
+                .term
+                .fetch_max(engine.term(), Ordering::AcqRel);
+            coordination.lookup(state)
+        }
+        None => uncoordinated_lookup(state, bound, scheme),
+    };
+    *state.leader.write() = Some(lookup);
+}
+
+/// The leader as an uncoordinated node sees it: itself while it is the primary.
+fn uncoordinated_lookup(
+    state: &Arc<ServiceState>,
+    bound: SocketAddr,
+    scheme: &str,
+) -> LeaderLookup {
+    let state = state.clone();
+    let url = format!("{scheme}://{bound}");
+    let node = bound.to_string();
+    LeaderLookup(Arc::new(move || {
+        let leading = !state.standby.load(Ordering::Acquire);
+        LeaderStatus {
+            node_id: leading.then(|| node.clone()),
+            url: leading.then(|| url.clone()),
+            term: 0,
+            leading,
+            coordinated: false,
+        }
+    }))
 }

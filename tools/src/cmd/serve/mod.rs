@@ -13,35 +13,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
-use ladder_engine::Engine;
 use ladder_gateway::app::{LeaderLookup, LeaderStatus, ServiceState, SnapshotTaken};
 use ladder_gateway::keys::{KeyTable, MasterKey};
 use ladder_gateway::metrics::Metrics;
-use ladder_gateway::ws::feed::{FeedPublisher, MarketIds};
-use ladder_gateway::{prepare_with_feed, spawn, ServerLimits, ServerShared};
 use ladder_journal::{Durability, JournalOptions};
 use ladder_protocol::Address;
 use ladder_sequencer::replication::client::FollowTarget;
 use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::LinkSecret;
-use ladder_sequencer::{
-    rings, start_with, CompletionSink, CorePin, EventConsumer, SequencerConfig, SequencerParts,
-    Takes,
-};
+use ladder_sequencer::{CorePin, SequencerConfig};
 
 mod boot;
 mod coordinated;
+mod front;
 mod promotion;
 mod replication;
 mod roles;
 mod runtime;
 mod supervisor;
 
-use boot::{AppParts, LateParts, Recovery};
+use boot::{AppParts, LateParts, Recovery, SequencerStart, Sequencing};
 use coordinated::{coordinated, CoordinatedNode, Coordination};
 use replication::node_id;
 use roles::{start_role, RoleStart};
-use runtime::{shutdown, Internal, RuntimeProducers, SettlementStarter};
+use runtime::{shutdown, Internal, SettlementStarter};
 use supervisor::{Context, LoopEnd, Supervisor};
 
 use super::chain_link::ChainLink;
@@ -331,7 +326,6 @@ fn ask_main_loop<T: Send + 'static>(
 /// recovers, starts the sequencer and what the role runs, then supervises until the node
 /// stops or must run again in another role.
 fn run(options: RunOptions) -> Result<RunEnd, String> {
-    let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
     let data_dir = options.data_dir.clone();
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
@@ -354,43 +348,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         chain.as_ref(),
         (&keys, &metrics, &state),
     )?;
-
-    let threads = options.gateway_threads.clamp(1, 64);
-    let (loops, gateway_sinks, feed_targets, bound) =
-        prepare_with_feed(listen, threads).map_err(|e| format!("listen on {listen}: {e}"))?;
-    let coordination = options.coordination.clone();
-    let seq_config = sequencer_config(&options, threads, standby);
-    // Rings: one per gateway thread, then the runtime's own producers.
-    let (mut submitters, rings) =
-        rings(threads + RuntimeProducers::COUNT, seq_config.ring_capacity);
-    let mut sinks: Vec<Box<dyn CompletionSink>> = gateway_sinks
-        .into_iter()
-        .map(|s| Box::new(s) as Box<dyn CompletionSink>)
-        .collect();
-    let (producers, internal_rx, follower_rx) =
-        RuntimeProducers::take(&mut submitters, &mut sinks)?;
-    let server_shared = Arc::new(ServerShared::default());
-    let scheme = if options.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let limits = ServerLimits {
-        tls: options.tls.clone(),
-        connections_per_ip_max: options.max_connections_per_ip,
-        ws_ping_after: Duration::from_millis(options.ws_ping_ms),
-        ..ServerLimits::default()
-    };
-    let gateway_threads = spawn(
-        loops,
-        submitters.clone(),
-        app,
-        limits,
-        server_shared.clone(),
-    )
-    .map_err(|e| format!("gateway threads: {e}"))?;
-    tracing::info!(%bound, standby, "listening; recovering");
-    println!("ladder: listening on {scheme}://{bound}");
+    let seq_config = sequencer_config(&options, front::gateway_threads(&options), standby);
+    let front = front::start_front(&options, app, seq_config.ring_capacity)?;
+    tracing::info!(bound = %front.bound.0, standby, "listening; recovering");
 
     let late = LateParts::default();
     let Recovery {
@@ -400,57 +360,41 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     } = boot::recover(&options, &state, &keys, &late)?;
     let fresh = engine.market_count() == 0 && journal.last_seq() == 0;
     let pending = ladder_settlement::pending_batches(&engine);
-    let directory: Vec<MarketIds> = engine
-        .markets()
-        .map(|m| MarketIds {
-            condition_id: m.condition_id,
-            yes: m.yes_token_id,
-            no: m.no_token_id,
-        })
-        .collect();
     let position = (engine.last_seq(), engine.term());
-    let (settlement_tx, settlement_rx) = ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
-    let hub = boot::replication_hub(&options.role, coordination.as_deref(), &engine);
-    publish_leader(&state, coordination.as_ref(), &engine, (&bound, scheme));
-    *state.replication.write() = hub.clone();
-    if let Some(hub) = &hub {
-        let _ = late.hub.set(hub.clone());
-    }
-    let parts = SequencerParts {
-        engine,
-        journal,
-        sinks,
-        events: vec![
-            EventConsumer::Thread {
-                tx: settlement_tx,
-                takes: Takes::WithTrades,
-            },
-            EventConsumer::Inline(Box::new(FeedPublisher::new(
-                directory,
-                feed_targets,
-                server_shared.clone(),
-            ))),
-        ],
-        replication: hub.clone(),
-        board: Some(state.board.clone()),
-    };
-    let follower_flag = seq_config.follower.clone();
-    let handle = start_with(seq_config, parts, rings).map_err(|e| format!("sequencer: {e}"))?;
-    let _ = late.stats.set(handle.stats.clone());
-    metrics.attach(handle.stats.clone(), server_shared.clone(), submitters);
+    let Sequencing {
+        handle,
+        hub,
+        settlement_events,
+        follower_flag,
+    } = boot::start_sequencer(
+        &options,
+        seq_config,
+        SequencerStart {
+            journal,
+            engine,
+            sinks: front.sinks,
+            rings: front.rings,
+            feed_targets: front.feed_targets,
+            server: front.shared.clone(),
+            bound: front.bound,
+        },
+        (&state, &late),
+    )?;
+    metrics.attach(handle.stats.clone(), front.shared.clone(), front.submitters);
 
     // This run's replication listener stops with the run (a coordinated node runs again on
     // the same address when it rejoins).
     let replication_stop = Arc::new(AtomicBool::new(false));
+    let producers = &front.producers;
     let mut internal = Internal {
         submitter: producers.internal.ring.clone(),
-        completions: internal_rx,
+        completions: front.internal_answers,
         sink: producers.internal.sink,
         next: 0,
     };
     let settlement = SettlementStarter {
         chain: chain.as_ref(),
-        events: settlement_rx.clone(),
+        events: settlement_events.clone(),
         producer: &producers.settlement,
         built_in: (options.settlement_delay_ms, options.settlement_fail_percent),
     };
@@ -458,17 +402,17 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         RoleStart {
             role: &options.role,
             hub: hub.as_ref(),
-            coordination: coordination.as_deref(),
+            coordination: options.coordination.as_deref(),
             data_dir: &data_dir,
             keys: &keys,
             replication_stop: &replication_stop,
-            bound: (bound, scheme),
+            bound: front.bound,
             fresh,
             position,
             pending,
             settlement: &settlement,
-            settlement_events: &settlement_rx,
-            follower: (&producers.follower, &follower_rx),
+            settlement_events: &settlement_events,
+            follower: (&producers.follower, &front.follower_answers),
         },
         &mut internal,
     )?;
@@ -486,7 +430,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let mut supervisor = Supervisor::new(
         Context {
             state: &state,
-            coordination: coordination.as_deref(),
+            coordination: options.coordination.as_deref(),
             hub: hub.as_deref(),
             historian: &historian,
             stats: &handle.stats,
@@ -513,8 +457,8 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         let _ = thread.join();
     }
     shutdown(
-        server_shared,
-        gateway_threads,
+        front.shared,
+        front.threads,
         handle,
         historian,
         &data_dir,
@@ -523,6 +467,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     if let Some(s) = settlement_thread {
         s.join();
     }
+    let bound = front.bound.0;
     match end {
         LoopEnd::Failed(why) => Err(why),
         LoopEnd::Ahead(end) => Ok(RunEnd::Ahead { end, bound }),
@@ -552,50 +497,4 @@ fn sequencer_config(
     };
     config.follower.store(standby, Ordering::Release);
     config
-}
-
-/// Who leads, as `GET /leader` and the write refusals say: the coordinator's view (this node
-/// publishes its position there first), or this node itself while it is the primary.
-fn publish_leader(
-    state: &Arc<ServiceState>,
-    coordination: Option<&Arc<Coordination>>,
-    engine: &Engine,
-    (bound, scheme): (&SocketAddr, &str),
-) {
-    let lookup = match coordination {
-        Some(coordination) => {
-            coordination
-                .position
-                .held
-                .store(engine.last_seq(), Ordering::Release);
-            coordination
-                .position
-                .term
-                .fetch_max(engine.term(), Ordering::AcqRel);
-            coordination.lookup(state)
-        }
-        None => uncoordinated_lookup(state, bound, scheme),
-    };
-    *state.leader.write() = Some(lookup);
-}
-
-/// The leader as an uncoordinated node sees it: itself while it is the primary.
-fn uncoordinated_lookup(
-    state: &Arc<ServiceState>,
-    bound: &SocketAddr,
-    scheme: &str,
-) -> LeaderLookup {
-    let state = state.clone();
-    let url = format!("{scheme}://{bound}");
-    let node = bound.to_string();
-    LeaderLookup(Arc::new(move || {
-        let leading = !state.standby.load(Ordering::Acquire);
-        LeaderStatus {
-            node_id: leading.then(|| node.clone()),
-            url: leading.then(|| url.clone()),
-            term: 0,
-            leading,
-            coordinated: false,
-        }
-    }))
 }
