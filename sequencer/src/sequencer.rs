@@ -21,7 +21,7 @@ use crate::heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, Heartbea
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases, JOURNAL_FULL, REPLICA_UNAVAILABLE};
 use crate::replication::ReplicationHub;
-use crate::submission::{Completion, CompletionSink, Submission, Submitter, Work};
+use crate::submission::{Completion, CompletionSink, Submission, Submitter, Ticket, Work};
 
 /// Largest batch the sequencer releases itself when nothing else is waiting (larger ones go
 /// to the committer, so that the next batch is applied while this one is flushed).
@@ -534,35 +534,26 @@ impl Writer {
         wall_clock_ns().max(self.last_now_ns)
     }
 
+    /// Applies one batch of submissions in ring order, then commits the journal and hands the
+    /// batch's answers and events to the releaser.
     fn process(&mut self, batch: &mut Vec<Submission>) {
         let now_ns = self.now_ns();
         self.last_now_ns = now_ns;
         let mut per_sink = completion_lists(batch, self.releases.sink_count());
         let mut published = BatchEvents::with_room(self.events_room);
-        let mut commands = 0u64;
-        let mut queries = 0u64;
-        // Timers due by the batch's time fire first (a journaled tick), so that the batch's
-        // queries, like its commands, see orders expired and delays ended by then.
+        let mut counts = BatchCounts::default();
         let follower = self.config.follower.load(Ordering::Acquire);
-        if !follower && self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
-            if self
-                .journal
-                .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
-            {
-                commands += 1;
-                self.apply(now_ns, &Command::Tick, &mut published);
-            } else {
-                self.block_timers();
-            }
-        }
         if !follower {
-            commands += self.expire_heartbeats(now_ns, &mut published);
+            counts.commands += self.fire_timers(now_ns, &mut published);
         }
+        let gate = WriteGate {
+            follower,
+            replicas_missing: self
+                .shipping
+                .as_ref()
+                .is_some_and(|hub| hub.connected() < hub.required()),
+        };
         let submissions = batch.len();
-        let replicas_missing = self
-            .shipping
-            .as_ref()
-            .is_some_and(|hub| hub.connected() < hub.required());
         // The submissions are read where they lie (moving each out of the batch copied it
         // once more); only a query is taken, to be called.
         for index in 0..batch.len() {
@@ -570,82 +561,121 @@ impl Writer {
                 .prefetch_ahead(index, |i| batch.get(i).and_then(|s| s.work.first_command()));
             let submission = &mut batch[index];
             let ticket = submission.ticket;
-            let from_client = usize::from(ticket.sink) < self.config.client_sinks;
-            let completion = match &mut submission.work {
-                // A standby's only writes are the primary's records: a client's write
-                // journaled here would take a sequence the primary's next record needs.
-                Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                    if follower && from_client =>
-                {
-                    Completion::Refused {
-                        ticket,
-                        reason: STANDBY_REFUSAL,
-                    }
-                }
-                Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                    if replicas_missing && from_client =>
-                {
-                    Completion::Refused {
-                        ticket,
-                        reason: REPLICA_UNAVAILABLE,
-                    }
-                }
-                work if !journal_admits(&mut self.journal, work) => Completion::Refused {
-                    ticket,
-                    reason: JOURNAL_FULL,
-                },
-                Work::Command(command) => {
-                    commands += 1;
-                    let (seq, reply) = self.apply_if_it_changes(now_ns, command, &mut published);
-                    Completion::Applied { ticket, seq, reply }
-                }
-                Work::Commands(list) => {
-                    commands += list.len() as u64;
-                    let results = list
-                        .iter()
-                        .map(|command| self.apply_if_it_changes(now_ns, command, &mut published))
-                        .collect();
-                    Completion::AppliedAll { ticket, results }
-                }
-                &mut Work::Replicated {
-                    seq,
-                    timestamp_ns,
-                    ref command,
-                } => {
-                    commands += 1;
-                    if seq != self.journal.last_seq() + 1 {
-                        Completion::Refused {
-                            ticket,
-                            reason: "replication gap: not the next sequence",
-                        }
-                    } else {
-                        self.last_now_ns = self.last_now_ns.max(timestamp_ns);
-                        let (seq, reply) = self.apply(timestamp_ns, command, &mut published);
-                        Completion::Applied { ticket, seq, reply }
-                    }
-                }
-                Work::Heartbeat(request) => {
-                    let answer = self.heartbeat(now_ns, request, &mut published);
-                    Completion::Answered {
-                        ticket,
-                        output: Box::new(answer),
-                    }
-                }
-                Work::Query(query) => {
-                    queries += 1;
-                    let query = std::mem::replace(query, Box::new(|_| Box::new(())));
-                    Completion::Answered {
-                        ticket,
-                        output: query(&self.engine),
-                    }
-                }
-            };
+            let completion = self.complete(
+                ticket,
+                &mut submission.work,
+                (now_ns, gate),
+                &mut counts,
+                &mut published,
+            );
             if let Some(list) = per_sink.get_mut(ticket.sink as usize) {
                 list.push(completion);
             }
         }
         batch.clear();
         self.publish_gauges();
+        self.commit_and_release(per_sink, published, (counts, follower), submissions);
+    }
+
+    /// Fires what is due by `now_ns`: order timers (a journaled tick, so that the batch's
+    /// queries, like its commands, see orders expired and delays ended by then) and heartbeat
+    /// timeouts. Returns the commands applied.
+    fn fire_timers(&mut self, now_ns: u64, published: &mut BatchEvents) -> u64 {
+        let mut commands = 0;
+        if self.engine.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+            if self
+                .journal
+                .admits(RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
+            {
+                commands += 1;
+                self.apply(now_ns, &Command::Tick, published);
+            } else {
+                self.block_timers();
+            }
+        }
+        commands + self.expire_heartbeats(now_ns, published)
+    }
+
+    /// Carries out one submission's work at `now_ns` and says what its producer is answered.
+    fn complete(
+        &mut self,
+        ticket: Ticket,
+        work: &mut Work,
+        (now_ns, gate): (u64, WriteGate),
+        counts: &mut BatchCounts,
+        published: &mut BatchEvents,
+    ) -> Completion {
+        let from_client = usize::from(ticket.sink) < self.config.client_sinks;
+        let refused = |reason| Completion::Refused { ticket, reason };
+        match work {
+            // A standby's only writes are the primary's records: a client's write journaled
+            // here would take a sequence the primary's next record needs.
+            Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
+                if gate.follower && from_client =>
+            {
+                refused(STANDBY_REFUSAL)
+            }
+            Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
+                if gate.replicas_missing && from_client =>
+            {
+                refused(REPLICA_UNAVAILABLE)
+            }
+            work if !journal_admits(&mut self.journal, work) => refused(JOURNAL_FULL),
+            Work::Command(command) => {
+                counts.commands += 1;
+                let (seq, reply) = self.apply_if_it_changes(now_ns, command, published);
+                Completion::Applied { ticket, seq, reply }
+            }
+            Work::Commands(list) => {
+                counts.commands += list.len() as u64;
+                let results = list
+                    .iter()
+                    .map(|command| self.apply_if_it_changes(now_ns, command, published))
+                    .collect();
+                Completion::AppliedAll { ticket, results }
+            }
+            &mut Work::Replicated {
+                seq,
+                timestamp_ns,
+                ref command,
+            } => {
+                counts.commands += 1;
+                if seq != self.journal.last_seq() + 1 {
+                    return refused("replication gap: not the next sequence");
+                }
+                self.last_now_ns = self.last_now_ns.max(timestamp_ns);
+                let (seq, reply) = self.apply(timestamp_ns, command, published);
+                Completion::Applied { ticket, seq, reply }
+            }
+            Work::Heartbeat(request) => {
+                let answer = self.heartbeat(now_ns, request, published);
+                Completion::Answered {
+                    ticket,
+                    output: Box::new(answer),
+                }
+            }
+            Work::Query(query) => {
+                counts.queries += 1;
+                let query = std::mem::replace(query, Box::new(|_| Box::new(())));
+                Completion::Answered {
+                    ticket,
+                    output: query(&self.engine),
+                }
+            }
+        }
+    }
+
+    /// Begins the journal's commit of the batch (with `sync` durability), lets the standbys
+    /// take its records, and hands the batch's answers and events to the releaser. A small
+    /// batch (`submissions`) with nobody behind it is released on this thread: waiting for
+    /// the disk delays no one, and the hand-off to the committer would only add latency.
+    fn commit_and_release(
+        &mut self,
+        per_sink: Vec<Vec<Completion>>,
+        published: BatchEvents,
+        (counts, follower): (BatchCounts, bool),
+        submissions: usize,
+    ) {
         let ticket = match self.config.durability {
             Durability::Sync => self.journal.begin_commit(),
             Durability::Async => Ok(None),
@@ -660,8 +690,6 @@ impl Writer {
         if let Some(hub) = &self.shipping {
             hub.written(self.journal.last_seq());
         }
-        // A small batch with nobody behind it is released here: waiting for the disk delays
-        // no one, and the hand-off to the committer would only add latency.
         let nothing_waiting = submissions <= INLINE_RELEASE_SUBMISSIONS_MAX
             && self.rings.iter().all(|ring| ring.is_empty());
         let board = self.board_updates();
@@ -673,8 +701,8 @@ impl Writer {
                 published,
                 board,
                 last_seq: self.engine.last_seq(),
-                commands,
-                queries,
+                commands: counts.commands,
+                queries: counts.queries,
                 follower,
             },
             nothing_waiting,
@@ -931,6 +959,24 @@ fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
         Work::Query(_) => return true,
     };
     journal.admits(bytes, class)
+}
+
+/// What a batch held, for the sequencer's counters.
+#[derive(Clone, Copy, Debug, Default)]
+struct BatchCounts {
+    /// Commands applied (journaled or not).
+    commands: u64,
+    /// Queries answered.
+    queries: u64,
+}
+
+/// Whether clients' writes are refused in this batch, and why.
+#[derive(Clone, Copy, Debug)]
+struct WriteGate {
+    /// A standby: only the primary's records are written.
+    follower: bool,
+    /// Fewer standbys connected than `--replicas` requires.
+    replicas_missing: bool,
 }
 
 /// One completion list per sink, each made with room for all of that sink's submissions in
