@@ -204,14 +204,48 @@ fn parse_parsed(
     parsed: httparse::Request<'_, '_>,
     head: httparse::Result<usize>,
 ) -> Result<Parsed, HttpError> {
+    let Some(head_len) = head_length(buf, head)? else {
+        return Ok(Parsed::NeedHead);
+    };
+    let method = Method::parse(parsed.method.unwrap_or("")).ok_or(HttpError::UnknownMethod)?;
+    let target = parsed.path.unwrap_or("").to_string();
+    if !target.starts_with('/') {
+        return Err(HttpError::Malformed("request target must start with /"));
+    }
+    let version = parsed.version.unwrap_or(1);
+    let Headers {
+        headers,
+        content_length,
+        keep_alive,
+    } = read_headers(parsed.headers, version >= 1)?;
+    let body_len = content_length.unwrap_or(0);
+    check_body_size(method, &target, body_len)?;
+    if buf.len() < head_len + body_len {
+        return Ok(Parsed::NeedBody(head_len + body_len));
+    }
+    let body = buf[head_len..head_len + body_len].to_vec();
+    Ok(Parsed::Complete(
+        Request {
+            method,
+            target,
+            headers,
+            body,
+            keep_alive,
+            peer: None,
+        },
+        head_len + body_len,
+    ))
+}
+
+/// The length of the header section, `None` while it is not whole; refused past 16 KiB
+/// (431) or when httparse found no request line or header in it.
+fn head_length(buf: &[u8], head: httparse::Result<usize>) -> Result<Option<usize>, HttpError> {
     let head_len = match head {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => {
-            if buf.len() > HEADER_BYTES_MAX {
-                return Err(HttpError::HeadersTooLarge);
-            }
-            return Ok(Parsed::NeedHead);
+        Ok(httparse::Status::Partial) if buf.len() > HEADER_BYTES_MAX => {
+            return Err(HttpError::HeadersTooLarge)
         }
+        Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::Version) => {
             return Err(HttpError::Malformed(
                 "malformed request line: expected METHOD /path HTTP/1.1",
@@ -222,16 +256,29 @@ fn parse_parsed(
     if head_len > HEADER_BYTES_MAX {
         return Err(HttpError::HeadersTooLarge);
     }
-    let method = Method::parse(parsed.method.unwrap_or("")).ok_or(HttpError::UnknownMethod)?;
-    let target = parsed.path.unwrap_or("").to_string();
-    if !target.starts_with('/') {
-        return Err(HttpError::Malformed("request target must start with /"));
-    }
-    let version = parsed.version.unwrap_or(1);
-    let mut out_headers = Vec::with_capacity(parsed.headers.len());
-    let mut content_length: Option<usize> = None;
-    let mut keep_alive = version >= 1;
-    for h in parsed.headers.iter() {
+    Ok(Some(head_len))
+}
+
+/// A request's header lines and what they say about its framing.
+struct Headers {
+    /// Each line as (lowercase name, trimmed value), in order.
+    headers: Vec<(String, String)>,
+    /// `Content-Length`, if given.
+    content_length: Option<usize>,
+    /// Whether the connection stays open after the answer.
+    keep_alive: bool,
+}
+
+/// Reads the header lines. `Content-Length` must be a number (repeated only with the same
+/// value); `Transfer-Encoding` is refused; `Connection` overrides `keep_alive` (the HTTP
+/// version's default).
+fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Headers, HttpError> {
+    let mut read = Headers {
+        headers: Vec::with_capacity(lines.len()),
+        content_length: None,
+        keep_alive,
+    };
+    for h in lines {
         let value = std::str::from_utf8(h.value)
             .map_err(|_| HttpError::Malformed("header value is not UTF-8"))?
             .trim()
@@ -242,10 +289,10 @@ fn parse_parsed(
                 let n: usize = value
                     .parse()
                     .map_err(|_| HttpError::Malformed("bad Content-Length"))?;
-                if content_length.is_some_and(|c| c != n) {
+                if read.content_length.is_some_and(|c| c != n) {
                     return Err(HttpError::Malformed("conflicting Content-Length"));
                 }
-                content_length = Some(n);
+                read.content_length = Some(n);
             }
             "transfer-encoding" => {
                 return Err(HttpError::Malformed(
@@ -255,42 +302,32 @@ fn parse_parsed(
             "connection" => {
                 let v = value.to_ascii_lowercase();
                 if v.contains("close") {
-                    keep_alive = false;
+                    read.keep_alive = false;
                 } else if v.contains("keep-alive") {
-                    keep_alive = true;
+                    read.keep_alive = true;
                 }
             }
             _ => {}
         }
-        out_headers.push((name, value));
+        read.headers.push((name, value));
     }
-    let body_len = content_length.unwrap_or(0);
-    if body_len > body_limit(method, &target) {
-        let path = target.split('?').next().unwrap_or(&target);
-        // Placing orders (API.md §8, which covers the batch too): a body error is a 400.
-        return Err(
-            if method == Method::Post && (path == "/order" || path == "/orders") {
-                HttpError::OrderBodyTooLarge
-            } else {
-                HttpError::BodyTooLarge
-            },
-        );
+    Ok(read)
+}
+
+/// Refuses a body longer than the endpoint takes: a 400 for placing orders (API.md §8,
+/// which covers the batch too), a 413 elsewhere.
+fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), HttpError> {
+    if body_len <= body_limit(method, target) {
+        return Ok(());
     }
-    if buf.len() < head_len + body_len {
-        return Ok(Parsed::NeedBody(head_len + body_len));
-    }
-    let body = buf[head_len..head_len + body_len].to_vec();
-    Ok(Parsed::Complete(
-        Request {
-            method,
-            target,
-            headers: out_headers,
-            body,
-            keep_alive,
-            peer: None,
+    let path = target.split('?').next().unwrap_or(target);
+    Err(
+        if method == Method::Post && (path == "/order" || path == "/orders") {
+            HttpError::OrderBodyTooLarge
+        } else {
+            HttpError::BodyTooLarge
         },
-        head_len + body_len,
-    ))
+    )
 }
 
 #[cfg(test)]
