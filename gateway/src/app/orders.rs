@@ -16,7 +16,9 @@ use ladder_protocol::wire::order::{parse_post_orders, PostOrderRequest};
 use ladder_protocol::wire::responses::{
     BalanceAllowance, CancelResult, OrderPlacementResult, Page,
 };
-use ladder_protocol::{Address, ExchangeDomain, Signature, SignatureType, B256, U256};
+use ladder_protocol::{
+    Address, ExchangeDomain, Signature, SignatureType, VerifiedOrder, B256, U256,
+};
 use ladder_sequencer::{Completion, HistoryReads, Work};
 
 use super::present::{cancel_result, open_order, placement};
@@ -139,21 +141,7 @@ fn prepare(
     let verified = hashed
         .verify()
         .map_err(|_| reject(Reject::InvalidSignature))?;
-    let expiration_s = order.expiration.to_u64().ok_or_else(|| {
-        // Past 64 bits: a non-GTD order is refused for having an expiration at all (the one
-        // message of that cause, API.md §8); a GTD one for a date the service cannot hold.
-        let text = if request.order_type == ladder_protocol::wire::OrderType::Gtd {
-            format!(
-                "expiration {} is too large (at most {})",
-                order.expiration,
-                u64::MAX
-            )
-        } else {
-            expiration_not_gtd_text(request.order_type.as_str(), order.expiration)
-        };
-        Refusal::Rejected(text, Some(hash))
-    })?;
-    let to_units = |v: U256| v.to_u64().unwrap_or(u64::MAX);
+    let expiration_s = expiration_seconds(request, hash)?;
     Ok(NewOrder {
         order_hash: *verified.hash(),
         maker: order.maker,
@@ -166,18 +154,44 @@ fn prepare(
         post_only: request.post_only,
         expiration_s,
         signer_verified: false,
-        signed: Some(Box::new(SignedFields {
-            salt: order.salt.to_be_bytes(),
-            beneficiary: order.beneficiary,
-            maker_amount: to_units(order.maker_amount),
-            taker_amount: to_units(order.taker_amount),
-            nonce: order.nonce.to_be_bytes(),
-            identifier: *order.identifier.as_bytes(),
-            metadata: *order.metadata.as_bytes(),
-            signature_type: order.signature_type.as_u8(),
-            signature: verified.signature().as_bytes().to_vec(),
-        })),
+        signed: Some(Box::new(signed_fields(&verified))),
     })
+}
+
+/// The order's `expiration` in seconds. Past 64 bits a non-GTD order is refused for having
+/// an expiration at all (the one message of that cause, API.md §8); a GTD one for a date the
+/// service cannot hold.
+fn expiration_seconds(request: &PostOrderRequest, hash: B256) -> Result<u64, Refusal> {
+    let expiration = request.order.order.expiration;
+    expiration.to_u64().ok_or_else(|| {
+        let text = if request.order_type == ladder_protocol::wire::OrderType::Gtd {
+            format!(
+                "expiration {expiration} is too large (at most {})",
+                u64::MAX
+            )
+        } else {
+            expiration_not_gtd_text(request.order_type.as_str(), expiration)
+        };
+        Refusal::Rejected(text, Some(hash))
+    })
+}
+
+/// The signed fields the engine journals with the order but does not match on (settlement
+/// submits them on chain as signed).
+fn signed_fields(verified: &VerifiedOrder) -> SignedFields {
+    let order = verified.order();
+    let to_units = |v: U256| v.to_u64().unwrap_or(u64::MAX);
+    SignedFields {
+        salt: order.salt.to_be_bytes(),
+        beneficiary: order.beneficiary,
+        maker_amount: to_units(order.maker_amount),
+        taker_amount: to_units(order.taker_amount),
+        nonce: order.nonce.to_be_bytes(),
+        identifier: *order.identifier.as_bytes(),
+        metadata: *order.metadata.as_bytes(),
+        signature_type: order.signature_type.as_u8(),
+        signature: verified.signature().as_bytes().to_vec(),
+    }
 }
 
 /// The placement result of one engine reply.
