@@ -67,10 +67,7 @@ pub use ledger::Balance;
 pub use market::{LastTrade, MarketState, TICK_SIZES_ALLOWED};
 pub use placement::{resting_reservation_units, taker_fee_units, taker_reservation_units};
 pub use queries::*;
-pub use reject::{
-    format_shares, off_tick_message, price_out_of_range_message, Reject, FOK_NOT_FILLED,
-    NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE, POST_ONLY_WOULD_CROSS,
-};
+pub use reject::Reject;
 pub use reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Placement, Reply};
 pub use seen_hashes::HASH_GRACE_RECORDS;
 pub use trades::{batch_hash, batch_number, trade_id, trade_index};

@@ -9,6 +9,7 @@ use ladder_protocol::{Address, TickSize, B256, U256};
 use serde_json::{json, Value};
 
 use super::allow::{admin_allowed, market_action_path, method_not_allowed};
+use super::refusals::Worded;
 use super::{bad_request, command, ok_json, query, App};
 use crate::convert::engine_token;
 use crate::handler::Outcome;
@@ -60,9 +61,9 @@ pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
         Ok(cmd) => command(cmd, |seq, reply| match reply {
             Reply::Ok => ok_json(&json!({ "ok": true, "seq": seq })),
             Reply::Rejected(r @ (Reject::UnknownMarket | Reject::UnknownToken)) => {
-                Response::error(Status::NotFound, &r.to_string())
+                Response::error(Status::NotFound, &r.words().to_string())
             }
-            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+            Reply::Rejected(r) => Response::error(Status::BadRequest, &r.words().to_string()),
             _ => Response::error(Status::Internal, "internal error"),
         }),
         Err(e) => bad_request(e),

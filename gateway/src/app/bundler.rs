@@ -18,6 +18,7 @@ use ladder_protocol::user_op::{
 use ladder_protocol::{Address, Signature, B256, CHAIN_ID, U256};
 use serde_json::{json, Value};
 
+use super::refusals::Worded;
 use super::{command, query, App};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
@@ -219,7 +220,9 @@ fn dispatch_on_chain(
                         Ok(Err(Reject::MarketNotResolved)) => {
                             answer(&id, Err((REJECTED, "market not resolved".into(), None)))
                         }
-                        Ok(Err(reject)) => answer(&id, Err((REJECTED, reject.to_string(), None))),
+                        Ok(Err(reject)) => {
+                            answer(&id, Err((REJECTED, reject.words().to_string(), None)))
+                        }
                         Err(_) => answer(&id, Err((INTERNAL_ERROR, "internal error".into(), None))),
                     }
                 })
@@ -303,7 +306,7 @@ fn forward(
                         &id,
                         Err((
                             REJECTED,
-                            Reject::UserOpNonce { expected }.to_string(),
+                            Reject::UserOpNonce { expected }.words().to_string(),
                             Some(json!({
                                 "expectedNonce": format_quantity(&U256::from(expected))
                             })),
@@ -421,7 +424,7 @@ fn parse_form(app: &App, params: &Value) -> Result<Form, (i64, String, Option<Va
     if keyed {
         return Err((
             REJECTED,
-            Reject::UserOpNonce { expected: 0 }.to_string(),
+            Reject::UserOpNonce { expected: 0 }.words().to_string(),
             None,
         ));
     }
@@ -453,10 +456,10 @@ fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, O
         .signature
         .as_slice()
         .try_into()
-        .map_err(|_| (REJECTED, Reject::UserOpSignature.to_string(), None))?;
+        .map_err(|_| (REJECTED, Reject::UserOpSignature.words().to_string(), None))?;
     let signer = Signature::from_bytes(signature)
         .recover_address(&eip191_digest(&hash))
-        .map_err(|_| (REJECTED, Reject::UserOpSignature.to_string(), None))?;
+        .map_err(|_| (REJECTED, Reject::UserOpSignature.words().to_string(), None))?;
     Ok(Checked {
         hash,
         sender: op.sender,
@@ -484,13 +487,13 @@ fn send(app: &App, id: Value, checked: Checked) -> Outcome {
                 Reply::Ok => Ok(json!(hash.to_string())),
                 Reply::Rejected(Reject::UserOpNonce { expected }) => Err((
                     REJECTED,
-                    Reject::UserOpNonce { expected }.to_string(),
+                    Reject::UserOpNonce { expected }.words().to_string(),
                     Some(json!({ "expectedNonce": format_quantity(&U256::from(expected)) })),
                 )),
                 Reply::Rejected(Reject::MarketNotResolved) => {
                     Err((REJECTED, "market not resolved".to_string(), None))
                 }
-                Reply::Rejected(reject) => Err((REJECTED, reject.to_string(), None)),
+                Reply::Rejected(reject) => Err((REJECTED, reject.words().to_string(), None)),
                 _ => Err((REJECTED, "internal error".to_string(), None)),
             };
             rpc_response(&id, result)

@@ -7,6 +7,7 @@ use ladder_protocol::wire::responses::{ApiCredentials, ApiKeysList, DeletedApiKe
 use ladder_protocol::Address;
 use uuid::Uuid;
 
+use super::refusals::Worded;
 use super::{command, now_s, ok_json, query, App};
 use crate::auth::{authenticate_l1, credential, AuthError, L1Claim, L1_MISMATCH};
 use crate::handler::Outcome;
@@ -134,14 +135,16 @@ fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) ->
                 keys.set_creations(address, nonce, creations);
                 Response::error(
                     Status::BadRequest,
-                    &Reject::ApiKeyRaced { creations }.to_string(),
+                    &Reject::ApiKeyRaced { creations }.words().to_string(),
                 )
             }
             Reply::Rejected(Reject::ApiKeyLimit) => {
                 Response::error(Status::BadRequest, "api key limit reached")
             }
             Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
-            Reply::Rejected(other) => Response::error(Status::BadRequest, &other.to_string()),
+            Reply::Rejected(other) => {
+                Response::error(Status::BadRequest, &other.words().to_string())
+            }
             _ => Response::error(Status::Internal, "internal error"),
         },
     )
@@ -286,7 +289,9 @@ fn delete_key(
                 Response::error(Status::NotFound, "api key not found for this address")
             }
             Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
-            Reply::Rejected(other) => Response::error(Status::BadRequest, &other.to_string()),
+            Reply::Rejected(other) => {
+                Response::error(Status::BadRequest, &other.words().to_string())
+            }
             _ => Response::error(Status::Internal, "internal error"),
         },
     )

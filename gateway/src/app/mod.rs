@@ -10,6 +10,7 @@ mod orders;
 pub(crate) mod present;
 mod public;
 mod query;
+pub mod refusals;
 mod trades;
 
 use std::net::{IpAddr, SocketAddr};

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use ladder_engine::{
-    format_shares, off_tick_message, price_out_of_range_message, Asset, CancelReport, Command,
-    Engine, EngineLimits, NewOrder, NotCanceled, OrderFilter, OrderStatus, Reject, Reply,
-    SignedFields, HASH_GRACE_RECORDS, NOT_ENOUGH_BALANCE, POST_ONLY_NEEDS_RESTING_TYPE,
+    Asset, CancelReport, Command, Engine, EngineLimits, NewOrder, NotCanceled, OrderFilter,
+    OrderStatus, Reject, Reply, SignedFields, HASH_GRACE_RECORDS,
 };
 use ladder_protocol::wire::cancel::{
     parse_cancel_orders, CancelMarketOrdersRequest, CancelOrderRequest,
@@ -22,6 +21,10 @@ use ladder_protocol::{
 use ladder_sequencer::{Completion, HistoryReads, Work};
 
 use super::present::{cancel_result, open_order, placement};
+use super::refusals::{
+    format_shares, off_tick_message, price_out_of_range_message, Worded,
+    POST_ONLY_NEEDS_RESTING_TYPE,
+};
 use super::{bad_request, command, ok_json, query, App, QueryString};
 use crate::auth::L2Principal;
 use crate::convert::{engine_token, wire_token};
@@ -86,7 +89,7 @@ impl PriceRefusal {
         let text = match tick {
             None => format!(
                 "{} (tokenId {})",
-                Reject::UnknownToken,
+                Reject::UnknownToken.words(),
                 wire_token(&self.token)
             ),
             Some(tick) if self.out_of_range => price_out_of_range_message(&self.price, tick),
@@ -109,7 +112,7 @@ fn prepare(
     let hashed = request.order.hashed(domain);
     let order = request.order.order;
     let hash = *hashed.hash();
-    let reject = |r: Reject| Refusal::Rejected(r.to_string(), Some(hash));
+    let reject = |r: Reject| Refusal::Rejected(r.words().to_string(), Some(hash));
     if order.signature_type != SignatureType::SmartAccount {
         return Err(reject(Reject::UnsupportedSignatureType {
             given: order.signature_type.as_u8(),
@@ -119,7 +122,7 @@ fn prepare(
         return Err(Refusal::Rejected(
             format!(
                 "{}: maker {}, API key address {}",
-                Reject::MakerMismatch,
+                Reject::MakerMismatch.words(),
                 order.maker,
                 principal.address
             ),
@@ -210,7 +213,7 @@ fn placement_result(
             ))
         }
         Reply::Rejected(r @ (Reject::PostOnlyWouldCross | Reject::PostOnlyNeedsRestingType)) => {
-            Err(Response::error(Status::BadRequest, &r.to_string()))
+            Err(Response::error(Status::BadRequest, &r.words().to_string()))
         }
         Reply::Rejected(r) => Ok(OrderPlacementResult::rejected(
             rejection_text(r, order),
@@ -224,7 +227,7 @@ fn placement_result(
 fn expiration_not_gtd_text(order_type: &str, expiration: impl std::fmt::Display) -> String {
     format!(
         "{} (orderType {order_type}, expiration {expiration})",
-        Reject::ExpirationNotGtd
+        Reject::ExpirationNotGtd.words()
     )
 }
 
@@ -233,22 +236,28 @@ fn expiration_not_gtd_text(order_type: &str, expiration: impl std::fmt::Display)
 fn rejection_text(reject: &Reject, order: &NewOrder) -> String {
     match reject {
         Reject::UnknownToken => {
-            format!("{reject} (tokenId {})", wire_token(&order.token_id))
+            format!(
+                "{} (tokenId {})",
+                reject.words(),
+                wire_token(&order.token_id)
+            )
         }
         Reject::ExpirationNotGtd => {
             expiration_not_gtd_text(order.order_type.as_str(), order.expiration_s)
         }
         Reject::SignerNotController => format!(
-            "{reject} (signer {}, maker {})",
-            Address(order.signer.0),
-            Address(order.maker.0)
+            "{} (signer {}, maker {})",
+            reject.words(),
+            order.signer,
+            order.maker
         ),
         Reject::Overflow => format!(
-            "{reject}: order size {} shares, at most {} shares",
+            "{}: order size {} shares, at most {} shares",
+            reject.words(),
             format_shares(order.size_units),
             format_shares(EngineLimits::default().order_size_units_max)
         ),
-        other => other.to_string(),
+        other => other.words().to_string(),
     }
 }
 
@@ -917,7 +926,7 @@ fn market_cancel_result(reply: Reply, chain_error: Option<&str>) -> Response {
             Status::BadRequest,
             "tokenId: not a token of the market named by marketId",
         ),
-        Reply::Rejected(r) => Response::error(Status::BadRequest, &r.to_string()),
+        Reply::Rejected(r) => Response::error(Status::BadRequest, &r.words().to_string()),
         _ => Response::error(Status::Internal, "internal error"),
     }
 }
@@ -962,9 +971,6 @@ fn balance_allowance(_app: &App, principal: &L2Principal, request: &Request) -> 
         },
     )
 }
-
-#[allow(dead_code)]
-const _BALANCE_TEXT: &str = NOT_ENOUGH_BALANCE;
 
 #[cfg(test)]
 mod tests {

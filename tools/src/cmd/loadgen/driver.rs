@@ -390,7 +390,9 @@ fn settle(response: &Response, request: &InFlight, stats: &ConnStats, done_ns: u
             if !wire::contains(&response.body, b"\"success\":true") {
                 let value: Value = serde_json::from_slice(&response.body).unwrap_or_default();
                 let message = value["errorMsg"].as_str().unwrap_or("unparsable answer");
-                if request.kind == Kind::Taker && message == Reject::FakNoMatch.to_string() {
+                if request.kind == Kind::Taker
+                    && message == ladder_gateway::app::refusals::refusal_text(&Reject::FakNoMatch)
+                {
                     stats.rejection(message);
                 } else {
                     return stats.error(&format!("rejected: {}", short(message)));
