@@ -375,16 +375,14 @@ mod heartbeat {
             }
             while let Ok(batch) = answers.try_recv() {
                 for completion in batch {
-                    if let Completion::Answered { ticket, output } = completion {
-                        if let Ok(answer) = output.downcast::<HeartbeatAnswer>() {
-                            let id = match *answer {
-                                HeartbeatAnswer::Beating { heartbeat_id } => Some(heartbeat_id),
-                                HeartbeatAnswer::WrongId { current } => current,
-                                HeartbeatAnswer::Stopped => None,
-                            };
-                            keys[ticket.token as usize].beat_id = id;
-                            answered += 1;
-                        }
+                    if let Completion::Heartbeat { ticket, answer } = completion {
+                        let id = match answer {
+                            HeartbeatAnswer::Beating { heartbeat_id } => Some(heartbeat_id),
+                            HeartbeatAnswer::WrongId { current } => current,
+                            HeartbeatAnswer::Stopped => None,
+                        };
+                        keys[ticket.token as usize].beat_id = id;
+                        answered += 1;
                     }
                 }
             }

@@ -10,7 +10,7 @@ use ladder_engine::{Engine, EngineLimits};
 use ladder_gateway::http::{Request, Response, Status};
 use ladder_gateway::*;
 use ladder_journal::{Journal, JournalOptions};
-use ladder_sequencer::{Completion, QueryOutput, SequencerConfig, SequencerParts, Work};
+use ladder_sequencer::{Completion, SequencerConfig, SequencerParts, Work};
 
 struct Echo;
 
@@ -20,7 +20,7 @@ impl Service for Echo {
             "/now" => Outcome::Respond(Response::json(Status::Ok, b"1".to_vec())),
             "/seq" => {
                 let path = request.target.clone();
-                let query = Box::new(move |e: &Engine| Box::new(e.last_seq()) as QueryOutput);
+                let (query, _) = ladder_sequencer::query(move |e: &Engine| e.last_seq());
                 Outcome::submit(
                     Work::Query(query),
                     Box::new(move |c| match c {

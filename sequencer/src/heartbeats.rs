@@ -31,7 +31,7 @@ pub struct HeartbeatRequest {
     pub op: HeartbeatOp,
 }
 
-/// The answer to a heartbeat request (the output of its `Completion::Answered`).
+/// The answer to a heartbeat request (carried by its `Completion::Heartbeat`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeartbeatAnswer {
     /// Running; the next beat must name this id.

@@ -40,6 +40,6 @@ pub use sequencer::{
     FLUSH_BUCKETS_NS,
 };
 pub use submission::{
-    BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query, QueryOutput,
+    query, Answer, BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query,
     Submission, SubmitError, Submitter, Ticket, Work,
 };

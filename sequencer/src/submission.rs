@@ -1,14 +1,39 @@
 //! What gateway threads send the sequencer, and what comes back.
 
-use std::any::Any;
+use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 use ladder_engine::{Command, Engine, Reply};
+use parking_lot::Mutex;
 
-/// A read run on the sequencer thread against the engine, between commands.
-pub type Query = Box<dyn FnOnce(&Engine) -> QueryOutput + Send>;
-/// Whatever a query returns; the sender downcasts it.
-pub type QueryOutput = Box<dyn Any + Send>;
+use crate::heartbeats::HeartbeatAnswer;
+
+/// A read run on the sequencer thread against the engine, between commands. It leaves its
+/// value in the [`Answer`] its producer holds (see [`query`]).
+pub type Query = Box<dyn FnOnce(&Engine) + Send>;
+
+/// Where a query's value waits for its producer: filled on the sequencer thread before the
+/// query's completion is released, taken on the producer's thread once it has arrived.
+pub struct Answer<T>(Arc<Mutex<Option<T>>>);
+
+impl<T> Answer<T> {
+    /// The value, once the query's completion has arrived (`None` before it, or once taken).
+    pub fn take(&self) -> Option<T> {
+        self.0.lock().take()
+    }
+}
+
+/// A query that runs `read` against the engine, and the answer its value is left in.
+pub fn query<T: Send + 'static>(
+    read: impl FnOnce(&Engine) -> T + Send + 'static,
+) -> (Query, Answer<T>) {
+    let slot = Arc::new(Mutex::new(None));
+    let fill = slot.clone();
+    let query: Query = Box::new(move |engine: &Engine| {
+        *fill.lock() = Some(read(engine));
+    });
+    (query, Answer(slot))
+}
 
 /// Who is waiting for an answer: the index of the sink that delivers it and a token
 /// that sink understands (a connection and request slot, say).
@@ -82,12 +107,17 @@ pub enum Completion {
         /// Sequence number and reply of each command.
         results: Vec<(u64, Reply)>,
     },
-    /// A query ran.
+    /// A query ran: its value is in the producer's [`Answer`].
     Answered {
         /// The submission's ticket.
         ticket: Ticket,
-        /// What it returned.
-        output: QueryOutput,
+    },
+    /// A heartbeat request was carried out.
+    Heartbeat {
+        /// The submission's ticket.
+        ticket: Ticket,
+        /// What it did.
+        answer: HeartbeatAnswer,
     },
     /// The service cannot take writes (a standby, or too few replicas); nothing was journaled.
     Refused {
@@ -104,7 +134,8 @@ impl Completion {
         match self {
             Completion::Applied { ticket, .. }
             | Completion::AppliedAll { ticket, .. }
-            | Completion::Answered { ticket, .. }
+            | Completion::Answered { ticket }
+            | Completion::Heartbeat { ticket, .. }
             | Completion::Refused { ticket, .. } => *ticket,
         }
     }

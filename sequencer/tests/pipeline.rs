@@ -100,7 +100,7 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0
     );
-    let query: Query = Box::new(|engine: &Engine| Box::new(engine.state_hash()) as QueryOutput);
+    let (query, hash) = ladder_sequencer::query(|engine: &Engine| engine.state_hash());
     submitter
         .try_submit(Submission {
             ticket: Ticket { sink: 0, token: 99 },
@@ -108,7 +108,7 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
         })
         .unwrap();
     let live_hash = match completions.recv_timeout(Duration::from_secs(5)).unwrap() {
-        Completion::Answered { output, .. } => *output.downcast::<Bytes32>().unwrap(),
+        Completion::Answered { .. } => hash.take().expect("the query left its value"),
         _ => panic!("expected an answer"),
     };
     let engine = handle.stop().unwrap();

@@ -194,10 +194,10 @@ fn dispatch_on_chain(
             Ok(form) => {
                 let (sender, condition_id) = (form.op.sender, form.condition_id);
                 let chain = chain.clone();
-                let work = ladder_sequencer::Work::Query(Box::new(move |engine: &Engine| {
-                    Box::new(engine.check_redeemable(&sender, &condition_id))
-                        as ladder_sequencer::QueryOutput
-                }));
+                let (query, checked) = ladder_sequencer::query(move |engine: &Engine| {
+                    engine.check_redeemable(&sender, &condition_id)
+                });
+                let work = ladder_sequencer::Work::Query(query);
                 let method = method.to_string();
                 let entry_point = app.config.entry_point;
                 let nonce = form.op.nonce_key_and_sequence().1;
@@ -207,23 +207,20 @@ fn dispatch_on_chain(
                     nonce,
                 };
                 Outcome::then(work, move |completion| {
-                    let ladder_sequencer::Completion::Answered { output, .. } = completion else {
+                    let ladder_sequencer::Completion::Answered { .. } = completion else {
                         return Outcome::Respond(unexpected(completion));
                     };
-                    match output
-                        .downcast::<Result<(), Reject>>()
-                        .map(|checked| *checked)
-                    {
-                        Ok(Ok(())) => {
+                    match checked.take() {
+                        Some(Ok(())) => {
                             forward(&chain, id, &method, params, check_nonce, After::Nothing)
                         }
-                        Ok(Err(Reject::MarketNotResolved)) => {
+                        Some(Err(Reject::MarketNotResolved)) => {
                             answer(&id, Err((REJECTED, "market not resolved".into(), None)))
                         }
-                        Ok(Err(reject)) => {
+                        Some(Err(reject)) => {
                             answer(&id, Err((REJECTED, reject.words().to_string(), None)))
                         }
-                        Err(_) => answer(&id, Err((INTERNAL_ERROR, "internal error".into(), None))),
+                        None => answer(&id, Err((INTERNAL_ERROR, "internal error".into(), None))),
                     }
                 })
             }

@@ -67,10 +67,7 @@ fn submit(principal: &L2Principal, op: HeartbeatOp) -> Outcome {
     Outcome::submit(
         Work::Heartbeat(request),
         Box::new(|completion| match completion {
-            Completion::Answered { output, .. } => match output.downcast::<HeartbeatAnswer>() {
-                Ok(answer) => respond(*answer),
-                Err(_) => Response::error(Status::Internal, "internal error"),
-            },
+            Completion::Heartbeat { answer, .. } => respond(answer),
             other => unexpected(other),
         }),
     )

@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ladder_engine::{Command, Engine, Reply};
 use ladder_protocol::{AuthDomain, ExchangeDomain};
-use ladder_sequencer::{Completion, QueryOutput, Work};
+use ladder_sequencer::{Completion, Work};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -530,15 +530,13 @@ where
     R: FnOnce(&Engine) -> T + Send + 'static,
     F: FnOnce(T) -> Response + Send + 'static,
 {
-    let work = Work::Query(Box::new(move |engine: &Engine| {
-        Box::new(read(engine)) as QueryOutput
-    }));
+    let (query, answer) = ladder_sequencer::query(read);
     Outcome::submit(
-        work,
+        Work::Query(query),
         Box::new(move |completion| match completion {
-            Completion::Answered { output, .. } => match output.downcast::<T>() {
-                Ok(value) => respond(*value),
-                Err(_) => Response::error(Status::Internal, "internal error"),
+            Completion::Answered { .. } => match answer.take() {
+                Some(value) => respond(value),
+                None => Response::error(Status::Internal, "internal error"),
             },
             other => unexpected(other),
         }),

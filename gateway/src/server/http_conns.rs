@@ -330,8 +330,8 @@ impl Worker {
     /// connection in `touched` when a response was queued on it.
     pub(super) fn take_completion(&mut self, completion: Completion, touched: &mut Vec<usize>) {
         let token = completion.ticket().token;
-        if let Some((index, generation)) = self.ws_tickets.remove(&token) {
-            self.socket_snapshot(index, generation, completion);
+        if let Some((index, generation, books)) = self.ws_tickets.remove(&token) {
+            self.socket_snapshot((index, generation), books, completion);
             return;
         }
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {

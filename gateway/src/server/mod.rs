@@ -372,7 +372,9 @@ struct Worker {
     sockets: Vec<Option<WsConn>>,
     sockets_free: Vec<usize>,
     routes: FeedRoutes,
-    ws_tickets: HashMap<u64, (usize, u32)>,
+    /// Book snapshots asked for WebSocket subscriptions: the socket's slot and generation,
+    /// and where the sequencer leaves the books.
+    ws_tickets: HashMap<u64, (usize, u32, ladder_sequencer::Answer<ws_conns::BookAnswer>)>,
     /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
     disconnect_cancels: Vec<ladder_engine::Address>,
 }

@@ -123,10 +123,10 @@ impl Worker {
                 let Some(generation) = self.sockets[slot].as_ref().map(|s| s.generation) else {
                     return;
                 };
-                let query: ladder_sequencer::Query = Box::new(move |e: &ladder_engine::Engine| {
+                let (query, books) = ladder_sequencer::query(move |e: &ladder_engine::Engine| {
                     let books: BookAnswer =
                         tokens.iter().map(|t| (*t, e.book(t, usize::MAX))).collect();
-                    Box::new(books) as ladder_sequencer::QueryOutput
+                    books
                 });
                 let token = self.next_ticket;
                 self.next_ticket += 1;
@@ -140,7 +140,7 @@ impl Worker {
                 };
                 match self.submitter.try_submit(submission) {
                     Ok(()) => {
-                        self.ws_tickets.insert(token, (slot, generation));
+                        self.ws_tickets.insert(token, (slot, generation, books));
                     }
                     Err(_) => {
                         if let Some(socket) = self.sockets[slot].as_mut() {
@@ -152,20 +152,25 @@ impl Worker {
         }
     }
 
-    pub(super) fn socket_snapshot(&mut self, slot: usize, generation: u32, completion: Completion) {
+    pub(super) fn socket_snapshot(
+        &mut self,
+        (slot, generation): (usize, u32),
+        books: ladder_sequencer::Answer<BookAnswer>,
+        completion: Completion,
+    ) {
         let Some(socket) = self.sockets.get_mut(slot).and_then(|s| s.as_mut()) else {
             return;
         };
         if socket.generation != generation {
             return;
         }
-        if let Completion::Answered { output, .. } = completion {
-            if let Ok(books) = output.downcast::<BookAnswer>() {
+        if let Completion::Answered { .. } = completion {
+            if let Some(books) = books.take() {
                 let now_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or(0);
-                socket.snapshot(*books, now_ms);
+                socket.snapshot(books, now_ms);
             }
         }
         self.flush_socket(slot);

@@ -17,8 +17,8 @@ use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle};
 
 use crate::cmd::chain_link::ChainLink;
 use ladder_sequencer::{
-    ChannelSink, Completion, CompletionSink, DiscardSink, QueryOutput, SequencerHandle, Submission,
-    Submitter, Ticket, Work,
+    ChannelSink, Completion, CompletionSink, DiscardSink, SequencerHandle, Submission, Submitter,
+    Ticket, Work,
 };
 
 /// When the runtime journals a `ForgetHistory`: once the history store holds records past
@@ -203,12 +203,9 @@ impl Internal {
         &mut self,
         read: impl FnOnce(&Engine) -> T + Send + 'static,
     ) -> Result<T, String> {
-        let query = Box::new(move |e: &Engine| Box::new(read(e)) as QueryOutput);
+        let (query, answer) = ladder_sequencer::query(read);
         match self.run(Work::Query(query))? {
-            Completion::Answered { output, .. } => output
-                .downcast::<T>()
-                .map(|b| *b)
-                .map_err(|_| "bad answer".to_string()),
+            Completion::Answered { .. } => answer.take().ok_or_else(|| "no answer".to_string()),
             _ => Err("unexpected completion".into()),
         }
     }
