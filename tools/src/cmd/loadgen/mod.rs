@@ -56,14 +56,11 @@ pub const START_DELAY: Duration = Duration::from_millis(50);
 /// How long the feeds keep listening after the last answer (late trade events).
 pub const FEED_DRAIN: Duration = Duration::from_millis(500);
 
-/// Runs `ladder loadgen`.
+/// Runs `ladder loadgen`: measures the recovery ceiling, sets up a market and accounts,
+/// signs every order ahead, connects the feeds, drives the load and reports.
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
-    let scenario = args.scenario;
-    let token = args.admin_token.as_str();
     let host = wire::authority(&args.url)?;
-    let pipeline = args.pipeline;
     setup::check_reachable(&args.url)?;
-
     let threads = setup::gateway_threads(&args.url);
     let ceiling = ceiling::probe(threads.unwrap_or(GATEWAY_THREADS_DEFAULT), CEILING_PROBE)?;
     eprintln!(
@@ -76,39 +73,17 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         None => ((ceiling.recoveries_per_s * args.duration as f64) as u64)
             .clamp(CLOSED_LOOP_REQUESTS_MIN, CLOSED_LOOP_REQUESTS_MAX),
     };
-
-    let setup_started = Instant::now();
-    let admin = setup::Admin::new(&args.url, token);
-    let market = setup::create_market(&admin)?;
+    let Prepared {
+        market,
+        accounts,
+        presigned,
+        setup_s,
+        presign_s,
+        orders_presigned,
+        book_orders,
+    } = prepare(args, total)?;
     let n = args.connections;
-    let takers = scenario.has_takers();
-    let book = plan::book(scenario, total);
-    let count = n * (1 + usize::from(takers)) + usize::from(!book.is_empty());
-    let accounts = setup::create_accounts(&admin, &market, count)?;
-    let setup_s = setup_started.elapsed().as_secs_f64();
-
-    let presign_started = Instant::now();
-    let plans = plan::plan(scenario, n, total, rand::random());
-    let signers = presign::Signers {
-        conns: (0..n).map(|c| (c, takers.then_some(n + c))).collect(),
-        book: (!book.is_empty()).then_some(count - 1),
-    };
-    let domain = ExchangeDomain::default();
-    let presigned = presign::presign(&plans, &book, &signers, &accounts, &market, &domain)?;
-    let presign_s = presign_started.elapsed().as_secs_f64();
-    let orders_presigned = plans
-        .iter()
-        .map(|p| p.slots.iter().filter(|s| **s != plan::Slot::Cancel).count() + p.spares.len())
-        .sum::<usize>()
-        + book.len();
-    eprintln!(
-        "loadgen: market {}, {count} accounts, {orders_presigned} orders signed in {presign_s:.1} s",
-        market.condition_id
-    );
-    if let Some(b) = signers.book {
-        setup::seed_book(&args.url, &accounts[b], &presigned.book)?;
-    }
-
+    let takers = args.scenario.has_takers();
     let sent: Vec<Arc<SendTimes>> = presigned
         .conns
         .iter()
@@ -120,36 +95,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         stats: FeedStats::default(),
         stop: Default::default(),
     });
-    let mut feeds = Vec::new();
-    let mut cancels = Vec::with_capacity(n);
-    for c in 0..n {
-        let queue = (scenario == Scenario::Mm).then(|| Arc::new(CancelQueue::default()));
-        if let Some(queue) = &queue {
-            let role = FeedRole::Maker {
-                wallet: accounts[c].wallet.clone(),
-                cancels: queue.clone(),
-            };
-            feeds.push(feed::connect(
-                &host,
-                &accounts[c],
-                market.condition_id,
-                role,
-                domain,
-            )?);
-        }
-        if takers {
-            let role = FeedRole::Taker;
-            feeds.push(feed::connect(
-                &host,
-                &accounts[n + c],
-                market.condition_id,
-                role,
-                domain,
-            )?);
-        }
-        cancels.push(queue);
-    }
-
+    let (feeds, cancels) = connect_feeds(args, &host, &accounts, &market)?;
     let stats: Vec<Arc<ConnStats>> = (0..n).map(|_| Arc::new(ConnStats::default())).collect();
     let conns: Vec<driver::Conn> = presigned
         .conns
@@ -170,7 +116,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         rate: args.rate,
         connections: n,
         duration: Duration::from_secs(args.duration),
-        pipeline,
+        pipeline: args.pipeline,
     };
     let start = Instant::now() + START_DELAY;
     let feed_threads: Vec<_> = feeds
@@ -181,7 +127,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         })
         .collect();
     // Market makers beat their dead-man switch all along (`mm`).
-    let heartbeats = (scenario == Scenario::Mm).then(|| {
+    let heartbeats = (args.scenario == Scenario::Mm).then(|| {
         let auths = (0..n).map(|c| wire::Auth::new(&accounts[c])).collect();
         heartbeats::Heartbeats::start(&host, auths)
     });
@@ -205,17 +151,17 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     driven?;
 
     let info = report::RunInfo {
-        scenario,
+        scenario: args.scenario,
         rate: args.rate,
         duration_s: args.duration,
         connections: n,
-        pipeline,
+        pipeline: args.pipeline,
         ceiling,
         gateway_threads_from_metrics: threads.is_some(),
         setup_s,
         presign_s,
         orders_presigned: orders_presigned as u64,
-        book_orders: book.len() as u64,
+        book_orders: book_orders as u64,
         market: market.condition_id.to_string(),
         service_cpu_s: cpu_before
             .zip(cpu_after)
@@ -229,6 +175,111 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     let line = serde_json::to_string(&full.summary).map_err(|e| e.to_string())?;
     println!("{line}");
     Ok(())
+}
+
+/// What a run sets up before its load: the market, the accounts and every order signed.
+struct Prepared {
+    market: setup::Market,
+    accounts: Vec<setup::Account>,
+    presigned: presign::Presigned,
+    /// Seconds spent making the market and the accounts.
+    setup_s: f64,
+    /// Seconds spent signing.
+    presign_s: f64,
+    /// Orders signed (the book's included).
+    orders_presigned: usize,
+    /// Orders of the pre-built book.
+    book_orders: usize,
+}
+
+/// Makes a market and the accounts (a maker per connection, a taker too where the scenario
+/// has takers, and one for the pre-built book), signs the `total` requests' orders ahead and
+/// places the book.
+fn prepare(args: &LoadgenArgs, total: u64) -> Result<Prepared, String> {
+    let setup_started = Instant::now();
+    let admin = setup::Admin::new(&args.url, args.admin_token.as_str());
+    let market = setup::create_market(&admin)?;
+    let n = args.connections;
+    let takers = args.scenario.has_takers();
+    let book = plan::book(args.scenario, total);
+    let count = n * (1 + usize::from(takers)) + usize::from(!book.is_empty());
+    let accounts = setup::create_accounts(&admin, &market, count)?;
+    let setup_s = setup_started.elapsed().as_secs_f64();
+
+    let presign_started = Instant::now();
+    let plans = plan::plan(args.scenario, n, total, rand::random());
+    let signers = presign::Signers {
+        conns: (0..n).map(|c| (c, takers.then_some(n + c))).collect(),
+        book: (!book.is_empty()).then_some(count - 1),
+    };
+    let domain = ExchangeDomain::default();
+    let presigned = presign::presign(&plans, &book, &signers, &accounts, &market, &domain)?;
+    let presign_s = presign_started.elapsed().as_secs_f64();
+    let orders_presigned = plans
+        .iter()
+        .map(|p| p.slots.iter().filter(|s| **s != plan::Slot::Cancel).count() + p.spares.len())
+        .sum::<usize>()
+        + book.len();
+    eprintln!(
+        "loadgen: market {}, {count} accounts, {orders_presigned} orders signed in {presign_s:.1} s",
+        market.condition_id
+    );
+    if let Some(b) = signers.book {
+        setup::seed_book(&args.url, &accounts[b], &presigned.book)?;
+    }
+    Ok(Prepared {
+        market,
+        accounts,
+        presigned,
+        setup_s,
+        presign_s,
+        orders_presigned,
+        book_orders: book.len(),
+    })
+}
+
+/// Each connection's queue of orders to cancel (`mm` only).
+type CancelQueues = Vec<Option<Arc<CancelQueue>>>;
+
+/// Connects each maker's `/ws/user` feed (`mm`: it cancels what fills) and each taker's
+/// (to time fill notifications); returns the feeds and each connection's cancel queue.
+fn connect_feeds(
+    args: &LoadgenArgs,
+    host: &str,
+    accounts: &[setup::Account],
+    market: &setup::Market,
+) -> Result<(Vec<feed::Feed>, CancelQueues), String> {
+    let n = args.connections;
+    let domain = ExchangeDomain::default();
+    let mut feeds = Vec::new();
+    let mut cancels = Vec::with_capacity(n);
+    for c in 0..n {
+        let queue = (args.scenario == Scenario::Mm).then(|| Arc::new(CancelQueue::default()));
+        if let Some(queue) = &queue {
+            let role = FeedRole::Maker {
+                wallet: accounts[c].wallet.clone(),
+                cancels: queue.clone(),
+            };
+            feeds.push(feed::connect(
+                host,
+                &accounts[c],
+                market.condition_id,
+                role,
+                domain,
+            )?);
+        }
+        if args.scenario.has_takers() {
+            feeds.push(feed::connect(
+                host,
+                &accounts[n + c],
+                market.condition_id,
+                FeedRole::Taker,
+                domain,
+            )?);
+        }
+        cancels.push(queue);
+    }
+    Ok((feeds, cancels))
 }
 
 /// Explains results that come from the service's configuration rather than its speed.
