@@ -1,12 +1,36 @@
-//! Every path Ladder serves outside `/admin`, once: the methods each answers (the `Allow`
-//! header of a 405, RFC 9110 15.5.6, and what tells a 405 from a 404) and the bounded label
-//! `/metrics` counts it under. The handlers in `app/` dispatch on the same paths.
+//! Every path Ladder serves outside `/admin`, once: which handler module serves it (the
+//! application dispatches from here), the methods it answers (the `Allow` header of a 405,
+//! RFC 9110 15.5.6, and what tells a 405 from a 404) and the bounded label `/metrics` counts
+//! it under.
 
-/// A route: its path and the methods it answers (`HEAD` wherever `GET` is).
+/// The handler module that serves a route (each matches the methods it answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// Market data (`app/public.rs`).
+    Public,
+    /// API keys (`app/credentials.rs`).
+    Credentials,
+    /// Orders, cancels and balances (`app/orders.rs`).
+    Orders,
+    /// The dead-man switch (`app/heartbeats.rs`).
+    Heartbeats,
+    /// The ERC-4337 bundler (`app/bundler.rs`).
+    Bundler,
+    /// Trades (`app/trades.rs`).
+    Trades,
+    /// The Prometheus exposition.
+    Metrics,
+    /// A WebSocket endpoint: the server takes its upgrade before the application.
+    WebSocket,
+}
+
+/// A route: its path, who serves it and the methods it answers (`HEAD` wherever `GET` is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     /// The path, or for a route with a parameter its label (`/markets/{condition_id}`).
     pub path: &'static str,
+    /// The handler module.
+    pub serves: Serves,
     /// The `Allow` value.
     pub allow: &'static str,
 }
@@ -17,118 +41,147 @@ const GET: &str = "GET, HEAD";
 pub const ROUTES: &[Route] = &[
     Route {
         path: "/time",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/markets",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/sampling-markets",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/book",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/books",
+        serves: Serves::Public,
         allow: "GET, HEAD, POST",
     },
     Route {
         path: "/price",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/midpoint",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/spread",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/tick-size",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/neg-risk",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/fee-rate",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/prices-history",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/last-trades-prices",
+        serves: Serves::Public,
         allow: "GET, HEAD, POST",
     },
     Route {
         path: "/claimable",
+        serves: Serves::Public,
         allow: GET,
     },
     Route {
         path: "/auth/api-key",
+        serves: Serves::Credentials,
         allow: "POST, DELETE",
     },
     Route {
         path: "/auth/derive-api-key",
+        serves: Serves::Credentials,
         allow: GET,
     },
     Route {
         path: "/auth/api-keys",
+        serves: Serves::Credentials,
         allow: GET,
     },
     Route {
         path: "/order",
+        serves: Serves::Orders,
         allow: "POST, DELETE",
     },
     Route {
         path: "/orders",
+        serves: Serves::Orders,
         allow: "GET, HEAD, POST, DELETE",
     },
     Route {
         path: "/heartbeats",
+        serves: Serves::Heartbeats,
         allow: "POST, DELETE",
     },
     Route {
         path: "/bundler",
+        serves: Serves::Bundler,
         allow: "POST",
     },
     Route {
         path: "/cancel-market-orders",
+        serves: Serves::Orders,
         allow: "DELETE",
     },
     Route {
         path: "/cancel-all",
+        serves: Serves::Orders,
         allow: "DELETE",
     },
     Route {
         path: "/trades",
+        serves: Serves::Trades,
         allow: GET,
     },
     Route {
         path: "/data/trades",
+        serves: Serves::Trades,
         allow: GET,
     },
     Route {
         path: "/balance-allowance",
+        serves: Serves::Orders,
         allow: GET,
     },
     Route {
         path: "/metrics",
+        serves: Serves::Metrics,
         allow: GET,
     },
     Route {
         path: "/ws/user",
+        serves: Serves::WebSocket,
         allow: GET,
     },
     Route {
         path: "/ws/market",
+        serves: Serves::WebSocket,
         allow: GET,
     },
 ];
@@ -139,6 +192,7 @@ pub const PREFIXED_ROUTES: &[(&str, Route)] = &[
         "/markets/",
         Route {
             path: "/markets/{condition_id}",
+            serves: Serves::Public,
             allow: GET,
         },
     ),
@@ -146,6 +200,7 @@ pub const PREFIXED_ROUTES: &[(&str, Route)] = &[
         "/trades/",
         Route {
             path: "/trades/{id}",
+            serves: Serves::Trades,
             allow: GET,
         },
     ),

@@ -1,14 +1,8 @@
-//! The methods each route answers, for the `Allow` header of a 405 (RFC 9110 15.5.6): the
-//! public and authenticated routes from [`crate::routes`], the admin routes here.
+//! The 405 answer (RFC 9110 15.5.6) and the methods each admin route answers; the other
+//! routes' methods are in [`crate::routes`].
 
 use super::Outcome;
 use crate::http::{Response, Status};
-
-/// The `Allow` value of a public or authenticated route (`HEAD` wherever `GET` is); `None`
-/// for a path that is not a route.
-pub fn allowed(path: &str) -> Option<&'static str> {
-    crate::routes::route_of(path).map(|route| route.allow)
-}
 
 /// The `Allow` value of an admin route (the path after `/admin`); `None` for no such route.
 pub fn admin_allowed(rest: &str) -> Option<&'static str> {
@@ -44,10 +38,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_listed_route_has_its_methods_and_others_have_none() {
-        assert_eq!(allowed("/markets/0xabc"), Some("GET, HEAD"));
-        assert_eq!(allowed("/orders"), Some("GET, HEAD, POST, DELETE"));
-        assert_eq!(allowed("/nope"), None);
+    fn every_admin_route_has_its_methods_and_others_have_none() {
         assert_eq!(admin_allowed("/accounts"), Some("POST, DELETE"));
         assert_eq!(admin_allowed("/markets/0xabc/pause"), Some("POST"));
         assert_eq!(admin_allowed("/nope"), None);

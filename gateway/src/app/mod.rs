@@ -30,6 +30,7 @@ use crate::http::{Method, Request, Response, Status};
 use crate::keys::KeyTable;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
+use crate::routes::{self, Serves};
 
 pub use query::QueryString;
 
@@ -207,29 +208,31 @@ impl App {
                 return self.admin(request, peer, rest);
             }
         }
-        if path == "/metrics" {
-            return self.metrics_route(request, peer);
-        }
-
+        let Some(route) = routes::route_of(path) else {
+            return Outcome::error(Status::NotFound, "not found");
+        };
         let method = match request.method {
             Method::Head => Method::Get,
             other => other,
         };
-        if method == Method::Get && (path == "/ws/user" || path == "/ws/market") {
+        let served = match route.serves {
+            Serves::Metrics => return self.metrics_route(request, peer),
             // An upgrade never gets here (the server takes it first): a plain GET of a
             // WebSocket endpoint is a bad request, not a method the route refuses.
-            return Outcome::error(
-                Status::BadRequest,
-                "upgrade: a WebSocket endpoint; send Upgrade: websocket",
-            );
-        }
-        public::route(self, method, path, request)
-            .or_else(|| credentials::route(self, method, path, request))
-            .or_else(|| orders::route(self, method, path, request))
-            .or_else(|| heartbeats::route(self, method, path, request))
-            .or_else(|| bundler::route(self, method, path, request))
-            .or_else(|| trades::route(self, method, path, request))
-            .unwrap_or_else(|| not_found_or_405(path))
+            Serves::WebSocket => (method == Method::Get).then(|| {
+                Outcome::error(
+                    Status::BadRequest,
+                    "upgrade: a WebSocket endpoint; send Upgrade: websocket",
+                )
+            }),
+            Serves::Public => public::route(self, method, path, request),
+            Serves::Credentials => credentials::route(self, method, path, request),
+            Serves::Orders => orders::route(self, method, path, request),
+            Serves::Heartbeats => heartbeats::route(self, method, path, request),
+            Serves::Bundler => bundler::route(self, method, path, request),
+            Serves::Trades => trades::route(self, method, path, request),
+        };
+        served.unwrap_or_else(|| allow::method_not_allowed(route.allow))
     }
 
     fn admin(&self, request: &Request, peer: SocketAddr, rest: &str) -> Outcome {
@@ -495,13 +498,6 @@ fn too_many(wait_s: u64) -> Outcome {
     Outcome::Respond(Response::rate_limited(wait_s))
 }
 
-fn not_found_or_405(path: &str) -> Outcome {
-    match allow::allowed(path) {
-        Some(methods) => allow::method_not_allowed(methods),
-        None => Outcome::error(Status::NotFound, "not found"),
-    }
-}
-
 /// Server time in Unix seconds.
 pub fn now_s() -> u64 {
     SystemTime::now()
@@ -568,7 +564,65 @@ fn bearer_token(header: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{bearer_token, is_loopback};
+    use super::*;
+    use crate::keys::MasterKey;
+    use crate::routes::{PREFIXED_ROUTES, ROUTES};
+
+    fn app() -> App {
+        let config = AppConfig {
+            exchange: ExchangeDomain::default(),
+            auth: AuthDomain::default(),
+            admin_token: None,
+            admin_public: false,
+            max_keys_per_user: 5,
+            rate_limit_key: 0,
+            rate_limit_ip: 0,
+            smart_accounts: crate::smart::SmartAccounts::default(),
+            entry_point: ladder_protocol::Address::ZERO,
+            chain_bundler: None,
+        };
+        let keys = Arc::new(KeyTable::new(MasterKey::from_bytes([7; 32])));
+        let state = Arc::new(ServiceState::default());
+        state.ready.store(true, Ordering::Release);
+        App::new(config, keys, Arc::new(Metrics::default()), state)
+    }
+
+    /// The route table and the handler modules agree: every method a route's `Allow` names
+    /// is served by the module the table names, and every other method is a 405 naming
+    /// them (a module that served a method the table omits would answer it instead).
+    #[test]
+    fn the_route_table_and_the_handlers_agree_on_every_method() {
+        let app = app();
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let routes = ROUTES.iter().map(|r| (r.path.to_string(), *r)).chain(
+            PREFIXED_ROUTES
+                .iter()
+                .map(|(prefix, r)| (format!("{prefix}0x01"), *r)),
+        );
+        for (path, route) in routes {
+            for method in [Method::Get, Method::Head, Method::Post, Method::Delete] {
+                let request = Request {
+                    method,
+                    target: path.clone(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    keep_alive: true,
+                    peer: Some(peer.ip()),
+                };
+                let listed = route.allow.split(", ").any(|m| m == method.as_str());
+                let answer = app.route(&request, peer);
+                let refused_405 =
+                    matches!(&answer, Outcome::Respond(r) if r.status == Status::MethodNotAllowed);
+                assert_eq!(
+                    !refused_405,
+                    listed,
+                    "{} {path}: Allow says {:?}",
+                    method.as_str(),
+                    route.allow
+                );
+            }
+        }
+    }
 
     #[test]
     fn loopback_includes_ipv4_mapped_loopback() {
