@@ -13,6 +13,9 @@
 //!
 //! `cargo bench -p ladder-benches --bench engine`
 
+// criterion_group! and criterion_main! make public functions that cannot carry docs.
+#![allow(missing_docs)]
+
 #[path = "../tests/orderbook_ref/mod.rs"]
 mod orderbook_ref;
 

@@ -6,6 +6,9 @@
 //!
 //! Run: `cargo bench -p ladder-benches --bench http_parse`.
 
+// criterion_group! and criterion_main! make public functions that cannot carry docs.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -6,6 +6,9 @@
 //! Run: `cargo bench -p ladder-benches --bench journal`. Journals live in temporary
 //! directories under /tmp and are recreated per measured batch, so disk use stays bounded.
 
+// criterion_group! and criterion_main! make public functions that cannot carry docs.
+#![allow(missing_docs)]
+
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};

@@ -2,6 +2,9 @@
 //! borrowed DOM and the field readers; serde_json DOM before, 5.96 us) against the JSON step
 //! alone with serde_json and with simd-json, to decide which parser the hot path uses.
 
+// criterion_group! and criterion_main! make public functions that cannot carry docs.
+#![allow(missing_docs)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use ladder_protocol::wire::order::PostOrderRequest;
 
