@@ -238,4 +238,21 @@ mod tests {
             format!("\"{EOA0}\"")
         );
     }
+
+    #[test]
+    fn binary_formats_write_the_20_raw_bytes_both_ways() {
+        let address = Address::parse(EOA0).unwrap();
+        let config = bincode::config::standard();
+        let serde_bytes = bincode::serde::encode_to_vec(address, config).unwrap();
+        assert_eq!(serde_bytes, address.0.to_vec());
+        assert_eq!(
+            bincode::encode_to_vec(address, config).unwrap(),
+            serde_bytes
+        );
+        let (back, read): (Address, usize) =
+            bincode::serde::decode_from_slice(&serde_bytes, config).unwrap();
+        assert_eq!((back, read), (address, 20));
+        let (back, _): (Address, usize) = bincode::decode_from_slice(&serde_bytes, config).unwrap();
+        assert_eq!(back, address);
+    }
 }
