@@ -16,14 +16,9 @@ pub const POST_ONLY_NEEDS_RESTING_TYPE: &str = "postOnly orders must use orderTy
 /// The text of a post-only order that would match (API.md §8).
 pub const POST_ONLY_WOULD_CROSS: &str = "post-only order would cross resting liquidity";
 
-/// A refusal as clients read it: `RefusalText(&reject).to_string()`, or written in place.
+/// A refusal as clients read it (`reject.words()`, see [`Worded`]).
 #[derive(Clone, Copy, Debug)]
 pub struct RefusalText<'a>(pub &'a Reject);
-
-/// The text of `reject`.
-pub fn refusal_text(reject: &Reject) -> String {
-    RefusalText(reject).to_string()
-}
 
 /// `reject.words()`: a refusal's text, as `path.display()` is a path's.
 pub trait Worded {
@@ -155,11 +150,11 @@ mod tests {
     #[test]
     fn fok_message_is_the_contract_text() {
         assert_eq!(
-            refusal_text(&Reject::FokNotFilled),
+            Reject::FokNotFilled.words().to_string(),
             "order couldn't be fully filled, FOK orders are fully filled or killed"
         );
         assert_eq!(
-            refusal_text(&Reject::NotEnoughBalance),
+            Reject::NotEnoughBalance.words().to_string(),
             "not enough balance / allowance"
         );
     }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use ladder_client::unix_now_s;
 use ladder_engine::Reject;
+use ladder_gateway::app::refusals::Worded;
 use serde_json::Value;
 
 use super::feed::{since, CancelQueue, SendTimes};
@@ -390,8 +391,7 @@ fn settle(response: &Response, request: &InFlight, stats: &ConnStats, done_ns: u
             if !wire::contains(&response.body, b"\"success\":true") {
                 let value: Value = serde_json::from_slice(&response.body).unwrap_or_default();
                 let message = value["errorMsg"].as_str().unwrap_or("unparsable answer");
-                if request.kind == Kind::Taker
-                    && message == ladder_gateway::app::refusals::refusal_text(&Reject::FakNoMatch)
+                if request.kind == Kind::Taker && message == Reject::FakNoMatch.words().to_string()
                 {
                     stats.rejection(message);
                 } else {

@@ -251,6 +251,7 @@ fn connect_feeds(
 ) -> Result<(Vec<feed::Feed>, CancelQueues), String> {
     let n = args.connections;
     let domain = ExchangeDomain::default();
+    let connect = |account, role| feed::connect(host, account, market.condition_id, role, domain);
     let mut feeds = Vec::new();
     let mut cancels = Vec::with_capacity(n);
     for c in 0..n {
@@ -260,22 +261,10 @@ fn connect_feeds(
                 wallet: accounts[c].wallet.clone(),
                 cancels: queue.clone(),
             };
-            feeds.push(feed::connect(
-                host,
-                &accounts[c],
-                market.condition_id,
-                role,
-                domain,
-            )?);
+            feeds.push(connect(&accounts[c], role)?);
         }
         if args.scenario.has_takers() {
-            feeds.push(feed::connect(
-                host,
-                &accounts[n + c],
-                market.condition_id,
-                FeedRole::Taker,
-                domain,
-            )?);
+            feeds.push(connect(&accounts[n + c], FeedRole::Taker)?);
         }
         cancels.push(queue);
     }

@@ -71,6 +71,10 @@ pub(super) fn start_role(
 ) -> Result<RoleThreads, String> {
     let mut threads = RoleThreads::default();
     let (bound, scheme) = start.bound;
+    let (data_dir, keys, stop) = (start.data_dir, start.keys, start.replication_stop);
+    let replicate = |address: &str, hub: &Arc<ReplicationHub>, secret| {
+        serve_replication(address, hub, data_dir, keys, secret, stop)
+    };
     match start.role {
         Role::Primary {
             demo: want_demo,
@@ -80,14 +84,7 @@ pub(super) fn start_role(
         } => {
             threads.settlement = Some(start.settlement.start(start.pending)?);
             if let (Some(address), Some(hub)) = (replication_listen, start.hub) {
-                let (_, thread) = serve_replication(
-                    address,
-                    hub,
-                    start.data_dir,
-                    start.keys,
-                    secret,
-                    start.replication_stop,
-                )?;
+                let (_, thread) = replicate(address, hub, secret)?;
                 threads.replication = Some(thread);
             }
             if *want_demo && start.fresh {
@@ -105,14 +102,7 @@ pub(super) fn start_role(
                 // Without `--replication-listen` a node may lead, alone: none can follow it.
                 let mut replication = String::new();
                 if let Some(address) = &coordination.replication_listen {
-                    let (bound, thread) = serve_replication(
-                        address,
-                        hub,
-                        start.data_dir,
-                        start.keys,
-                        secret,
-                        start.replication_stop,
-                    )?;
+                    let (bound, thread) = replicate(address, hub, secret)?;
                     replication = bound.to_string();
                     threads.replication = Some(thread);
                 }

@@ -187,15 +187,23 @@ impl<'a> Supervisor<'a> {
         }
     }
 
-    /// What a promotion changes, borrowed from this supervisor.
-    fn promotion(&mut self) -> Promotion<'_> {
-        Promotion {
+    /// What a promotion changes, borrowed from this supervisor, with the settlement thread it
+    /// starts and what starts it.
+    fn promotion(
+        &mut self,
+    ) -> (
+        Promotion<'_>,
+        &mut Option<SettlementHandle>,
+        &'a SettlementStarter<'a>,
+    ) {
+        let promotion = Promotion {
             follower: &mut self.follower,
             follower_flag: self.context.follower_flag,
             drain: &mut self.drain,
             internal: &mut self.internal,
             state: self.context.state,
-        }
+        };
+        (promotion, &mut self.settlement, self.context.settlement)
     }
 
     /// An operator's promotion: at once for an uncoordinated standby; by election for a
@@ -207,15 +215,13 @@ impl<'a> Supervisor<'a> {
                     ask_coordinator(coordination, reply).or(self.promotion_asked.take());
             }
             None => {
-                let starter = self.context.settlement;
-                let mut settlement = self.settlement.take();
+                let (promotion, settlement, starter) = self.promotion();
                 let result = promote_here(
-                    self.promotion(),
+                    promotion,
                     |_| Ok(()),
                     |internal: &mut Internal| starter.start_promoted(internal),
-                    &mut settlement,
+                    settlement,
                 );
-                self.settlement = settlement;
                 answer_promotion(reply, result.map_err(PromoteError::Failed));
             }
         }
@@ -226,18 +232,16 @@ impl<'a> Supervisor<'a> {
         let coordination = self.context.coordination?;
         match change {
             Change::Lead { term } => {
-                let starter = self.context.settlement;
                 let hub = self.context.hub;
-                let mut settlement = self.settlement.take();
+                let (promotion, settlement, starter) = self.promotion();
                 let led = lead(
                     (term, coordination.demo),
                     coordination,
                     hub,
-                    self.promotion(),
+                    promotion,
                     |internal: &mut Internal| starter.start_promoted(internal),
-                    &mut settlement,
+                    settlement,
                 );
-                self.settlement = settlement;
                 if let Err(e) = &led {
                     tracing::error!(error = %e, term, "could not take the lead");
                 }
