@@ -1,5 +1,5 @@
 //! Cryptography on the order path: the EIP-712 order digest, secp256k1 address recovery, the
-//! L2 HMAC (sign and verify) and parsing a POST /order body.
+//! L2 HMAC (sign and verify), parsing a POST /order body, and writing ids as text.
 //!
 //! Run: `cargo bench -p ladder-benches --bench crypto`.
 
@@ -94,8 +94,33 @@ fn bench_l2_hmac(c: &mut Criterion) {
     });
 }
 
+/// Writing the ids of a user frame or response: an address in EIP-55 form and an owner id
+/// (both remembered per thread after the first time), and a token id in decimal. 64
+/// addresses in turn, as a market maker's frames would name them.
+fn bench_id_text(c: &mut Criterion) {
+    let addresses: Vec<ladder_protocol::Address> = (0..64u8)
+        .map(|i| ladder_protocol::Address([i.wrapping_mul(37); 20]))
+        .collect();
+    let token = signed_order().order.token_id;
+    let mut next = addresses.iter().cycle();
+    c.bench_function("address_eip55_text", |b| {
+        b.iter(|| black_box(next.next().map(ToString::to_string)))
+    });
+    let mut next = addresses.iter().cycle();
+    c.bench_function("owner_uuid", |b| {
+        b.iter(|| {
+            next.next()
+                .map(|a| black_box(ladder_protocol::owner_uuid(a)))
+        })
+    });
+    c.bench_function("token_id_decimal_text", |b| {
+        b.iter(|| black_box(black_box(token).to_string()))
+    });
+}
+
 criterion_group!(
     benches,
+    bench_id_text,
     bench_order_digest,
     bench_recover_address,
     bench_verify_order,

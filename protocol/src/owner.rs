@@ -1,6 +1,9 @@
 //! Owner ids (API.md §7): the UUIDv5 of a maker's lowercase `0x` address under the RFC 4122
 //! URL namespace.
 
+use std::cell::RefCell;
+
+use ladder_types::AddressMemo;
 use uuid::Uuid;
 
 use crate::address::Address;
@@ -8,8 +11,17 @@ use crate::address::Address;
 /// The namespace of owner ids: `6ba7b811-9dad-11d1-80b4-00c04fd430c8` (RFC 4122 URL namespace).
 pub const OWNER_NAMESPACE: Uuid = Uuid::NAMESPACE_URL;
 
+thread_local! {
+    /// Recent addresses of this thread and their owner ids (a SHA-1 each otherwise).
+    static OWNER_MEMO: RefCell<AddressMemo<Uuid>> = const { RefCell::new(AddressMemo::new()) };
+}
+
 /// The owner id of an address: UUIDv5(namespace, lowercase `0x` address).
 pub fn owner_uuid(address: &Address) -> Uuid {
+    OWNER_MEMO.with(|memo| memo.borrow_mut().get_or(*address, compute_owner_uuid))
+}
+
+fn compute_owner_uuid(address: Address) -> Uuid {
     Uuid::new_v5(&OWNER_NAMESPACE, address.to_lowercase_hex().as_bytes())
 }
 
@@ -32,5 +44,12 @@ mod tests {
             owner_uuid(&address).to_string(),
             "d8daf960-a70b-5b14-a2af-4b7c5d9bd889"
         );
+    }
+
+    #[test]
+    fn a_remembered_owner_id_is_the_computed_one() {
+        let address = Address([0x5a; 20]);
+        assert_eq!(owner_uuid(&address), compute_owner_uuid(address));
+        assert_eq!(owner_uuid(&address), compute_owner_uuid(address));
     }
 }

@@ -11,6 +11,7 @@
 //! Nothing here depends on another Ladder crate.
 
 pub mod address;
+pub mod address_memo;
 pub mod fixed_bytes;
 pub mod keccak;
 pub mod price;
@@ -18,6 +19,7 @@ pub mod sides;
 pub mod statuses;
 
 pub use address::{Address, AddressError};
+pub use address_memo::AddressMemo;
 pub use fixed_bytes::{Bytes16, Bytes32, FixedBytes, HexError, B256};
 pub use price::{
     format_price_ticks, PriceTicks, PriceTicksDisplay, Units, PRICE_DECIMALS, PRICE_SCALE,
