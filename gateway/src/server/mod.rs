@@ -13,7 +13,7 @@ mod ws_conns;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -129,11 +129,15 @@ impl CompletionSink for GatewaySink {
 
 /// Wakes one event loop once per release however much was queued for it: whoever queues
 /// (its completion sink, the feed's [`FeedTarget`]) marks the wake-up owed, and the sink's
-/// [`CompletionSink::wake`] at the release's end makes it.
+/// [`CompletionSink::wake`] at the release's end makes it, and only when the loop may be
+/// asleep: a loop that is running takes what was queued before it sleeps (see
+/// [`LoopWake::may_sleep`]), so a busy loop costs its producers no system call.
 #[derive(Debug)]
 pub struct LoopWake {
     waker: Arc<Waker>,
     owed: AtomicBool,
+    /// Set by the loop just before it may block in `poll`, cleared when `poll` returns.
+    sleeping: AtomicBool,
 }
 
 impl LoopWake {
@@ -142,6 +146,7 @@ impl LoopWake {
         LoopWake {
             waker,
             owed: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
         }
     }
 
@@ -155,16 +160,40 @@ impl LoopWake {
         self.owed.load(Ordering::Acquire)
     }
 
-    /// Wakes the loop if anything was queued for it since its last wake-up.
+    /// Wakes the loop if anything was queued for it since its last wake-up and it may be
+    /// asleep.
     pub fn wake_if_owed(&self) {
         if self.owed.swap(false, Ordering::AcqRel) {
-            self.wake_now();
+            // Pairs with the fence in `may_sleep`: either the loop sees what was queued
+            // before this, or this sees the loop's `sleeping`.
+            fence(Ordering::SeqCst);
+            if self.sleeping.load(Ordering::SeqCst) {
+                self.wake_now();
+            }
         }
     }
 
     /// Wakes the loop now.
     pub fn wake_now(&self) {
         let _ = self.waker.wake();
+    }
+
+    /// Called by the loop before it blocks in `poll`: whether it may, that is whether
+    /// `queued()` finds nothing waiting for it once producers can see it is about to sleep.
+    /// When it may not, it polls without blocking and takes what is queued.
+    pub fn may_sleep(&self, queued: impl FnOnce() -> bool) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if queued() {
+            self.sleeping.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Called by the loop when `poll` returns.
+    pub fn awake(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
     }
 }
 
@@ -177,6 +206,8 @@ pub struct Loop {
     deferred_tx: Sender<(u64, Outcome)>,
     deferred_rx: Receiver<(u64, Outcome)>,
     feed: Receiver<FeedBatch>,
+    /// How producers wake this loop (shared with its sink and its [`FeedTarget`]).
+    wake: Arc<LoopWake>,
     /// This loop's open WebSocket connections (shared with its [`FeedTarget`]).
     websockets: Arc<AtomicUsize>,
     sink_index: u16,
@@ -220,7 +251,10 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
             wake: wake.clone(),
             websockets: websockets.clone(),
         });
-        sinks.push(GatewaySink { tx, wake });
+        sinks.push(GatewaySink {
+            tx,
+            wake: wake.clone(),
+        });
         // Deferred outcomes: at most one per job the pool accepted (`DEFER_QUEUE_MAX` queued,
         // `DEFER_WORKERS` running); a job refused for a full queue is answered 503 at once.
         let (deferred_tx, deferred_rx) = unbounded();
@@ -232,6 +266,7 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
             deferred_tx,
             deferred_rx,
             feed: feed_rx,
+            wake: wake.clone(),
             websockets,
             sink_index: index as u16,
         });
@@ -384,27 +419,33 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut last_sweep = Instant::now();
         loop {
-            if let Err(e) = self
-                .lp
-                .poll
-                .poll(&mut events, Some(Duration::from_millis(250)))
-            {
+            let lp = &self.lp;
+            let may_sleep = lp.wake.may_sleep(|| {
+                !(lp.completions.is_empty() && lp.feed.is_empty() && lp.deferred_rx.is_empty())
+            });
+            let timeout = if may_sleep {
+                Duration::from_millis(250)
+            } else {
+                Duration::ZERO
+            };
+            let polled = self.lp.poll.poll(&mut events, Some(timeout));
+            self.lp.wake.awake();
+            if let Err(e) = polled {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 tracing::error!(error = %e, "poll failed");
                 return;
             }
+            if !may_sleep {
+                self.take_queued();
+            }
             let stopping = self.shared.stop.load(Ordering::Acquire);
             for event in events.iter() {
                 match event.token() {
                     LISTENER if !stopping => self.accept(),
                     LISTENER => {}
-                    WAKER => {
-                        self.take_completions();
-                        self.take_deferred();
-                        self.take_feed();
-                    }
+                    WAKER => self.take_queued(),
                     Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
                     Token(t) => self.serve(t - FIRST_CONNECTION, Readiness::of(event)),
                 }
@@ -422,6 +463,15 @@ impl Worker {
                 return;
             }
         }
+    }
+}
+
+impl Worker {
+    /// Takes what producers queued for this loop: completions, deferred outcomes, frames.
+    fn take_queued(&mut self) {
+        self.take_completions();
+        self.take_deferred();
+        self.take_feed();
     }
 }
 
@@ -459,5 +509,42 @@ pub fn http_error_response(error: HttpError) -> Response {
         HttpError::Version => {
             Response::error(Status::VersionNotSupported, "only HTTP/1.x is supported")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `poll` has a wake-up waiting, without blocking.
+    fn woken(poll: &mut Poll) -> bool {
+        let mut events = Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        events.iter().any(|e| e.token() == WAKER)
+    }
+
+    #[test]
+    fn a_loop_is_woken_only_when_it_may_be_asleep_and_never_sleeps_on_queued_work() {
+        let mut poll = Poll::new().unwrap();
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).unwrap());
+        let wake = LoopWake::new(waker);
+
+        // Running: the wake-up owed is not made (the loop looks before it sleeps).
+        wake.owe();
+        wake.wake_if_owed();
+        assert!(!woken(&mut poll));
+        assert!(!wake.is_owed());
+        // Before sleeping, the loop finds the queued work and does not sleep.
+        assert!(!wake.may_sleep(|| true));
+        // Nothing queued: it may sleep, and then a producer's wake-up is made.
+        assert!(wake.may_sleep(|| false));
+        wake.owe();
+        wake.wake_if_owed();
+        assert!(woken(&mut poll));
+        // Awake again: no more wake-ups.
+        wake.awake();
+        wake.owe();
+        wake.wake_if_owed();
+        assert!(!woken(&mut poll));
     }
 }
