@@ -43,7 +43,7 @@ pub use durable_file::write_file_durably;
 pub use error::{Fault, JournalError, Result};
 pub use lock::LOCK_FILE_NAME;
 pub use options::{Durability, JournalOptions};
-pub use reader::JournalReader;
+pub use reader::{JournalReader, UNSEALED_END_LOOK_EVERY};
 pub use record::{Record, RecordRef};
 pub use recovery::{RecoveryReport, TornTail};
 pub use repair::{quarantine_after, repair, truncate_after, RepairReport, RepairedDamage};

@@ -87,3 +87,51 @@ fn reader_seeking_past_the_end_waits_for_that_sequence() {
 
     assert_eq!(reader.poll().unwrap().unwrap().to_record(), later[39]);
 }
+
+#[test]
+fn a_reader_at_an_unsealed_end_finds_a_segment_made_after_it_without_a_stat_per_poll() {
+    // A writer that stopped between making the next segment and sealing the one before: a
+    // journal of two segments, whose first one is given to the reader without its end marker,
+    // and the second one only later.
+    let written = tempfile::tempdir().unwrap();
+    let records = write_records(written.path(), &varied_lens(40));
+    let segments = segment_paths(written.path());
+    assert!(segments.len() >= 2);
+    let dir = tempfile::tempdir().unwrap();
+    let journal_dir = ladder_journal::journal_dir(dir.path());
+    std::fs::create_dir_all(&journal_dir).unwrap();
+    let copy = |segment: &std::path::PathBuf| {
+        let to = journal_dir.join(segment.file_name().unwrap());
+        std::fs::copy(segment, &to).unwrap();
+        to
+    };
+    let first = copy(&segments[0]);
+    let frames = frames_in(&first);
+    let marker_at = ladder_journal::layout::align_up(frames.last().unwrap().end() as usize) as u64;
+    patch(&first, marker_at, &[0; 8]);
+    let in_first = frames.len();
+
+    let mut reader = JournalReader::open(dir.path()).unwrap();
+    let mut seen: Vec<Record> = (0..in_first)
+        .map(|_| reader.poll().unwrap().unwrap().to_record())
+        .collect();
+    assert_eq!(reader.poll().unwrap(), None);
+    let looked = Instant::now();
+    copy(&segments[1]);
+
+    // Right after a look, the reader does not look again.
+    let at_once = reader.poll().unwrap().map(|record| record.seq);
+    if looked.elapsed() < ladder_journal::UNSEALED_END_LOOK_EVERY {
+        assert_eq!(at_once, None);
+    }
+    // It looks again once the interval has passed.
+    let in_two = in_first + frames_in(&segments[1]).len();
+    let started = Instant::now();
+    while seen.len() < in_two && started.elapsed() < DEADLINE {
+        match reader.poll().unwrap() {
+            Some(record) => seen.push(record.to_record()),
+            None => thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    assert_eq!(seen, records[..in_two]);
+}
