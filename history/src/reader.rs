@@ -16,6 +16,16 @@ use rusqlite::Connection;
 use crate::rows::{from_hex, hex_text, int, text_column, trade_from_row, Named, TRADE_COLUMNS};
 use crate::schema::{open_for_reading, HASH_KEY_BYTES};
 
+/// Whether an order hash is stored: both key tables (a key is in one of them), then the full
+/// hash in the row, each a search of a primary key. A join in each arm rather than `order_id
+/// IN (SELECT ... UNION ALL ...)`, for which SQLite builds a temporary table on every call.
+const ORDER_BY_HASH: &str = "\
+    SELECT 1 FROM order_keys AS k JOIN orders AS o ON o.order_id = k.order_id \
+        WHERE k.hash_key = ?1 AND o.order_hash = ?2 \
+    UNION ALL \
+    SELECT 1 FROM recent_order_keys AS k JOIN orders AS o ON o.order_id = k.order_id \
+        WHERE k.hash_key = ?1 AND o.order_hash = ?2";
+
 /// Idle read connections kept for reuse.
 const POOLED_CONNECTIONS_MAX: usize = 16;
 
@@ -113,11 +123,6 @@ impl HistoryReads for HistoryReader {
     }
 
     fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String> {
-        // Both key tables (a key is in one of them), then the full hash in the row.
-        const ORDER_BY_HASH: &str = "SELECT 1 FROM orders WHERE order_id IN (\
-             SELECT order_id FROM order_keys WHERE hash_key = ?1 \
-             UNION ALL SELECT order_id FROM recent_order_keys WHERE hash_key = ?1) \
-             AND order_hash = ?2";
         self.with_connection(|c| {
             let mut statement = c.prepare_cached(ORDER_BY_HASH)?;
             statement.exists(rusqlite::params![
@@ -231,4 +236,35 @@ fn trades_query(address: &Address, filter: &TradeFilter, limit: usize) -> (Strin
          ORDER BY trade_index DESC LIMIT ?"
     );
     (sql, all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::HistoryWriter;
+
+    #[test]
+    fn a_hash_is_looked_up_through_primary_keys_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = crate::schema::history_path(dir.path());
+        drop(HistoryWriter::open(&path).unwrap());
+        let connection = open_for_reading(&path).unwrap();
+        let mut plan = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {ORDER_BY_HASH}"))
+            .unwrap();
+        let steps: Vec<String> = plan
+            .query_map([&[0u8; 8][..], &[0u8; 8][..]], |row| row.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let searches = steps.iter().filter(|s| s.starts_with("SEARCH")).count();
+        assert_eq!(searches, 4, "{steps:?}");
+        for step in &steps {
+            let structural = ["COMPOUND QUERY", "LEFT-MOST SUBQUERY", "UNION ALL"];
+            assert!(
+                step.contains("PRIMARY KEY") || structural.contains(&step.as_str()),
+                "{step}: {steps:?}"
+            );
+        }
+    }
 }
