@@ -35,8 +35,9 @@ pub struct EngineLimits {
     pub open_orders_max: usize,
     /// Order slots made at start-up.
     pub open_orders_preallocated: usize,
-    /// Orders accepted over the engine's life whose records (hash, fate) have room made at
-    /// start-up; later ones grow the records.
+    /// Orders accepted over the engine's life whose records (hash, fate, and the queue of
+    /// closed orders the history store has yet to take) have room made at start-up; later
+    /// ones grow the records.
     pub orders_preallocated: usize,
     /// Trades whose records have room made at start-up; later ones grow the records.
     pub trades_preallocated: usize,
@@ -151,7 +152,7 @@ impl Engine {
             forgotten_through: 0,
             term: (0, 0),
             seen_hashes: SeenHashes::with_room(limits.orders_preallocated),
-            retired_orders: VecDeque::new(),
+            retired_orders: VecDeque::with_capacity(limits.orders_preallocated),
             expiries: BTreeSet::new(),
             delayed: BTreeSet::new(),
             controllers: FxHashSet::default(),
