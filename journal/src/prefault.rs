@@ -24,8 +24,9 @@ const CHUNK_BYTES: usize = 2 << 20;
 /// How far past the writer's offset pages are made ready.
 const AHEAD_BYTES: usize = 16 << 20;
 
-/// How long the helper rests when it is far enough ahead.
-const REST: Duration = Duration::from_millis(2);
+/// How long the helper rests when it is far enough ahead (a new segment's job wakes it at
+/// once). A writer at 170 MB/s (1 M records/s) uses a fifth of `AHEAD_BYTES` meanwhile.
+const REST: Duration = Duration::from_millis(20);
 
 /// A segment to populate, from `from` to its end.
 struct Job {
