@@ -15,7 +15,7 @@ use tungstenite::{Error as WsError, Message, Utf8Bytes, WebSocket};
 use super::feed::FeedItem;
 use super::{
     book_frame, error_frame, parse_market_message, MarketOperation, WsKind,
-    INBOUND_MESSAGE_BYTES_MAX, OUTBOUND_BYTES_MAX,
+    INBOUND_MESSAGE_BYTES_MAX, INBOUND_READ_BUFFER_BYTES, OUTBOUND_BYTES_MAX,
 };
 
 /// Frames held for a connection while its book snapshot is being read.
@@ -113,6 +113,7 @@ impl WsConn {
         peer_ip: std::net::IpAddr,
     ) -> WsConn {
         let config = WebSocketConfig::default()
+            .read_buffer_size(INBOUND_READ_BUFFER_BYTES)
             .max_write_buffer_size(OUTBOUND_BYTES_MAX)
             .max_message_size(Some(INBOUND_MESSAGE_BYTES_MAX))
             .max_frame_size(Some(INBOUND_MESSAGE_BYTES_MAX));

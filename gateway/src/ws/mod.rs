@@ -24,6 +24,11 @@ pub enum WsKind {
     Market,
 }
 
+/// The buffer a connection reads clients' frames into (tungstenite's default, 128 KiB, is
+/// zeroed whole before each read and stays resident: 129 KiB of memory per connection).
+/// Clients send small messages; a larger frame grows the buffer as it needs.
+pub const INBOUND_READ_BUFFER_BYTES: usize = 4 * 1024;
+
 /// Largest outbound queue of one connection (API.md §17: 1 MiB).
 pub const OUTBOUND_BYTES_MAX: usize = 1024 * 1024;
 /// Largest inbound message.

@@ -237,7 +237,7 @@ fn connect_all(ws_url: &str, subscribe: &str, count: usize) -> Result<Vec<Ws>, S
 }
 
 fn connect_one(ws_url: &str, subscribe: &str) -> Result<Ws, String> {
-    let (mut ws, _) = tungstenite::connect(ws_url).map_err(|e| format!("connect: {e}"))?;
+    let mut ws = crate::cmd::ws_client::connect(ws_url).map_err(|e| format!("connect: {e}"))?;
     ws.send(tungstenite::Message::text(subscribe))
         .map_err(|e| format!("subscribe: {e}"))?;
     // The book snapshot first: deltas counted after it.

@@ -16,6 +16,7 @@ mod journal;
 mod loadgen;
 mod redemption_watch;
 mod serve;
+mod ws_client;
 
 use std::path::PathBuf;
 

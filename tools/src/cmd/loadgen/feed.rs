@@ -115,7 +115,7 @@ pub fn connect(
     domain: ExchangeDomain,
 ) -> Result<Feed, String> {
     let url = format!("ws://{host}/ws/user");
-    let (mut ws, _) = tungstenite::connect(&url).map_err(|e| format!("{url}: {e}"))?;
+    let mut ws = crate::cmd::ws_client::connect(&url).map_err(|e| format!("{url}: {e}"))?;
     if let MaybeTlsStream::Plain(stream) = ws.get_ref() {
         stream
             .set_read_timeout(Some(POLL))
