@@ -12,9 +12,10 @@ use tungstenite::WebSocket;
 /// work, and 128 KiB of memory per connection. A larger burst takes a few reads.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 
-/// A WebSocket client connection to `url`.
-pub fn connect(url: &str) -> tungstenite::Result<WebSocket<MaybeTlsStream<TcpStream>>> {
+/// A WebSocket client connection to `url`, or why there is none.
+pub fn connect(url: &str) -> Result<WebSocket<MaybeTlsStream<TcpStream>>, String> {
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
-    let (ws, _) = tungstenite::client::connect_with_config(url, Some(config), 3)?;
-    Ok(ws)
+    tungstenite::client::connect_with_config(url, Some(config), 3)
+        .map(|(ws, _)| ws)
+        .map_err(|e| e.to_string())
 }
