@@ -17,6 +17,11 @@ pub const IN_FLIGHT_MAX: usize = 64;
 pub const READ_BUFFER_MAX: usize = HEADER_BYTES_MAX + BATCH_CANCEL_BODY_BYTES_MAX + 4096;
 /// Largest unsent output before the connection is considered stuck and closed.
 pub const WRITE_BUFFER_MAX: usize = 8 * 1024 * 1024;
+/// Room each buffer starts with.
+const BUFFER_START_BYTES: usize = 4096;
+/// Room an empty buffer may keep after a large request or response: more is given back, so
+/// that an idle connection does not hold the largest it ever moved (up to `WRITE_BUFFER_MAX`).
+pub const IDLE_BUFFER_KEPT_BYTES: usize = 64 * 1024;
 
 /// A response slot in request order.
 pub enum Slot {
@@ -74,8 +79,8 @@ impl Connection {
         Connection {
             stream,
             peer,
-            read_buf: Vec::with_capacity(4096),
-            write_buf: Vec::with_capacity(4096),
+            read_buf: Vec::with_capacity(BUFFER_START_BYTES),
+            write_buf: Vec::with_capacity(BUFFER_START_BYTES),
             slots: VecDeque::new(),
             next_serial: 0,
             request_started: None,
@@ -232,6 +237,56 @@ impl Connection {
         if self.write_buf.len() > WRITE_BUFFER_MAX {
             return Err(io::Error::other("client does not read its responses"));
         }
+        self.release_idle_room();
         Ok(self.write_buf.is_empty() && self.slots.is_empty())
+    }
+
+    /// Gives back the room of an empty buffer grown past [`IDLE_BUFFER_KEPT_BYTES`].
+    pub fn release_idle_room(&mut self) {
+        for buffer in [&mut self.read_buf, &mut self.write_buf] {
+            if buffer.is_empty() && buffer.capacity() > IDLE_BUFFER_KEPT_BYTES {
+                buffer.shrink_to(BUFFER_START_BYTES);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection over a loopback socket, and the client's end.
+    fn connection() -> (Connection, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let stream = Stream::new(mio::net::TcpStream::from_std(server), None).unwrap();
+        (Connection::new(stream, peer, 0), client)
+    }
+
+    #[test]
+    fn a_large_response_leaves_no_large_buffer_once_it_is_written() {
+        let (mut conn, mut client) = connection();
+        let large = vec![b'x'; 1 << 20];
+        conn.slots.push_back(Slot::Ready(large.clone()));
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; large.len()];
+            client.read_exact(&mut got).unwrap();
+            got == large
+        });
+        while !conn.flush().unwrap() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(reader.join().unwrap());
+        assert!(conn.write_buf.capacity() <= IDLE_BUFFER_KEPT_BYTES);
+        // A small buffer is kept as it is.
+        conn.read_buf.reserve(IDLE_BUFFER_KEPT_BYTES / 2);
+        let kept = conn.read_buf.capacity();
+        conn.release_idle_room();
+        assert_eq!(conn.read_buf.capacity(), kept);
+        conn.read_buf.reserve(2 * IDLE_BUFFER_KEPT_BYTES);
+        conn.release_idle_room();
+        assert!(conn.read_buf.capacity() <= IDLE_BUFFER_KEPT_BYTES);
     }
 }
