@@ -21,7 +21,7 @@ pub const WRITE_BUFFER_MAX: usize = 8 * 1024 * 1024;
 const BUFFER_START_BYTES: usize = 4096;
 /// Room an empty buffer may keep after a large request or response: more is given back, so
 /// that an idle connection does not hold the largest it ever moved (up to `WRITE_BUFFER_MAX`).
-pub const IDLE_BUFFER_KEPT_BYTES: usize = 64 * 1024;
+const IDLE_BUFFER_KEPT_BYTES: usize = 64 * 1024;
 
 /// A response slot in request order.
 pub enum Slot {
@@ -242,7 +242,7 @@ impl Connection {
     }
 
     /// Gives back the room of an empty buffer grown past [`IDLE_BUFFER_KEPT_BYTES`].
-    pub fn release_idle_room(&mut self) {
+    fn release_idle_room(&mut self) {
         for buffer in [&mut self.read_buf, &mut self.write_buf] {
             if buffer.is_empty() && buffer.capacity() > IDLE_BUFFER_KEPT_BYTES {
                 buffer.shrink_to(BUFFER_START_BYTES);

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use ladder_types::AddressMemo;
+use ladder_types::{remembered, AddressMemo};
 use uuid::Uuid;
 
 use crate::address::Address;
@@ -18,7 +18,7 @@ thread_local! {
 
 /// The owner id of an address: UUIDv5(namespace, lowercase `0x` address).
 pub fn owner_uuid(address: &Address) -> Uuid {
-    OWNER_MEMO.with(|memo| memo.borrow_mut().get_or(*address, compute_owner_uuid))
+    remembered(&OWNER_MEMO, *address, compute_owner_uuid)
 }
 
 fn compute_owner_uuid(address: Address) -> Uuid {

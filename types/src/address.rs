@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::address_memo::AddressMemo;
+use crate::address_memo::{remembered, AddressMemo};
 use crate::fixed_bytes::{decode_0x_hex, deserialize_raw, serialize_raw, HexError};
 use crate::keccak::keccak256;
 
@@ -96,10 +96,7 @@ impl Address {
     /// The 40 EIP-55 checksum hex digits (without `0x`), from this thread's memo of recent
     /// addresses when it holds them (a keccak, ~0.65 µs, otherwise).
     fn to_checksum_digits(self) -> [u8; ADDRESS_HEX_DIGITS] {
-        CHECKSUM_MEMO.with(|memo| {
-            memo.borrow_mut()
-                .get_or(self, Address::compute_checksum_digits)
-        })
+        remembered(&CHECKSUM_MEMO, self, Address::compute_checksum_digits)
     }
 
     /// The 40 EIP-55 checksum hex digits, computed.

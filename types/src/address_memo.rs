@@ -6,6 +6,9 @@
 //! an address is cut from); a newer address in a slot replaces the older. The memo never
 //! grows past its slots and never changes a value: only how often it is computed.
 
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
 use crate::address::Address;
 
 /// Slots of a memo.
@@ -45,6 +48,15 @@ impl<T: Copy> Default for AddressMemo<T> {
     fn default() -> Self {
         AddressMemo::new()
     }
+}
+
+/// `compute(address)` from this thread's `memo` (a `thread_local!` memo) when it holds it.
+pub fn remembered<T: Copy + 'static>(
+    memo: &'static LocalKey<RefCell<AddressMemo<T>>>,
+    address: Address,
+    compute: fn(Address) -> T,
+) -> T {
+    memo.with(|memo| memo.borrow_mut().get_or(address, compute))
 }
 
 /// The slot of `address`.

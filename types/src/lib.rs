@@ -19,7 +19,7 @@ pub mod sides;
 pub mod statuses;
 
 pub use address::{Address, AddressError};
-pub use address_memo::AddressMemo;
+pub use address_memo::{remembered, AddressMemo};
 pub use fixed_bytes::{Bytes16, Bytes32, FixedBytes, HexError, B256};
 pub use price::{
     format_price_ticks, PriceTicks, PriceTicksDisplay, Units, PRICE_DECIMALS, PRICE_SCALE,
