@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from conftest import MARKET, YES, Service, wait_until
@@ -23,6 +24,11 @@ def test_quote_example(service: Service, trader0: LadderClient, trader1: LadderC
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    # The quoter's log, read as it comes: Ctrl-C waits for the line that says the re-quote is
+    # done (its orders are visible before it logs it, and a signal in between would cut it).
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+    reader.start()
     try:
         quotes = wait_until(lambda: len(trader0.get_orders(market=MARKET)["data"]) == 2 and trader0.get_orders()["data"], timeout=10)
         assert {o["side"] for o in quotes} == {"BUY", "SELL"}
@@ -35,9 +41,12 @@ def test_quote_example(service: Service, trader0: LadderClient, trader1: LadderC
             timeout=10,
         )
         assert {o["side"] for o in requoted} == {"BUY", "SELL"}
+        wait_until(lambda: any("quoted (fill)" in line for line in lines), timeout=10)
     finally:
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=15)
+        process.wait(timeout=15)
+        reader.join(timeout=15)
+    output = "".join(lines)
     assert process.returncode == 0, output
     assert "quoted (fill)" in output and "cancelled 2 order(s)" in output, output
     assert trader0.get_orders()["data"] == []
