@@ -198,6 +198,12 @@ impl Connection {
         }
     }
 
+    /// Whether bytes wait to be parsed: in the read buffer, or in the socket behind a full
+    /// buffer.
+    pub fn has_input_waiting(&self) -> bool {
+        !self.read_buf.is_empty() || self.capped
+    }
+
     /// Number of requests waiting for an answer.
     pub fn pending(&self) -> usize {
         self.slots

@@ -31,6 +31,20 @@ impl Service for Echo {
                     }),
                 )
             }
+            "/slow" => {
+                // A query that keeps the sequencer 1 ms: its answer comes after the loop slept.
+                let path = request.target.clone();
+                let (query, _) = ladder_sequencer::query(move |e: &Engine| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    e.last_seq()
+                });
+                Outcome::submit(
+                    Work::Query(query),
+                    Box::new(move |_| {
+                        Response::json(Status::Ok, format!("\"{path}\"").into_bytes())
+                    }),
+                )
+            }
             "/panic" => panic!("handler bug"),
             _ => Outcome::error(Status::NotFound, "not found"),
         }
@@ -38,6 +52,11 @@ impl Service for Echo {
 }
 
 fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
+    let (addr, dir, _) = serve_shared(limits);
+    (addr, dir)
+}
+
+fn serve_shared(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir, Arc<ServerShared>) {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = Journal::open(
         dir.path(),
@@ -62,15 +81,9 @@ fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
     let (handle, submitters) =
         ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();
     std::mem::forget(handle);
-    spawn(
-        loops,
-        submitters,
-        Arc::new(Echo),
-        limits,
-        Arc::new(ServerShared::default()),
-    )
-    .unwrap();
-    (addr, dir)
+    let shared = Arc::new(ServerShared::default());
+    spawn(loops, submitters, Arc::new(Echo), limits, shared.clone()).unwrap();
+    (addr, dir, shared)
 }
 
 fn read_responses(stream: &mut TcpStream, count: usize) -> String {
@@ -117,6 +130,49 @@ fn pipelined_requests_are_answered_in_order() {
         bodies,
         vec!["\"/seq?a\"", "1", "\"/seq?b\"", "{\"error\":\"not found\"}"]
     );
+}
+
+#[test]
+fn requests_pipelined_beyond_the_in_flight_cap_are_all_answered_in_order() {
+    // The first IN_FLIGHT_MAX go to the sequencer; the rest wait in the read buffer. Their
+    // answers come after the loop slept (each takes the sequencer 1 ms) and are written by the
+    // releasing thread in the loop's seat, which must then wake the loop to parse the rest.
+    let (addr, _dir) = serve(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    let count = 3 * ladder_gateway::conn::IN_FLIGHT_MAX + 5;
+    let mut all = String::new();
+    for i in 0..count {
+        all.push_str(&format!("GET /slow?{i} HTTP/1.1\r\n\r\n"));
+    }
+    s.write_all(all.as_bytes()).unwrap();
+    let text = read_responses(&mut s, count);
+    let bodies: Vec<String> = text
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|r| r.split("\r\n\r\n").nth(1).unwrap().to_string())
+        .collect();
+    let expected: Vec<String> = (0..count).map(|i| format!("\"/slow?{i}\"")).collect();
+    assert_eq!(bodies, expected);
+}
+
+#[test]
+fn a_lone_request_to_a_sleeping_loop_is_answered_without_waking_it() {
+    let (addr, _dir, shared) = serve_shared(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..20 {
+        s.write_all(format!("GET /seq?{i} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        let text = read_responses(&mut s, 1);
+        assert!(text.ends_with(&format!("\"/seq?{i}\"")), "{text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The loop sleeps as soon as it has handed a request over, so the releasing thread finds
+    // it asleep and writes the answer in its seat (most times: a loop that is slower to
+    // sleep is woken as before).
+    let in_seat = shared
+        .answered_while_asleep
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(in_seat > 0, "no answer written in a sleeping loop's seat");
 }
 
 #[test]

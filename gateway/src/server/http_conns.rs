@@ -30,7 +30,7 @@ impl Worker {
                         self.conns.len() - 1
                     });
                     let token = Token(index + FIRST_CONNECTION);
-                    let registered = self.lp.poll.registry().register(
+                    let registered = self.lp.registry.register(
                         &mut stream,
                         token,
                         Interest::READABLE | Interest::WRITABLE,
@@ -303,7 +303,11 @@ impl Worker {
     }
 
     pub(super) fn take_completions(&mut self) {
-        let mut touched = Vec::new();
+        // What another thread answered or held while the loop slept comes first.
+        let mut touched = std::mem::take(&mut self.parse_later);
+        for completion in std::mem::take(&mut self.held) {
+            self.take_completion(completion, &mut touched);
+        }
         while let Ok(batch) = self.lp.completions.try_recv() {
             for completion in batch {
                 self.take_completion(completion, &mut touched);
@@ -370,7 +374,7 @@ impl Worker {
 
     pub(super) fn close(&mut self, index: usize) {
         if let Some(mut conn) = self.conns[index].take() {
-            let _ = self.lp.poll.registry().deregister(conn.stream.socket());
+            let _ = self.lp.registry.deregister(conn.stream.socket());
             self.free.push(index);
             self.shared.connection_closed(conn.peer.ip());
         }

@@ -118,6 +118,7 @@ impl CompletionSink for GatewaySink {
         if completions.is_empty() {
             return;
         }
+        self.wake.owe_answers(completions.len());
         let _ = self.tx.send(completions);
         self.wake.owe();
     }
@@ -132,13 +133,40 @@ impl CompletionSink for GatewaySink {
 /// [`CompletionSink::wake`] at the release's end makes it, and only when the loop may be
 /// asleep: a loop that is running takes what was queued before it sleeps (see
 /// [`LoopWake::may_sleep`]), so a busy loop costs its producers no system call.
-#[derive(Debug)]
+///
+/// A loop found asleep is not always woken: when its seat is free (the loop thread holds it
+/// whenever it is not blocked in `poll`), the releasing thread takes the seat and writes the
+/// answers and frames itself, and wakes the loop only for what must run there (requests to
+/// parse, continuations, cancels on disconnect). An answer then costs one thread hand-off
+/// fewer: the loop sleeps through it. A release with more than [`SEAT_ANSWERS_MAX`] answers
+/// for the loop wakes it instead: the loop writes them, off the releasing thread.
 pub struct LoopWake {
     waker: Arc<Waker>,
     owed: AtomicBool,
+    /// Answers queued since the last wake-up was made or skipped.
+    answers_owed: AtomicUsize,
     /// Set by the loop just before it may block in `poll`, cleared when `poll` returns.
     sleeping: AtomicBool,
+    /// The loop's state, held by the loop thread except while it is blocked in `poll`.
+    seat: Arc<Seat>,
 }
+
+impl std::fmt::Debug for LoopWake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopWake")
+            .field("owed", &self.owed)
+            .field("sleeping", &self.sleeping)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Most answers of one release that a releasing thread writes in a sleeping loop's seat; a
+/// release with more wakes the loop (a busy service keeps that work on the gateway threads).
+pub const SEAT_ANSWERS_MAX: usize = 4;
+
+/// An event loop's state ([`Worker`]), shared between the loop thread and the threads that
+/// release answers to it; empty until the loop starts and once it has ended.
+type Seat = parking_lot::Mutex<Option<Worker>>;
 
 impl LoopWake {
     /// A wake-up of the loop that `waker` wakes, owed by nobody yet.
@@ -146,7 +174,9 @@ impl LoopWake {
         LoopWake {
             waker,
             owed: AtomicBool::new(false),
+            answers_owed: AtomicUsize::new(0),
             sleeping: AtomicBool::new(false),
+            seat: Arc::new(parking_lot::Mutex::new(None)),
         }
     }
 
@@ -155,21 +185,42 @@ impl LoopWake {
         self.owed.store(true, Ordering::Release);
     }
 
+    /// `count` answers were queued for the loop.
+    pub fn owe_answers(&self, count: usize) {
+        self.answers_owed.fetch_add(count, Ordering::Relaxed);
+    }
+
     /// Whether a wake-up is owed.
     pub fn is_owed(&self) -> bool {
         self.owed.load(Ordering::Acquire)
     }
 
     /// Wakes the loop if anything was queued for it since its last wake-up and it may be
-    /// asleep.
+    /// asleep, unless the caller could take the loop's seat and carry out all of it.
     pub fn wake_if_owed(&self) {
         if self.owed.swap(false, Ordering::AcqRel) {
+            let answers = self.answers_owed.swap(0, Ordering::Relaxed);
             // Pairs with the fence in `may_sleep`: either the loop sees what was queued
             // before this, or this sees the loop's `sleeping`.
             fence(Ordering::SeqCst);
-            if self.sleeping.load(Ordering::SeqCst) {
+            if self.sleeping.load(Ordering::SeqCst)
+                && (answers > SEAT_ANSWERS_MAX || !self.answer_in_its_seat())
+            {
                 self.wake_now();
             }
+        }
+    }
+
+    /// Carries out what was queued for a sleeping loop on the calling thread, if the loop's
+    /// seat is free: whether nothing is left that needs the loop itself.
+    fn answer_in_its_seat(&self) -> bool {
+        let Some(mut seat) = self.seat.try_lock() else {
+            // The loop holds it: it may already have looked at its queues, so wake it.
+            return false;
+        };
+        match seat.as_mut() {
+            Some(worker) => worker.answer_while_asleep(),
+            None => false,
         }
     }
 
@@ -200,6 +251,14 @@ impl LoopWake {
 /// One event loop, made before the sequencer starts so its sink can be handed over.
 pub struct Loop {
     poll: Poll,
+    /// The loop's parts that its [`Worker`] keeps.
+    parts: LoopParts,
+}
+
+/// An event loop's channels and sockets, kept by its [`Worker`] (the `Poll` stays with the
+/// loop thread, which blocks in it without holding the worker).
+struct LoopParts {
+    registry: mio::Registry,
     listener: TcpListener,
     waker: Arc<Waker>,
     completions: Receiver<Vec<Completion>>,
@@ -258,17 +317,21 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
         // Deferred outcomes: at most one per job the pool accepted (`DEFER_QUEUE_MAX` queued,
         // `DEFER_WORKERS` running); a job refused for a full queue is answered 503 at once.
         let (deferred_tx, deferred_rx) = unbounded();
+        let registry = poll.registry().try_clone()?;
         loops.push(Loop {
             poll,
-            listener,
-            waker,
-            completions: rx,
-            deferred_tx,
-            deferred_rx,
-            feed: feed_rx,
-            wake: wake.clone(),
-            websockets,
-            sink_index: index as u16,
+            parts: LoopParts {
+                registry,
+                listener,
+                waker,
+                completions: rx,
+                deferred_tx,
+                deferred_rx,
+                feed: feed_rx,
+                wake: wake.clone(),
+                websockets,
+                sink_index: index as u16,
+            },
         });
     }
     Ok((loops, sinks, targets, bound))
@@ -329,6 +392,9 @@ pub struct ServerShared {
     /// `/ws/user` connections with `cancel_on_disconnect` that ended (each cancelled its
     /// account's open orders).
     pub cancels_on_disconnect: AtomicU64,
+    /// Completions a releasing thread carried out in a sleeping loop's seat (the loop was
+    /// not woken for them), since start.
+    pub answered_while_asleep: AtomicU64,
 }
 
 impl ServerShared {
@@ -357,8 +423,10 @@ pub fn spawn(
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
     let pool = Arc::new(DeferPool::start(DEFER_WORKERS)?);
-    for (lp, submitter) in loops.into_iter().zip(submitters) {
-        let mut worker = Worker {
+    for (Loop { poll, parts: lp }, submitter) in loops.into_iter().zip(submitters) {
+        let wake = lp.wake.clone();
+        let name = format!("gateway-{}", lp.sink_index);
+        let worker = Worker {
             lp,
             submitter,
             pool: pool.clone(),
@@ -377,19 +445,22 @@ pub fn spawn(
             routes: FeedRoutes::default(),
             ws_tickets: HashMap::new(),
             disconnect_cancels: Vec::new(),
+            held: Vec::new(),
+            parse_later: Vec::new(),
+            last_sweep: Instant::now(),
         };
-        let name = format!("gateway-{}", worker.lp.sink_index);
+        *wake.seat.lock() = Some(worker);
         handles.push(
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || worker.run())?,
+                .spawn(move || run(poll, &wake))?,
         );
     }
     Ok(handles)
 }
 
 struct Worker {
-    lp: Loop,
+    lp: LoopParts,
     submitter: Submitter,
     pool: Arc<DeferPool>,
     /// Deferred jobs by token: connection index, generation, request serial.
@@ -412,57 +483,89 @@ struct Worker {
     ws_tickets: HashMap<u64, (usize, u32, ladder_sequencer::Answer<ws_conns::BookAnswer>)>,
     /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
     disconnect_cancels: Vec<ladder_engine::Address>,
+    /// Completions another thread took while the loop slept that must be carried out here
+    /// (continuations, book snapshots).
+    held: Vec<Completion>,
+    /// Connections answered while the loop slept that hold input to parse.
+    parse_later: Vec<usize>,
+    /// When the timeouts were last swept.
+    last_sweep: Instant,
+}
+
+/// A loop thread: blocks in `poll` without its worker's seat, and holds the seat while it
+/// serves what `poll` reported and what was queued. Ends when the worker says so (a stop
+/// with nothing in flight) or `poll` fails, and empties the seat.
+fn run(mut poll: Poll, wake: &LoopWake) {
+    let mut events = Events::with_capacity(1024);
+    let mut may_sleep = false;
+    loop {
+        {
+            let mut seat = wake.seat.lock();
+            let Some(worker) = seat.as_mut() else {
+                return;
+            };
+            if !worker.turn(&events, !may_sleep) {
+                seat.take();
+                return;
+            }
+            may_sleep = worker.lp.wake.may_sleep(|| worker.has_queued());
+        }
+        let timeout = if may_sleep {
+            Duration::from_millis(250)
+        } else {
+            Duration::ZERO
+        };
+        let polled = poll.poll(&mut events, Some(timeout));
+        wake.awake();
+        if let Err(e) = polled {
+            if e.kind() == io::ErrorKind::Interrupted {
+                events.clear();
+                continue;
+            }
+            tracing::error!(error = %e, "poll failed");
+            wake.seat.lock().take();
+            return;
+        }
+    }
 }
 
 impl Worker {
-    fn run(&mut self) {
-        let mut events = Events::with_capacity(1024);
-        let mut last_sweep = Instant::now();
-        loop {
-            let lp = &self.lp;
-            let may_sleep = lp.wake.may_sleep(|| {
-                !(lp.completions.is_empty() && lp.feed.is_empty() && lp.deferred_rx.is_empty())
-            });
-            let timeout = if may_sleep {
-                Duration::from_millis(250)
-            } else {
-                Duration::ZERO
-            };
-            let polled = self.lp.poll.poll(&mut events, Some(timeout));
-            self.lp.wake.awake();
-            if let Err(e) = polled {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::error!(error = %e, "poll failed");
-                return;
-            }
-            if !may_sleep {
-                self.take_queued();
-            }
-            let stopping = self.shared.stop.load(Ordering::Acquire);
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER if !stopping => self.accept(),
-                    LISTENER => {}
-                    WAKER => self.take_queued(),
-                    Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
-                    Token(t) => self.serve(t - FIRST_CONNECTION, Readiness::of(event)),
-                }
-            }
-            self.take_completions();
-            if !self.disconnect_cancels.is_empty() {
-                self.submit_disconnect_cancels();
-            }
-            if last_sweep.elapsed() >= Duration::from_millis(500) {
-                self.sweep_timeouts();
-                self.sweep_sockets();
-                last_sweep = Instant::now();
-            }
-            if stopping && self.tickets.is_empty() && self.deferred.is_empty() {
-                return;
+    /// Serves one round: what was queued (when the loop did not sleep), the `events` of the
+    /// last `poll`, completions, cancels to submit, timeouts. Whether the loop goes on.
+    fn turn(&mut self, events: &Events, polled_without_sleep: bool) -> bool {
+        if polled_without_sleep {
+            self.take_queued();
+        }
+        let stopping = self.shared.stop.load(Ordering::Acquire);
+        for event in events.iter() {
+            match event.token() {
+                LISTENER if !stopping => self.accept(),
+                LISTENER => {}
+                WAKER => self.take_queued(),
+                Token(t) if t >= FIRST_WEBSOCKET => self.serve_socket(t - FIRST_WEBSOCKET),
+                Token(t) => self.serve(t - FIRST_CONNECTION, Readiness::of(event)),
             }
         }
+        self.take_completions();
+        if !self.disconnect_cancels.is_empty() {
+            self.submit_disconnect_cancels();
+        }
+        if self.last_sweep.elapsed() >= Duration::from_millis(500) {
+            self.sweep_timeouts();
+            self.sweep_sockets();
+            self.last_sweep = Instant::now();
+        }
+        !(stopping && self.tickets.is_empty() && self.deferred.is_empty())
+    }
+
+    /// Whether anything waits for this loop in its queues.
+    fn has_queued(&self) -> bool {
+        let lp = &self.lp;
+        !(lp.completions.is_empty()
+            && lp.feed.is_empty()
+            && lp.deferred_rx.is_empty()
+            && self.held.is_empty()
+            && self.parse_later.is_empty())
     }
 }
 
@@ -472,6 +575,40 @@ impl Worker {
         self.take_completions();
         self.take_deferred();
         self.take_feed();
+    }
+
+    /// Run by a releasing thread in the seat of this sleeping loop: writes the answers and
+    /// frames queued for it, and leaves what must run on the loop (parsing the next
+    /// requests, continuations, book snapshots, cancels on disconnect). Whether nothing was
+    /// left.
+    fn answer_while_asleep(&mut self) -> bool {
+        let mut touched = Vec::new();
+        while let Ok(batch) = self.lp.completions.try_recv() {
+            for completion in batch {
+                let token = completion.ticket().token;
+                if self.continuations.contains_key(&token) || self.ws_tickets.contains_key(&token) {
+                    self.held.push(completion);
+                } else {
+                    self.take_completion(completion, &mut touched);
+                    self.shared
+                        .answered_while_asleep
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for index in touched {
+            if self.conns[index]
+                .as_ref()
+                .is_some_and(Connection::has_input_waiting)
+            {
+                self.parse_later.push(index);
+            }
+            self.flush(index);
+        }
+        self.take_feed();
+        self.held.is_empty() && self.parse_later.is_empty() && self.disconnect_cancels.is_empty()
     }
 }
 

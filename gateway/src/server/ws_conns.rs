@@ -48,7 +48,7 @@ impl Worker {
             return;
         };
         self.free.push(index);
-        let _ = self.lp.poll.registry().deregister(conn.stream.socket());
+        let _ = self.lp.registry.deregister(conn.stream.socket());
         // Counted before the client learns of the upgrade (and before it can subscribe), so
         // the feed encodes every frame after its snapshot and /metrics already shows it.
         self.count_websocket(kind, true);
@@ -65,7 +65,7 @@ impl Worker {
         let leftover = std::mem::take(&mut conn.read_buf);
         let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
         let token = Token(FIRST_WEBSOCKET + slot);
-        let registered = self.lp.poll.registry().register(
+        let registered = self.lp.registry.register(
             socket.stream_mut(),
             token,
             Interest::READABLE | Interest::WRITABLE,
@@ -207,7 +207,7 @@ impl Worker {
         if socket.is_closed() {
             self.routes.update(slot, Interests::default());
             if let Some(mut socket) = self.sockets[slot].take() {
-                let _ = self.lp.poll.registry().deregister(socket.stream_mut());
+                let _ = self.lp.registry.deregister(socket.stream_mut());
                 self.count_websocket(socket.kind, false);
                 self.shared.connection_closed(socket.peer_ip);
                 // Every way a connection ends counts but a service shutdown (API.md §16).

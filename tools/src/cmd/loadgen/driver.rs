@@ -419,7 +419,8 @@ fn short(text: &str) -> String {
     text.chars().take(100).collect()
 }
 
-/// Prints `sent, ok, errors, rate, p99` of the last second until every connection is done.
+/// Prints `sent, ok, errors, rate, p99, max` of the last second until every connection is done
+/// (the max shows which second a stall fell in).
 fn progress(stats: &[Arc<ConnStats>], finished: &AtomicUsize, total: usize, start: Instant) {
     let mut last = (Instant::now(), 0u64);
     let mut next = start + Duration::from_secs(1);
@@ -442,13 +443,16 @@ fn progress(stats: &[Arc<ConnStats>], finished: &AtomicUsize, total: usize, star
         }
         let rate = (ok - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
         last = (now, ok);
-        let p99_ms = if interval.is_empty() {
-            0.0
+        let (p99_ms, max_ms) = if interval.is_empty() {
+            (0.0, 0.0)
         } else {
-            interval.value_at_quantile(0.99) as f64 / 1e6
+            (
+                interval.value_at_quantile(0.99) as f64 / 1e6,
+                interval.max() as f64 / 1e6,
+            )
         };
         eprintln!(
-            "loadgen {:>4}s  sent {sent}  ok {ok}  errors {errors}  rate {rate:.0}/s  p99 {p99_ms:.3} ms",
+            "loadgen {:>4}s  sent {sent}  ok {ok}  errors {errors}  rate {rate:.0}/s  p99 {p99_ms:.3} ms  max {max_ms:.3} ms",
             now.saturating_duration_since(start).as_secs()
         );
     }
