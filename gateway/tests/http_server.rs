@@ -31,17 +31,19 @@ impl Service for Echo {
                     }),
                 )
             }
-            "/slow" => {
-                // A query that keeps the sequencer 1 ms: its answer comes after the loop slept.
+            "/cmd" => {
+                // One journaled command (a cancel-all of nobody's orders): its completer may
+                // run in a sleeping loop's seat. Answered after the journal's flush.
                 let path = request.target.clone();
-                let (query, _) = ladder_sequencer::query(move |e: &Engine| {
-                    std::thread::sleep(Duration::from_millis(1));
-                    e.last_seq()
-                });
                 Outcome::submit(
-                    Work::Query(query),
-                    Box::new(move |_| {
-                        Response::json(Status::Ok, format!("\"{path}\"").into_bytes())
+                    Work::Command(ladder_engine::Command::CancelAll {
+                        requester: ladder_engine::Address::default(),
+                    }),
+                    Box::new(move |c| match c {
+                        Completion::Applied { .. } => {
+                            Response::json(Status::Ok, format!("\"{path}\"").into_bytes())
+                        }
+                        _ => Response::error(Status::Internal, "unexpected"),
                     }),
                 )
             }
@@ -135,14 +137,19 @@ fn pipelined_requests_are_answered_in_order() {
 #[test]
 fn requests_pipelined_beyond_the_in_flight_cap_are_all_answered_in_order() {
     // The first IN_FLIGHT_MAX go to the sequencer; the rest wait in the read buffer. Their
-    // answers come after the loop slept (each takes the sequencer 1 ms) and are written by the
-    // releasing thread in the loop's seat, which must then wake the loop to parse the rest.
-    let (addr, _dir) = serve(ServerLimits::default());
+    // answers come after the journal's flush, when the loop sleeps, and (with no cap on the
+    // seat) are written by the releasing thread in the loop's seat, which must then wake the
+    // loop to parse the rest.
+    let limits = ServerLimits {
+        seat_answers_max: usize::MAX,
+        ..ServerLimits::default()
+    };
+    let (addr, _dir, shared) = serve_shared(limits);
     let mut s = TcpStream::connect(addr).unwrap();
     let count = 3 * ladder_gateway::conn::IN_FLIGHT_MAX + 5;
     let mut all = String::new();
     for i in 0..count {
-        all.push_str(&format!("GET /slow?{i} HTTP/1.1\r\n\r\n"));
+        all.push_str(&format!("GET /cmd?{i} HTTP/1.1\r\n\r\n"));
     }
     s.write_all(all.as_bytes()).unwrap();
     let text = read_responses(&mut s, count);
@@ -151,8 +158,15 @@ fn requests_pipelined_beyond_the_in_flight_cap_are_all_answered_in_order() {
         .skip(1)
         .map(|r| r.split("\r\n\r\n").nth(1).unwrap().to_string())
         .collect();
-    let expected: Vec<String> = (0..count).map(|i| format!("\"/slow?{i}\"")).collect();
+    let expected: Vec<String> = (0..count).map(|i| format!("\"/cmd?{i}\"")).collect();
     assert_eq!(bodies, expected);
+    assert!(answered_in_seat(&shared) > 0, "the seat was never used");
+}
+
+fn answered_in_seat(shared: &ServerShared) -> u64 {
+    shared
+        .answered_while_asleep
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[test]
@@ -160,19 +174,47 @@ fn a_lone_request_to_a_sleeping_loop_is_answered_without_waking_it() {
     let (addr, _dir, shared) = serve_shared(ServerLimits::default());
     let mut s = TcpStream::connect(addr).unwrap();
     for i in 0..20 {
-        s.write_all(format!("GET /seq?{i} HTTP/1.1\r\n\r\n").as_bytes())
+        s.write_all(format!("GET /cmd?{i} HTTP/1.1\r\n\r\n").as_bytes())
             .unwrap();
         let text = read_responses(&mut s, 1);
-        assert!(text.ends_with(&format!("\"/seq?{i}\"")), "{text}");
+        assert!(text.ends_with(&format!("\"/cmd?{i}\"")), "{text}");
         std::thread::sleep(Duration::from_millis(10));
     }
     // The loop sleeps as soon as it has handed a request over, so the releasing thread finds
     // it asleep and writes the answer in its seat (most times: a loop that is slower to
     // sleep is woken as before).
-    let in_seat = shared
-        .answered_while_asleep
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert!(in_seat > 0, "no answer written in a sleeping loop's seat");
+    assert!(
+        answered_in_seat(&shared) > 0,
+        "no answer written in a sleeping loop's seat"
+    );
+}
+
+#[test]
+fn queries_and_a_seat_turned_off_are_answered_by_the_loop() {
+    // A query's completer may wait or read the history store: never run in the seat.
+    let (addr, _dir, shared) = serve_shared(ServerLimits::default());
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..10 {
+        s.write_all(format!("GET /seq?{i} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        assert!(read_responses(&mut s, 1).ends_with(&format!("\"/seq?{i}\"")));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(answered_in_seat(&shared), 0);
+    // With the seat off, commands too.
+    let limits = ServerLimits {
+        seat_answers_max: 0,
+        ..ServerLimits::default()
+    };
+    let (addr, _dir, shared) = serve_shared(limits);
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..10 {
+        s.write_all(format!("GET /cmd?{i} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        assert!(read_responses(&mut s, 1).ends_with(&format!("\"/cmd?{i}\"")));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(answered_in_seat(&shared), 0);
 }
 
 #[test]

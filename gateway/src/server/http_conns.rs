@@ -193,7 +193,13 @@ impl Worker {
         serial: u64,
         work: Work,
     ) -> Option<u64> {
-        let ticket_token = self.next_ticket;
+        // Only a single command's completer may run in the seat of a sleeping loop.
+        let seat = if matches!(work, Work::Command(_)) {
+            SEAT_TICKET
+        } else {
+            0
+        };
+        let ticket_token = self.next_ticket | seat;
         self.next_ticket += 1;
         let submission = Submission {
             ticket: Ticket {
@@ -304,7 +310,11 @@ impl Worker {
 
     pub(super) fn take_completions(&mut self) {
         // What another thread answered or held while the loop slept comes first.
-        let mut touched = std::mem::take(&mut self.parse_later);
+        let mut touched: Vec<usize> = std::mem::take(&mut self.parse_later)
+            .into_iter()
+            .filter(|&(index, generation)| self.live_conn(index, generation).is_some())
+            .map(|(index, _)| index)
+            .collect();
         for completion in std::mem::take(&mut self.held) {
             self.take_completion(completion, &mut touched);
         }

@@ -61,6 +61,10 @@ pub struct ServerLimits {
     pub ws_ping_after: Duration,
     /// TLS (HTTPS and WSS) when a certificate is configured; plain otherwise.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Most answers of one release that a releasing thread writes in a sleeping loop's seat
+    /// (a release with more wakes the loop; 0: no seat, the loop is always woken). See
+    /// [`LoopWake`].
+    pub seat_answers_max: usize,
 }
 
 impl Default for ServerLimits {
@@ -73,6 +77,7 @@ impl Default for ServerLimits {
             idle_timeout: Duration::from_secs(60),
             ws_ping_after: Duration::from_secs(30),
             tls: None,
+            seat_answers_max: SEAT_ANSWERS_MAX,
         }
     }
 }
@@ -138,13 +143,16 @@ impl CompletionSink for GatewaySink {
 /// whenever it is not blocked in `poll`), the releasing thread takes the seat and writes the
 /// answers and frames itself, and wakes the loop only for what must run there (requests to
 /// parse, continuations, cancels on disconnect). An answer then costs one thread hand-off
-/// fewer: the loop sleeps through it. A release with more than [`SEAT_ANSWERS_MAX`] answers
-/// for the loop wakes it instead: the loop writes them, off the releasing thread.
+/// fewer: the loop sleeps through it. A release with more than
+/// [`ServerLimits::seat_answers_max`] answers for the loop wakes it instead: the loop writes
+/// them, off the releasing thread.
 pub struct LoopWake {
     waker: Arc<Waker>,
     owed: AtomicBool,
     /// Answers queued since the last wake-up was made or skipped.
     answers_owed: AtomicUsize,
+    /// Most answers of one release written in the seat ([`ServerLimits::seat_answers_max`]).
+    seat_answers_max: AtomicUsize,
     /// Set by the loop just before it may block in `poll`, cleared when `poll` returns.
     sleeping: AtomicBool,
     /// The loop's state, held by the loop thread except while it is blocked in `poll`.
@@ -160,9 +168,19 @@ impl std::fmt::Debug for LoopWake {
     }
 }
 
-/// Most answers of one release that a releasing thread writes in a sleeping loop's seat; a
-/// release with more wakes the loop (a busy service keeps that work on the gateway threads).
+/// The default of [`ServerLimits::seat_answers_max`]: a busy service, whose releases carry
+/// more, keeps that work on the gateway threads.
 pub const SEAT_ANSWERS_MAX: usize = 4;
+
+/// Most WebSocket connections a loop may have for a releasing thread to write its feed
+/// frames in the seat; a loop with more is woken to write them (a fan-out to many sockets
+/// stays off the releasing thread).
+pub const SEAT_SOCKETS_MAX: usize = 4;
+
+/// Set in the ticket of work whose completer may run in a sleeping loop's seat: a single
+/// journaled command, whose completers only shape the reply (reads of `history.db`, waits
+/// and queries' answers run on the loop).
+const SEAT_TICKET: u64 = 1 << 63;
 
 /// An event loop's state ([`Worker`]), shared between the loop thread and the threads that
 /// release answers to it; empty until the loop starts and once it has ended.
@@ -175,6 +193,7 @@ impl LoopWake {
             waker,
             owed: AtomicBool::new(false),
             answers_owed: AtomicUsize::new(0),
+            seat_answers_max: AtomicUsize::new(SEAT_ANSWERS_MAX),
             sleeping: AtomicBool::new(false),
             seat: Arc::new(parking_lot::Mutex::new(None)),
         }
@@ -203,8 +222,9 @@ impl LoopWake {
             // Pairs with the fence in `may_sleep`: either the loop sees what was queued
             // before this, or this sees the loop's `sleeping`.
             fence(Ordering::SeqCst);
+            let seat_max = self.seat_answers_max.load(Ordering::Relaxed);
             if self.sleeping.load(Ordering::SeqCst)
-                && (answers > SEAT_ANSWERS_MAX || !self.answer_in_its_seat())
+                && (seat_max == 0 || answers > seat_max || !self.answer_in_its_seat())
             {
                 self.wake_now();
             }
@@ -218,14 +238,25 @@ impl LoopWake {
             // The loop holds it: it may already have looked at its queues, so wake it.
             return false;
         };
-        match seat.as_mut() {
-            Some(worker) => worker.answer_while_asleep(),
-            None => false,
-        }
+        let Some(worker) = seat.as_mut() else {
+            return false;
+        };
+        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.answer_while_asleep()
+        }));
+        answered.unwrap_or_else(|_| {
+            // As a panic on the loop thread would: the loop's connections close and the
+            // loop thread, woken, finds its seat empty and ends. The releasing thread goes on.
+            tracing::error!("gateway loop failed while answered in its seat; closing it");
+            seat.take();
+            false
+        })
     }
 
-    /// Wakes the loop now.
+    /// Wakes the loop now. It counts as awake from here: a later release queues for it
+    /// and leaves the seat alone (the loop takes what is queued once it runs).
     pub fn wake_now(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
         let _ = self.waker.wake();
     }
 
@@ -425,6 +456,8 @@ pub fn spawn(
     let pool = Arc::new(DeferPool::start(DEFER_WORKERS)?);
     for (Loop { poll, parts: lp }, submitter) in loops.into_iter().zip(submitters) {
         let wake = lp.wake.clone();
+        wake.seat_answers_max
+            .store(limits.seat_answers_max, Ordering::Relaxed);
         let name = format!("gateway-{}", lp.sink_index);
         let worker = Worker {
             lp,
@@ -447,6 +480,7 @@ pub fn spawn(
             disconnect_cancels: Vec::new(),
             held: Vec::new(),
             parse_later: Vec::new(),
+            in_seat: false,
             last_sweep: Instant::now(),
         };
         *wake.seat.lock() = Some(worker);
@@ -486,8 +520,10 @@ struct Worker {
     /// Completions another thread took while the loop slept that must be carried out here
     /// (continuations, book snapshots).
     held: Vec<Completion>,
-    /// Connections answered while the loop slept that hold input to parse.
-    parse_later: Vec<usize>,
+    /// Connections (slot, generation) answered while the loop slept that hold input to parse.
+    parse_later: Vec<(usize, u32)>,
+    /// Whether a releasing thread is running this worker in its seat.
+    in_seat: bool,
     /// When the timeouts were last swept.
     last_sweep: Instant,
 }
@@ -496,6 +532,7 @@ struct Worker {
 /// serves what `poll` reported and what was queued. Ends when the worker says so (a stop
 /// with nothing in flight) or `poll` fails, and empties the seat.
 fn run(mut poll: Poll, wake: &LoopWake) {
+    let _leave = LeaveSeat(wake);
     let mut events = Events::with_capacity(1024);
     let mut may_sleep = false;
     loop {
@@ -505,7 +542,6 @@ fn run(mut poll: Poll, wake: &LoopWake) {
                 return;
             };
             if !worker.turn(&events, !may_sleep) {
-                seat.take();
                 return;
             }
             may_sleep = worker.lp.wake.may_sleep(|| worker.has_queued());
@@ -523,9 +559,19 @@ fn run(mut poll: Poll, wake: &LoopWake) {
                 continue;
             }
             tracing::error!(error = %e, "poll failed");
-            wake.seat.lock().take();
             return;
         }
+    }
+}
+
+/// Empties a loop's seat when its thread ends, by returning or by a panic: the worker (its
+/// listener, connections and queues) is dropped with the thread, as before there was a seat,
+/// and nothing else holds it (its seat is reachable from its sinks).
+struct LeaveSeat<'a>(&'a LoopWake);
+
+impl Drop for LeaveSeat<'_> {
+    fn drop(&mut self) {
+        self.0.seat.lock().take();
     }
 }
 
@@ -586,7 +632,7 @@ impl Worker {
         while let Ok(batch) = self.lp.completions.try_recv() {
             for completion in batch {
                 let token = completion.ticket().token;
-                if self.continuations.contains_key(&token) || self.ws_tickets.contains_key(&token) {
+                if token & SEAT_TICKET == 0 || self.continuations.contains_key(&token) {
                     self.held.push(completion);
                 } else {
                     self.take_completion(completion, &mut touched);
@@ -599,16 +645,25 @@ impl Worker {
         touched.sort_unstable();
         touched.dedup();
         for index in touched {
-            if self.conns[index]
-                .as_ref()
-                .is_some_and(Connection::has_input_waiting)
-            {
-                self.parse_later.push(index);
+            if let Some(conn) = self.conns[index].as_ref() {
+                if conn.has_input_waiting() {
+                    self.parse_later.push((index, conn.generation));
+                }
             }
             self.flush(index);
         }
+        let many_sockets = self.lp.websockets.load(Ordering::Relaxed) > SEAT_SOCKETS_MAX;
+        if many_sockets && !self.lp.feed.is_empty() {
+            return false;
+        }
+        self.in_seat = true;
         self.take_feed();
-        self.held.is_empty() && self.parse_later.is_empty() && self.disconnect_cancels.is_empty()
+        self.in_seat = false;
+        let stopped = self.shared.stop.load(Ordering::Acquire) && self.tickets.is_empty();
+        self.held.is_empty()
+            && self.parse_later.is_empty()
+            && self.disconnect_cancels.is_empty()
+            && !stopped
     }
 }
 

@@ -217,7 +217,10 @@ impl Worker {
                             .cancels_on_disconnect
                             .fetch_add(1, Ordering::Relaxed);
                         self.disconnect_cancels.push(address);
-                        self.submit_disconnect_cancels();
+                        // In a sleeping loop's seat the loop is woken to submit it.
+                        if !self.in_seat {
+                            self.submit_disconnect_cancels();
+                        }
                     }
                 }
             }
