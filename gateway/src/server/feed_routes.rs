@@ -45,6 +45,17 @@ impl FeedRoutes {
     }
 
     /// The sockets that want `item`.
+    /// At most how many sockets `item` goes to (without listing them).
+    pub(super) fn count_for(&self, item: &crate::ws::feed::FeedItem) -> usize {
+        use crate::ws::feed::FeedItem;
+        match item {
+            FeedItem::User { address, .. } => self.by_user.get(address).map_or(0, Vec::len),
+            FeedItem::Market { market, .. } => {
+                self.by_market.get(market).map_or(0, Vec::len) + self.all_markets.len()
+            }
+        }
+    }
+
     pub(super) fn slots_for(&self, item: &crate::ws::feed::FeedItem) -> Vec<usize> {
         use crate::ws::feed::FeedItem;
         match item {

@@ -193,8 +193,8 @@ impl Worker {
         serial: u64,
         work: Work,
     ) -> Option<u64> {
-        // Only a single command's completer may run in the seat of a sleeping loop.
-        let seat = if matches!(work, Work::Command(_)) {
+        // Only commands' completers may run in the seat of a sleeping loop.
+        let seat = if matches!(work, Work::Command(_) | Work::Commands(_)) {
             SEAT_TICKET
         } else {
             0

@@ -172,15 +172,37 @@ impl std::fmt::Debug for LoopWake {
 /// more, keeps that work on the gateway threads.
 pub const SEAT_ANSWERS_MAX: usize = 4;
 
-/// Most WebSocket connections a loop may have for a releasing thread to write its feed
-/// frames in the seat; a loop with more is woken to write them (a fan-out to many sockets
-/// stays off the releasing thread).
-pub const SEAT_SOCKETS_MAX: usize = 4;
+/// Most frame deliveries (a frame to a socket) of one release that a releasing thread writes
+/// in a sleeping loop's seat; a release with more wakes the loop to write them (a fan-out to
+/// many sockets stays off the releasing thread).
+pub const SEAT_FRAMES_MAX: usize = 8;
 
-/// Set in the ticket of work whose completer may run in a sleeping loop's seat: a single
-/// journaled command, whose completers only shape the reply (reads of `history.db`, waits
-/// and queries' answers run on the loop).
+/// Set in the ticket of work whose completer may run in a sleeping loop's seat: journaled
+/// commands, whose completers shape the reply from the engine's (queries' answers, which may
+/// wait for or read `history.db`, run on the loop; see [`seat_may_answer`] for the rest).
 const SEAT_TICKET: u64 = 1 << 63;
+
+/// Whether a releasing thread may run the completer of `completion` in a sleeping loop's
+/// seat: the work was commands (its ticket carries [`SEAT_TICKET`]) and no reply names an
+/// order the engine forgot, whose reason the completer reads from `history.db`.
+fn seat_may_answer(completion: &Completion) -> bool {
+    use ladder_engine::{NotCanceled, Reply};
+    fn light(reply: &Reply) -> bool {
+        match reply {
+            Reply::Canceled(report) => !report
+                .not_canceled
+                .iter()
+                .any(|(_, reason)| *reason == NotCanceled::Forgotten),
+            _ => true,
+        }
+    }
+    completion.ticket().token & SEAT_TICKET != 0
+        && match completion {
+            Completion::Applied { reply, .. } => light(reply),
+            Completion::AppliedAll { results, .. } => results.iter().all(|(_, r)| light(r)),
+            _ => false,
+        }
+}
 
 /// An event loop's state ([`Worker`]), shared between the loop thread and the threads that
 /// release answers to it; empty until the loop starts and once it has ended.
@@ -480,6 +502,7 @@ pub fn spawn(
             disconnect_cancels: Vec::new(),
             held: Vec::new(),
             parse_later: Vec::new(),
+            held_feed: Vec::new(),
             in_seat: false,
             last_sweep: Instant::now(),
         };
@@ -520,6 +543,8 @@ struct Worker {
     /// Completions another thread took while the loop slept that must be carried out here
     /// (continuations, book snapshots).
     held: Vec<Completion>,
+    /// Feed batches a releasing thread left in the seat for the loop to write.
+    held_feed: Vec<FeedBatch>,
     /// Connections (slot, generation) answered while the loop slept that hold input to parse.
     parse_later: Vec<(usize, u32)>,
     /// Whether a releasing thread is running this worker in its seat.
@@ -611,7 +636,8 @@ impl Worker {
             && lp.feed.is_empty()
             && lp.deferred_rx.is_empty()
             && self.held.is_empty()
-            && self.parse_later.is_empty())
+            && self.parse_later.is_empty()
+            && self.held_feed.is_empty())
     }
 }
 
@@ -632,7 +658,7 @@ impl Worker {
         while let Ok(batch) = self.lp.completions.try_recv() {
             for completion in batch {
                 let token = completion.ticket().token;
-                if token & SEAT_TICKET == 0 || self.continuations.contains_key(&token) {
+                if !seat_may_answer(&completion) || self.continuations.contains_key(&token) {
                     self.held.push(completion);
                 } else {
                     self.take_completion(completion, &mut touched);
@@ -652,13 +678,9 @@ impl Worker {
             }
             self.flush(index);
         }
-        let many_sockets = self.lp.websockets.load(Ordering::Relaxed) > SEAT_SOCKETS_MAX;
-        if many_sockets && !self.lp.feed.is_empty() {
+        if !self.take_feed_in_seat() {
             return false;
         }
-        self.in_seat = true;
-        self.take_feed();
-        self.in_seat = false;
         let stopped = self.shared.stop.load(Ordering::Acquire) && self.tickets.is_empty();
         self.held.is_empty()
             && self.parse_later.is_empty()
@@ -713,6 +735,39 @@ mod tests {
         let mut events = Events::with_capacity(4);
         poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
         events.iter().any(|e| e.token() == WAKER)
+    }
+
+    #[test]
+    fn only_commands_whose_replies_need_no_history_are_answered_in_the_seat() {
+        use ladder_engine::{CancelReport, NotCanceled, Reply};
+        let ticket = |token| Ticket { sink: 0, token };
+        let applied = |token, reply| Completion::Applied {
+            ticket: ticket(token),
+            seq: 1,
+            reply,
+        };
+        let cancel = |reason| Reply::Canceled(CancelReport::none_canceled(vec![7], reason));
+        assert!(seat_may_answer(&applied(SEAT_TICKET | 3, Reply::Ok)));
+        assert!(seat_may_answer(&applied(
+            SEAT_TICKET,
+            cancel(NotCanceled::AlreadyCanceled)
+        )));
+        // Its reason is read from history.db by the completer.
+        assert!(!seat_may_answer(&applied(
+            SEAT_TICKET,
+            cancel(NotCanceled::Forgotten)
+        )));
+        let batch = |second| Completion::AppliedAll {
+            ticket: ticket(SEAT_TICKET),
+            results: vec![(1, Reply::Ok), (2, second)],
+        };
+        assert!(seat_may_answer(&batch(Reply::Ok)));
+        assert!(!seat_may_answer(&batch(cancel(NotCanceled::Forgotten))));
+        // Work submitted without the mark (queries, heartbeats), or a query's answer.
+        assert!(!seat_may_answer(&applied(3, Reply::Ok)));
+        assert!(!seat_may_answer(&Completion::Answered {
+            ticket: ticket(SEAT_TICKET)
+        }));
     }
 
     #[test]

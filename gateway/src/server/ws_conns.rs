@@ -176,9 +176,37 @@ impl Worker {
         self.flush_socket(slot);
     }
 
+    /// Takes the frames queued for this loop (those a releasing thread left in the seat
+    /// first) and writes them to their sockets.
     pub(super) fn take_feed(&mut self) {
+        let mut batches = std::mem::take(&mut self.held_feed);
+        batches.extend(self.lp.feed.try_iter());
+        self.deliver_feed(&batches);
+    }
+
+    /// Run in a sleeping loop's seat: writes the queued frames if they go to at most
+    /// `SEAT_FRAMES_MAX` sockets in all, else leaves them to the loop. Whether it wrote them.
+    pub(super) fn take_feed_in_seat(&mut self) -> bool {
+        let batches: Vec<FeedBatch> = self.lp.feed.try_iter().collect();
+        let deliveries: usize = batches
+            .iter()
+            .flat_map(|batch| batch.iter())
+            .map(|item| self.routes.count_for(item))
+            .sum();
+        // Frames already left for the loop go first: these wait behind them.
+        if deliveries > SEAT_FRAMES_MAX || !self.held_feed.is_empty() {
+            self.held_feed.extend(batches);
+            return false;
+        }
+        self.in_seat = true;
+        self.deliver_feed(&batches);
+        self.in_seat = false;
+        true
+    }
+
+    fn deliver_feed(&mut self, batches: &[FeedBatch]) {
         let mut touched = std::collections::BTreeSet::new();
-        while let Ok(batch) = self.lp.feed.try_recv() {
+        for batch in batches {
             for item in batch.iter() {
                 for slot in self.routes.slots_for(item) {
                     if let Some(socket) = self.sockets[slot].as_mut() {
