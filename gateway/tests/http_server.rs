@@ -142,6 +142,7 @@ fn requests_pipelined_beyond_the_in_flight_cap_are_all_answered_in_order() {
     // loop to parse the rest.
     let limits = ServerLimits {
         seat_answers_max: usize::MAX,
+        seat_after_asleep: Duration::ZERO,
         ..ServerLimits::default()
     };
     let (addr, _dir, shared) = serve_shared(limits);
@@ -171,7 +172,12 @@ fn answered_in_seat(shared: &ServerShared) -> u64 {
 
 #[test]
 fn a_lone_request_to_a_sleeping_loop_is_answered_without_waking_it() {
-    let (addr, _dir, shared) = serve_shared(ServerLimits::default());
+    // However fast this machine's flush (the answer may come within the default's 20 µs).
+    let limits = ServerLimits {
+        seat_after_asleep: Duration::ZERO,
+        ..ServerLimits::default()
+    };
+    let (addr, _dir, shared) = serve_shared(limits);
     let mut s = TcpStream::connect(addr).unwrap();
     for i in 0..20 {
         s.write_all(format!("GET /cmd?{i} HTTP/1.1\r\n\r\n").as_bytes())
@@ -192,7 +198,11 @@ fn a_lone_request_to_a_sleeping_loop_is_answered_without_waking_it() {
 #[test]
 fn queries_and_a_seat_turned_off_are_answered_by_the_loop() {
     // A query's completer may wait or read the history store: never run in the seat.
-    let (addr, _dir, shared) = serve_shared(ServerLimits::default());
+    let limits = ServerLimits {
+        seat_after_asleep: Duration::ZERO,
+        ..ServerLimits::default()
+    };
+    let (addr, _dir, shared) = serve_shared(limits);
     let mut s = TcpStream::connect(addr).unwrap();
     for i in 0..10 {
         s.write_all(format!("GET /seq?{i} HTTP/1.1\r\n\r\n").as_bytes())
