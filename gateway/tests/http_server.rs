@@ -164,6 +164,19 @@ fn requests_pipelined_beyond_the_in_flight_cap_are_all_answered_in_order() {
     assert!(answered_in_seat(&shared) > 0, "the seat was never used");
 }
 
+/// Sends `count` requests for `path?i` one at a time, each once the last is answered and the
+/// loop has had time to sleep, and checks each answer echoes its target.
+fn ask_one_at_a_time(addr: SocketAddr, path: &str, count: usize) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..count {
+        s.write_all(format!("GET {path}?{i} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        let text = read_responses(&mut s, 1);
+        assert!(text.ends_with(&format!("\"{path}?{i}\"")), "{text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn answered_in_seat(shared: &ServerShared) -> u64 {
     shared
         .answered_while_asleep
@@ -178,14 +191,7 @@ fn a_lone_request_to_a_sleeping_loop_is_answered_without_waking_it() {
         ..ServerLimits::default()
     };
     let (addr, _dir, shared) = serve_shared(limits);
-    let mut s = TcpStream::connect(addr).unwrap();
-    for i in 0..20 {
-        s.write_all(format!("GET /cmd?{i} HTTP/1.1\r\n\r\n").as_bytes())
-            .unwrap();
-        let text = read_responses(&mut s, 1);
-        assert!(text.ends_with(&format!("\"/cmd?{i}\"")), "{text}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ask_one_at_a_time(addr, "/cmd", 20);
     // The loop sleeps as soon as it has handed a request over, so the releasing thread finds
     // it asleep and writes the answer in its seat (most times: a loop that is slower to
     // sleep is woken as before).
@@ -203,13 +209,7 @@ fn queries_and_a_seat_turned_off_are_answered_by_the_loop() {
         ..ServerLimits::default()
     };
     let (addr, _dir, shared) = serve_shared(limits);
-    let mut s = TcpStream::connect(addr).unwrap();
-    for i in 0..10 {
-        s.write_all(format!("GET /seq?{i} HTTP/1.1\r\n\r\n").as_bytes())
-            .unwrap();
-        assert!(read_responses(&mut s, 1).ends_with(&format!("\"/seq?{i}\"")));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ask_one_at_a_time(addr, "/seq", 10);
     assert_eq!(answered_in_seat(&shared), 0);
     // With the seat off, commands too.
     let limits = ServerLimits {
@@ -217,13 +217,7 @@ fn queries_and_a_seat_turned_off_are_answered_by_the_loop() {
         ..ServerLimits::default()
     };
     let (addr, _dir, shared) = serve_shared(limits);
-    let mut s = TcpStream::connect(addr).unwrap();
-    for i in 0..10 {
-        s.write_all(format!("GET /cmd?{i} HTTP/1.1\r\n\r\n").as_bytes())
-            .unwrap();
-        assert!(read_responses(&mut s, 1).ends_with(&format!("\"/cmd?{i}\"")));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    ask_one_at_a_time(addr, "/cmd", 10);
     assert_eq!(answered_in_seat(&shared), 0);
 }
 

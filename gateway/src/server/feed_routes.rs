@@ -44,7 +44,6 @@ impl FeedRoutes {
         self.current.insert(slot, interests);
     }
 
-    /// The sockets that want `item`.
     /// At most how many sockets `item` goes to (without listing them).
     pub(super) fn count_for(&self, item: &crate::ws::feed::FeedItem) -> usize {
         use crate::ws::feed::FeedItem;
@@ -56,6 +55,7 @@ impl FeedRoutes {
         }
     }
 
+    /// The sockets that want `item`.
     pub(super) fn slots_for(&self, item: &crate::ws::feed::FeedItem) -> Vec<usize> {
         use crate::ws::feed::FeedItem;
         match item {
