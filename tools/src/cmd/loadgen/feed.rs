@@ -5,6 +5,7 @@
 //! - a taker's feed times fill notifications: from sending a taker order to its first `trade`
 //!   event (status MATCHED, trader side TAKER).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ladder_client::{cancel_order_request, unix_now_s, ws_user_subscribe, Wallet};
 use ladder_protocol::{ExchangeDomain, SignatureType, B256};
-use serde_json::Value;
+use serde::Deserialize;
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
@@ -26,6 +27,43 @@ pub const READY_CANCELS_MAX: usize = 32;
 pub const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a feed blocks on a read before it looks at the stop flag.
 pub const POLL: Duration = Duration::from_millis(200);
+
+/// The fields of a `/ws/user` event the feeds look at, borrowed from the frame where they
+/// need no unescaping (the rest of the event is skipped, not built).
+#[derive(Debug, Default, Deserialize)]
+struct FeedEvent<'a> {
+    #[serde(borrow)]
+    event_type: Option<Cow<'a, str>>,
+    /// An order's decimal id.
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    /// An order event's `PLACEMENT`, `UPDATE` or `CANCELLATION`.
+    #[serde(borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    trader_side: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    taker_order_id: Option<Cow<'a, str>>,
+    /// A refusal from the service.
+    error: Option<serde_json::Value>,
+}
+
+impl FeedEvent<'_> {
+    fn is(field: &Option<Cow<'_, str>>, value: &str) -> bool {
+        field.as_deref() == Some(value)
+    }
+}
+
+/// The events of one frame: an array of them, or one alone (an error, a `PONG` is no JSON).
+fn parse_frame(text: &str) -> Option<Vec<FeedEvent<'_>>> {
+    if text.trim_start().starts_with('[') {
+        serde_json::from_str(text).ok()
+    } else {
+        serde_json::from_str(text).ok().map(|one| vec![one])
+    }
+}
 
 /// Cancel bodies ready to send, oldest quote first.
 #[derive(Default)]
@@ -193,17 +231,13 @@ impl Feed {
                 }
             };
             let arrived_ns = since(start);
-            let events = match serde_json::from_str::<Value>(text.as_str()) {
-                Ok(Value::Array(list)) => list,
-                Ok(one) => vec![one],
-                Err(_) => continue,
+            let Some(events) = parse_frame(text.as_str()) else {
+                continue;
             };
             for event in &events {
                 shared.stats.events.fetch_add(1, Ordering::Relaxed);
-                if event.get("error").is_some() {
-                    shared
-                        .stats
-                        .error(&format!("feed refused: {}", event["error"]));
+                if let Some(error) = &event.error {
+                    shared.stats.error(&format!("feed refused: {error}"));
                 }
                 match &self.role {
                     FeedRole::Maker { .. } => quotes.apply(event),
@@ -226,14 +260,14 @@ impl Feed {
 }
 
 impl Quotes {
-    fn apply(&mut self, event: &Value) {
-        if event["event_type"] != "order" {
+    fn apply(&mut self, event: &FeedEvent) {
+        if !FeedEvent::is(&event.event_type, "order") {
             return;
         }
-        let Some(id) = event["id"].as_str().and_then(|s| s.parse::<u64>().ok()) else {
+        let Some(id) = event.id.as_deref().and_then(|s| s.parse::<u64>().ok()) else {
             return;
         };
-        match (event["type"].as_str(), event["status"].as_str()) {
+        match (event.kind.as_deref(), event.status.as_deref()) {
             // A repeated PLACEMENT of a known id changes nothing.
             (Some("PLACEMENT"), Some("live")) if self.live.insert(id) => {
                 self.oldest_first.push_back(id);
@@ -277,15 +311,21 @@ fn refill(
 }
 
 /// Records the time from sending a taker order to its first MATCHED trade event.
-fn time_fill(event: &Value, arrived_ns: u64, shared: &FeedShared, timed: &mut HashSet<[u8; 32]>) {
-    if event["event_type"] != "trade"
-        || event["trader_side"] != "TAKER"
-        || event["status"] != "MATCHED"
+fn time_fill(
+    event: &FeedEvent,
+    arrived_ns: u64,
+    shared: &FeedShared,
+    timed: &mut HashSet<[u8; 32]>,
+) {
+    if !FeedEvent::is(&event.event_type, "trade")
+        || !FeedEvent::is(&event.trader_side, "TAKER")
+        || !FeedEvent::is(&event.status, "MATCHED")
     {
         return;
     }
-    let Some(hash) = event["taker_order_id"]
-        .as_str()
+    let Some(hash) = event
+        .taker_order_id
+        .as_deref()
         .and_then(|h| h.parse::<B256>().ok())
     else {
         return;
@@ -315,21 +355,49 @@ pub fn since(start: Instant) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn apply_all(q: &mut Quotes, frame: &str) {
+        for event in parse_frame(frame).expect("a frame of events") {
+            q.apply(&event);
+        }
+    }
 
     #[test]
     fn quotes_leave_the_live_set_when_filled_or_cancelled() {
         let mut q = Quotes::default();
-        for id in ["1", "2", "3"] {
-            q.apply(
-                &json!({"event_type": "order", "type": "PLACEMENT", "status": "live", "id": id}),
-            );
-        }
-        q.apply(&json!({"event_type": "order", "type": "UPDATE", "status": "matched", "id": "2"}));
-        q.apply(&json!({"event_type": "order", "type": "CANCELLATION", "status": "canceled", "id": "3"}));
-        q.apply(&json!({"event_type": "order", "type": "UPDATE", "status": "live", "id": "1"}));
+        apply_all(
+            &mut q,
+            r#"[{"event_type":"order","type":"PLACEMENT","status":"live","id":"1","size_matched":"0"},
+                {"event_type":"order","type":"PLACEMENT","status":"live","id":"2","associate_trades":[]},
+                {"event_type":"order","type":"PLACEMENT","status":"live","id":"3"}]"#,
+        );
+        apply_all(
+            &mut q,
+            r#"{"event_type":"order","type":"UPDATE","status":"matched","id":"2"}"#,
+        );
+        apply_all(
+            &mut q,
+            r#"[{"event_type":"order","type":"CANCELLATION","status":"canceled","id":"3"}]"#,
+        );
+        apply_all(
+            &mut q,
+            r#"{"event_type":"order","type":"UPDATE","status":"live","id":"1"}"#,
+        );
+        // A trade event names no order id of its own.
+        apply_all(
+            &mut q,
+            r#"{"event_type":"trade","status":"MATCHED","id":"0xab","trader_side":"MAKER"}"#,
+        );
         assert_eq!(q.live, HashSet::from([1]));
         assert_eq!(q.oldest_first, VecDeque::from([1, 2, 3]));
+    }
+
+    #[test]
+    fn frames_with_escapes_errors_or_no_json_are_read_or_skipped() {
+        let events = parse_frame(r#"{"event_type":"ord\u0065r","error":{"code":1}}"#).unwrap();
+        assert!(FeedEvent::is(&events[0].event_type, "order"));
+        assert!(events[0].error.is_some());
+        assert!(parse_frame("PONG").is_none());
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod ceiling;
 mod driver;
 mod feed;
 mod heartbeats;
+mod lanes;
 mod plan;
 mod presign;
 mod report;

@@ -2,7 +2,7 @@
 //! L2 headers (an HMAC with a fresh timestamp, computed at send time), and a response read
 //! by Content-Length. Nothing here allocates per request beyond the response body.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpStream;
 
 use ladder_client::{
@@ -16,6 +16,8 @@ use super::setup::Account;
 pub const RESPONSE_BODY_MAX: usize = 1024 * 1024;
 /// Largest response header section accepted.
 pub const RESPONSE_HEAD_MAX: usize = 16 * 1024;
+/// Most header fields a response may have.
+const RESPONSE_HEADERS_MAX: usize = 32;
 
 /// `host:port` of an `http://host:port` URL.
 pub fn authority(url: &str) -> Result<String, String> {
@@ -39,6 +41,18 @@ pub struct Auth {
 }
 
 impl Auth {
+    /// Made-up L2 material, for tests that need a request signed with something.
+    #[cfg(test)]
+    pub fn made_up() -> Auth {
+        Auth {
+            address: "0xabc".into(),
+            api_key: "k".into(),
+            passphrase: "p".into(),
+            secret: L2Secret::from_base64("c2VjcmV0LWZvci10ZXN0LXZlY3RvcnMtb25seS0zMmI=")
+                .expect("valid base64"),
+        }
+    }
+
     /// The L2 material of `account`.
     pub fn new(account: &Account) -> Auth {
         Auth {
@@ -90,59 +104,68 @@ fn bad(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
-/// Reads one response.
-pub fn read_response(reader: &mut BufReader<TcpStream>) -> io::Result<Response> {
-    let mut line = Vec::with_capacity(128);
-    if reader.read_until(b'\n', &mut line)? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
-    }
-    let status = std::str::from_utf8(&line)
-        .ok()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| {
-            bad(format!(
-                "bad status line {:?}",
-                String::from_utf8_lossy(&line)
-            ))
-        })?;
-    let (mut length, mut close, mut head_bytes) = (0usize, false, line.len());
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        head_bytes += n;
-        if n == 0 || head_bytes > RESPONSE_HEAD_MAX {
-            return Err(bad("response header section cut or too large".into()));
+/// Parses the response at the start of `received`: `None` while it is incomplete, else the
+/// response and how many bytes it took (what follows belongs to the next one).
+pub fn parse_response(received: &[u8]) -> io::Result<Option<(Response, usize)>> {
+    let mut headers = [httparse::EMPTY_HEADER; RESPONSE_HEADERS_MAX];
+    let mut head = httparse::Response::new(&mut headers);
+    let head_len = match head.parse(received) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if received.len() > RESPONSE_HEAD_MAX => {
+            return Err(bad("response header section too large".into()))
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
-        if text.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = text.split_once(':') {
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value
-                    .parse()
-                    .map_err(|_| bad(format!("bad Content-Length {value:?}")))?;
-            } else if name.eq_ignore_ascii_case("connection") {
-                close = value.eq_ignore_ascii_case("close");
-            }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(bad(format!("bad response head: {e}"))),
+    };
+    let status = head.code.unwrap_or_default();
+    let (mut length, mut close) = (0usize, false);
+    for header in head.headers.iter() {
+        let value = String::from_utf8_lossy(header.value);
+        let value = value.trim();
+        if header.name.eq_ignore_ascii_case("content-length") {
+            length = value
+                .parse()
+                .map_err(|_| bad(format!("bad Content-Length {value:?}")))?;
+        } else if header.name.eq_ignore_ascii_case("connection") {
+            close = value.eq_ignore_ascii_case("close");
         }
     }
     if length > RESPONSE_BODY_MAX {
         return Err(bad(format!("response body of {length} bytes")));
     }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    Ok(Response {
+    let end = head_len + length;
+    if received.len() < end {
+        return Ok(None);
+    }
+    let response = Response {
         status,
         close,
-        body,
-    })
+        body: received[head_len..end].to_vec(),
+    };
+    Ok(Some((response, end)))
+}
+
+/// Reads one response from a blocking stream, leaving what follows it in `reader`.
+pub fn read_response(reader: &mut BufReader<TcpStream>) -> io::Result<Response> {
+    let mut received = Vec::with_capacity(512);
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
+        }
+        let (before, chunk_len) = (received.len(), chunk.len());
+        received.extend_from_slice(chunk);
+        match parse_response(&received)? {
+            Some((response, used)) => {
+                reader.consume(used - before);
+                return Ok(response);
+            }
+            None => reader.consume(chunk_len),
+        }
+    }
 }
 
 /// Whether `needle` occurs in `haystack`.
@@ -201,6 +224,38 @@ mod tests {
             b"{}",
             signature
         ));
+    }
+
+    #[test]
+    fn responses_are_parsed_when_complete_and_leave_what_follows() {
+        let first_bytes = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+        let second_bytes = b"HTTP/1.1 503 X\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        let two = [&first_bytes[..], &second_bytes[..]].concat();
+        let first_len = first_bytes.len();
+        for cut in 0..first_len {
+            assert!(
+                parse_response(&two[..cut]).unwrap().is_none(),
+                "cut at {cut}"
+            );
+        }
+        let (first, used) = parse_response(&two).unwrap().unwrap();
+        assert_eq!(
+            (first.status, first.close, &first.body[..], used),
+            (200, false, &b"{}"[..], first_len)
+        );
+        let (second, used) = parse_response(&two[first_len..]).unwrap().unwrap();
+        assert_eq!(
+            (second.status, second.close, second.body.len()),
+            (503, true, 0)
+        );
+        assert_eq!(first_len + used, two.len());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+        assert!(parse_response(b"garbage\r\n\r\n").is_err());
+        let huge = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+            RESPONSE_BODY_MAX + 1
+        );
+        assert!(parse_response(huge.as_bytes()).is_err());
     }
 
     #[test]
