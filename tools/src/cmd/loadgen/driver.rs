@@ -18,7 +18,7 @@ use ladder_engine::Reject;
 use ladder_gateway::app::refusals::Worded;
 use serde_json::Value;
 
-use super::feed::{since, CancelQueue, SendTimes};
+use super::feed::{since, CancelQueue, Feed, FeedShared, SendTimes, Signer};
 use super::lanes;
 use super::presign::{ConnWork, Prepared};
 use super::stats::{histogram, lock, ConnStats};
@@ -86,23 +86,40 @@ pub(super) struct InFlight {
     pub sent_ns: u64,
 }
 
-/// Connects every connection, then runs them all from `start` on one thread, printing a
-/// progress line on stderr once a second.
-pub fn drive(config: &DriveConfig, conns: Vec<Conn>, start: Instant) -> Result<(), String> {
+/// Connects every connection, then runs them all from `start` on one thread, which also
+/// reads `feeds` (for `drain` after the last answer), printing a progress line on stderr
+/// once a second.
+pub fn drive(
+    config: &DriveConfig,
+    conns: Vec<Conn>,
+    feeds: Vec<Feed>,
+    shared: &Arc<FeedShared>,
+    drain: Duration,
+    start: Instant,
+) -> Result<(), String> {
     let mut streams = Vec::with_capacity(conns.len());
     for _ in &conns {
-        streams.push(
-            lanes::connect(&config.host).map_err(|e| format!("connect {}: {e}", config.host))?,
-        );
+        let stream = lanes::connect(&config.host);
+        streams.push(stream.map_err(|e| format!("connect {}: {e}", config.host))?);
     }
     let stats: Vec<Arc<ConnStats>> = conns.iter().map(|c| c.stats.clone()).collect();
     let finished = Arc::new(AtomicBool::new(false));
+    let signer = Signer::start(shared.clone())?;
     let thread = {
-        let (config, finished) = (config.clone(), finished.clone());
+        let (config, finished, shared) = (config.clone(), finished.clone(), shared.clone());
         std::thread::Builder::new()
             .name("loadgen-driver".into())
             .spawn(move || {
-                lanes::run(&config, &conns, streams, start);
+                let mut feeds = lanes::Feeds {
+                    feeds,
+                    shared: &shared,
+                    signer: &signer,
+                    drain,
+                };
+                lanes::run(&config, &conns, streams, &mut feeds, start);
+                for feed in feeds.feeds {
+                    feed.close();
+                }
                 finished.store(true, Ordering::Release);
             })
             .map_err(|e| format!("driver thread: {e}"))?

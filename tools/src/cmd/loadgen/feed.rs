@@ -1,16 +1,22 @@
-//! `/ws/user` listeners, one per account that needs one:
+//! `/ws/user` listeners, one per account that needs one, read by the driver's thread between
+//! its sends (a frame usually arrives with the answer that woke it):
 //! - a maker's feed learns the decimal ids of its quotes from `order` PLACEMENT events (the
-//!   placement result carries only the hash) and signs cancels for the oldest live ones ahead
-//!   of time, off the sending thread, so that a cancel slot finds a finished body;
+//!   placement result carries only the hash) and has cancels for the oldest live ones signed
+//!   ahead of time by the [`Signer`]'s thread, in batches, so that a cancel slot finds a
+//!   finished body and the driver never spends a signature's time between two sends;
 //! - a taker's feed times fill notifications: from sending a taker order to its first `trade`
 //!   event (status MATCHED, trader side TAKER).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Sender};
 
 use ladder_client::{cancel_order_request, unix_now_s, ws_user_subscribe, Wallet};
 use ladder_protocol::{ExchangeDomain, SignatureType, B256};
@@ -23,9 +29,11 @@ use super::stats::{lock, record, FeedStats};
 
 /// Cancels a maker's feed keeps signed ahead.
 pub const READY_CANCELS_MAX: usize = 32;
+/// The fewest cancels a feed has signed at once: the signer's thread wakes once per batch.
+pub const SIGN_BATCH_MIN: usize = READY_CANCELS_MAX / 2;
 /// How long a subscription may take to be confirmed.
 pub const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a feed blocks on a read before it looks at the stop flag.
+/// How long a feed blocks on a read while it waits for its subscription's `PONG`.
 pub const POLL: Duration = Duration::from_millis(200);
 
 /// The fields of a `/ws/user` event the feeds look at, borrowed from the frame where they
@@ -65,10 +73,11 @@ fn parse_frame(text: &str) -> Option<Vec<FeedEvent<'_>>> {
     }
 }
 
-/// Cancel bodies ready to send, oldest quote first.
+/// Cancel bodies ready to send, oldest quote first, and how many are being signed.
 #[derive(Default)]
 pub struct CancelQueue {
     ready: Mutex<VecDeque<String>>,
+    signing: AtomicUsize,
 }
 
 impl CancelQueue {
@@ -77,12 +86,86 @@ impl CancelQueue {
         lock(&self.ready).pop_front()
     }
 
+    /// Cancels that may be asked for: room left beside those ready and those being signed.
     fn room(&self) -> usize {
-        READY_CANCELS_MAX.saturating_sub(lock(&self.ready).len())
+        let taken = lock(&self.ready).len() + self.signing.load(Ordering::Acquire);
+        READY_CANCELS_MAX.saturating_sub(taken)
     }
 
+    /// `bodies` are signed (they were counted as being signed).
     fn push(&self, bodies: Vec<String>) {
+        let signed = bodies.len();
         lock(&self.ready).extend(bodies);
+        self.signing.fetch_sub(signed, Ordering::AcqRel);
+    }
+}
+
+/// Cancels to sign for one maker.
+struct SignJob {
+    ids: Vec<u64>,
+    wallet: Wallet,
+    market: B256,
+    domain: ExchangeDomain,
+    queue: Arc<CancelQueue>,
+}
+
+/// The thread that signs the makers' cancels.
+pub struct Signer {
+    jobs: Option<Sender<SignJob>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Signer {
+    /// Starts the thread; it counts what it signs in `shared`.
+    pub fn start(shared: Arc<FeedShared>) -> Result<Signer, String> {
+        let (jobs, inbox) = unbounded::<SignJob>();
+        let thread = std::thread::Builder::new()
+            .name("loadgen-signer".into())
+            .spawn(move || {
+                for job in inbox {
+                    let bodies: Vec<String> = job
+                        .ids
+                        .iter()
+                        .map(|&id| {
+                            cancel_order_request(
+                                &job.wallet,
+                                &job.domain,
+                                id,
+                                job.market,
+                                SignatureType::SmartAccount,
+                            )
+                            .to_json()
+                        })
+                        .collect();
+                    shared
+                        .stats
+                        .cancels_signed
+                        .fetch_add(bodies.len() as u64, Ordering::Relaxed);
+                    job.queue.push(bodies);
+                }
+            })
+            .map_err(|e| format!("signer thread: {e}"))?;
+        Ok(Signer {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    fn sign(&self, job: SignJob) {
+        job.queue.signing.fetch_add(job.ids.len(), Ordering::AcqRel);
+        if let Some(jobs) = &self.jobs {
+            // The thread holds the receiver until this signer is dropped.
+            let _ = jobs.send(job);
+        }
+    }
+}
+
+impl Drop for Signer {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -117,8 +200,6 @@ pub struct FeedShared {
     pub sent: Vec<Arc<SendTimes>>,
     /// Measurements.
     pub stats: FeedStats,
-    /// Set at the end of the run.
-    pub stop: AtomicBool,
 }
 
 /// What a feed does with its events.
@@ -142,6 +223,12 @@ pub struct Feed {
     role: FeedRole,
     market: B256,
     domain: ExchangeDomain,
+    /// A maker's live quotes.
+    quotes: Quotes,
+    /// A taker's orders whose fill was timed.
+    timed: HashSet<[u8; 32]>,
+    /// Closed or failed: read no more.
+    ended: bool,
 }
 
 /// Connects to `ws://host/ws/user` as `account`, subscribed to `market`.
@@ -164,11 +251,17 @@ pub fn connect(
     ws.send(Message::text(subscribe))
         .map_err(|e| format!("{url}: subscribe: {e}"))?;
     await_pong(&mut ws).map_err(|e| format!("{url}: {e}"))?;
+    if let MaybeTlsStream::Plain(stream) = ws.get_ref() {
+        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    }
     Ok(Feed {
         ws,
         role,
         market,
         domain,
+        quotes: Quotes::default(),
+        timed: HashSet::new(),
+        ended: false,
     })
 }
 
@@ -205,16 +298,24 @@ struct Quotes {
 }
 
 impl Feed {
-    /// Reads events until the stop flag; `start` is the run's time origin.
-    pub fn run(mut self, start: Instant, shared: &FeedShared) {
-        let mut quotes = Quotes::default();
-        let mut timed: HashSet<[u8; 32]> = HashSet::new();
-        while !shared.stop.load(Ordering::Acquire) {
+    /// The socket to wait on, while the feed reads.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        match self.ws.get_ref() {
+            MaybeTlsStream::Plain(stream) if !self.ended => Some(stream.as_raw_fd()),
+            _ => None,
+        }
+    }
+
+    /// Handles every whole frame that has arrived, without waiting; `start` is the run's time
+    /// origin. A maker's feed then asks `signer` for cancels if its queue has room for a batch.
+    pub fn pump(&mut self, start: Instant, shared: &FeedShared, signer: &Signer) {
+        while !self.ended {
             let text = match self.ws.read() {
                 Ok(Message::Text(text)) => text,
                 Ok(Message::Close(frame)) => {
                     shared.stats.error(&format!("feed closed: {frame:?}"));
-                    return;
+                    self.ended = true;
+                    break;
                 }
                 Ok(_) => continue,
                 Err(tungstenite::Error::Io(e))
@@ -223,11 +324,12 @@ impl Feed {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    continue
+                    break
                 }
                 Err(e) => {
                     shared.stats.error(&format!("feed: {e}"));
-                    return;
+                    self.ended = true;
+                    break;
                 }
             };
             let arrived_ns = since(start);
@@ -240,22 +342,28 @@ impl Feed {
                     shared.stats.error(&format!("feed refused: {error}"));
                 }
                 match &self.role {
-                    FeedRole::Maker { .. } => quotes.apply(event),
-                    FeedRole::Taker => time_fill(event, arrived_ns, shared, &mut timed),
+                    FeedRole::Maker { .. } => self.quotes.apply(event),
+                    FeedRole::Taker => time_fill(event, arrived_ns, shared, &mut self.timed),
                 }
             }
-            if let FeedRole::Maker { wallet, cancels } = &self.role {
-                refill(
-                    &mut quotes,
-                    wallet,
-                    cancels,
-                    &self.market,
-                    &self.domain,
-                    shared,
-                );
+        }
+        if let FeedRole::Maker { wallet, cancels } = &self.role {
+            if let Some(job) = self.quotes.take_batch(cancels.room()) {
+                signer.sign(SignJob {
+                    ids: job,
+                    wallet: wallet.clone(),
+                    market: self.market,
+                    domain: self.domain,
+                    queue: cancels.clone(),
+                });
             }
         }
+    }
+
+    /// Closes the connection.
+    pub fn close(mut self) {
         let _ = self.ws.close(None);
+        let _ = self.ws.flush();
     }
 }
 
@@ -278,35 +386,24 @@ impl Quotes {
             _ => {}
         }
     }
-}
 
-/// Signs cancels for the oldest live quotes until the queue is full again.
-fn refill(
-    quotes: &mut Quotes,
-    wallet: &Wallet,
-    cancels: &CancelQueue,
-    market: &B256,
-    domain: &ExchangeDomain,
-    shared: &FeedShared,
-) {
-    let mut bodies = Vec::new();
-    let room = cancels.room();
-    while bodies.len() < room {
-        let Some(id) = quotes.oldest_first.pop_front() else {
-            break;
-        };
-        if quotes.live.remove(&id) {
-            let request =
-                cancel_order_request(wallet, domain, id, *market, SignatureType::SmartAccount);
-            bodies.push(request.to_json());
+    /// The oldest live quotes, `room` at most, to cancel: none unless there is room for a
+    /// batch of [`SIGN_BATCH_MIN`] and a quote to cancel. They leave
+    /// the live set: each quote is cancelled once.
+    fn take_batch(&mut self, room: usize) -> Option<Vec<u64>> {
+        if room < SIGN_BATCH_MIN {
+            return None;
         }
-    }
-    if !bodies.is_empty() {
-        shared
-            .stats
-            .cancels_signed
-            .fetch_add(bodies.len() as u64, Ordering::Relaxed);
-        cancels.push(bodies);
+        let mut ids = Vec::new();
+        while ids.len() < room {
+            let Some(id) = self.oldest_first.pop_front() else {
+                break;
+            };
+            if self.live.remove(&id) {
+                ids.push(id);
+            }
+        }
+        (!ids.is_empty()).then_some(ids)
     }
 }
 
@@ -390,6 +487,31 @@ mod tests {
         );
         assert_eq!(q.live, HashSet::from([1]));
         assert_eq!(q.oldest_first, VecDeque::from([1, 2, 3]));
+    }
+
+    #[test]
+    fn cancels_are_asked_for_in_batches_of_the_oldest_live_quotes_once_each() {
+        let mut q = Quotes::default();
+        for id in 1..=20 {
+            apply_all(
+                &mut q,
+                &format!(
+                    r#"{{"event_type":"order","type":"PLACEMENT","status":"live","id":"{id}"}}"#
+                ),
+            );
+        }
+        apply_all(
+            &mut q,
+            r#"{"event_type":"order","type":"CANCELLATION","status":"canceled","id":"2"}"#,
+        );
+        assert_eq!(q.take_batch(SIGN_BATCH_MIN - 1), None);
+        assert_eq!(
+            q.take_batch(SIGN_BATCH_MIN),
+            Some(vec![1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])
+        );
+        assert_eq!(q.take_batch(READY_CANCELS_MAX), Some(vec![18, 19, 20]));
+        assert_eq!(q.take_batch(READY_CANCELS_MAX), None);
+        assert!(q.live.is_empty());
     }
 
     #[test]

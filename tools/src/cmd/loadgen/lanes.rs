@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::driver::{
     settle, Conn, DriveConfig, InFlight, Writer, LATE_GIVE_UP, PIPELINE_MAX, READ_TIMEOUT,
 };
-use super::feed::since;
+use super::feed::{since, Feed, FeedShared, Signer};
 use super::wire;
 
 /// The last stretch before a planned send that is waited out by polling and yielding, not
@@ -119,11 +119,11 @@ impl Link {
         Ok(())
     }
 
-    /// Reads what has arrived; `Ok(false)` when the service closed the connection.
-    fn receive(&mut self, now_ns: u64) -> io::Result<bool> {
-        let mut chunk = [0u8; READ_CHUNK_BYTES];
+    /// Reads what has arrived, through `chunk`; `Ok(false)` when the service closed the
+    /// connection.
+    fn receive(&mut self, chunk: &mut [u8], now_ns: u64) -> io::Result<bool> {
         loop {
-            match self.stream.read(&mut chunk) {
+            match self.stream.read(chunk) {
                 Ok(0) => return Ok(false),
                 Ok(n) => {
                     self.received.extend_from_slice(&chunk[..n]);
@@ -271,7 +271,7 @@ impl<'a> Lane<'a> {
     }
 
     /// The socket is ready: writes what waits, reads what came and judges every whole answer.
-    fn on_ready(&mut self, start: Instant) {
+    fn on_ready(&mut self, start: Instant, chunk: &mut [u8]) {
         let Some(link) = self.link.as_mut() else {
             return;
         };
@@ -280,7 +280,7 @@ impl<'a> Lane<'a> {
                 return self.break_link(Some(format!("io: {e}")));
             }
         }
-        let open = match link.receive(since(start)) {
+        let open = match link.receive(chunk, since(start)) {
             Ok(open) => open,
             Err(e) => return self.break_link(Some(format!("io: {e}"))),
         };
@@ -327,8 +327,27 @@ impl<'a> Lane<'a> {
     }
 }
 
-/// Runs every connection from `start` until each has sent its part and had its answers.
-pub fn run(config: &DriveConfig, conns: &[Conn], streams: Vec<TcpStream>, start: Instant) {
+/// The user feeds the driver reads, and what they share.
+pub struct Feeds<'a> {
+    /// The feeds.
+    pub feeds: Vec<Feed>,
+    /// Their measurements and the taker orders' send times.
+    pub shared: &'a FeedShared,
+    /// Signs the makers' cancels.
+    pub signer: &'a Signer,
+    /// How long the feeds are read after the last answer.
+    pub drain: Duration,
+}
+
+/// Runs every connection from `start` until each has sent its part and had its answers,
+/// reading the feeds all along and for `feeds.drain` after.
+pub fn run(
+    config: &DriveConfig,
+    conns: &[Conn],
+    streams: Vec<TcpStream>,
+    feeds: &mut Feeds,
+    start: Instant,
+) {
     precise_timers();
     let plan = Plan::new(config);
     let mut lanes: Vec<Lane> = conns
@@ -345,7 +364,9 @@ pub fn run(config: &DriveConfig, conns: &[Conn], streams: Vec<TcpStream>, start:
         })
         .collect();
     wait_until(start);
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(lanes.len());
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(lanes.len() + feeds.feeds.len());
+    let mut drain_end: Option<Instant> = None;
     loop {
         let mut next_due: Option<u64> = None;
         let mut running = false;
@@ -357,17 +378,22 @@ pub fn run(config: &DriveConfig, conns: &[Conn], streams: Vec<TcpStream>, start:
             }
             running |= !lane.finished();
         }
-        if !running {
-            break;
-        }
-        let until_due = next_due.map_or(LONGEST_WAIT, |due| {
+        let mut until_due = next_due.map_or(LONGEST_WAIT, |due| {
             Duration::from_nanos(due.saturating_sub(since(start)))
         });
-        let spinning = until_due <= SPIN_WINDOW;
+        if !running {
+            let end = *drain_end.get_or_insert_with(|| Instant::now() + feeds.drain);
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            until_due = end - now;
+        }
+        let spinning = running && until_due <= SPIN_WINDOW;
         let sleep = if spinning {
             Duration::ZERO
         } else {
-            (until_due - SPIN_WINDOW).min(LONGEST_WAIT)
+            until_due.saturating_sub(SPIN_WINDOW).min(LONGEST_WAIT)
         };
         fds.clear();
         fds.extend(lanes.iter().map(|lane| libc::pollfd {
@@ -379,15 +405,26 @@ pub fn run(config: &DriveConfig, conns: &[Conn], streams: Vec<TcpStream>, start:
             },
             revents: 0,
         }));
+        fds.extend(feeds.feeds.iter().map(|feed| libc::pollfd {
+            fd: feed.raw_fd().unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
         if poll(&mut fds, sleep) == 0 {
             if spinning {
                 std::thread::yield_now();
             }
             continue;
         }
-        for (lane, fd) in lanes.iter_mut().zip(&fds) {
+        let (lane_fds, feed_fds) = fds.split_at(lanes.len());
+        for (lane, fd) in lanes.iter_mut().zip(lane_fds) {
             if fd.revents != 0 {
-                lane.on_ready(start);
+                lane.on_ready(start, &mut chunk);
+            }
+        }
+        for (feed, fd) in feeds.feeds.iter_mut().zip(feed_fds) {
+            if fd.revents != 0 {
+                feed.pump(start, feeds.shared, feeds.signer);
             }
         }
     }
@@ -554,10 +591,23 @@ mod tests {
             pipeline: 1,
         };
         let stream = connect(&host).unwrap();
+        let shared = Arc::new(FeedShared {
+            takers: Default::default(),
+            sent: Vec::new(),
+            stats: Default::default(),
+        });
+        let signer = Signer::start(shared.clone()).unwrap();
+        let mut feeds = Feeds {
+            feeds: Vec::new(),
+            shared: &shared,
+            signer: &signer,
+            drain: Duration::ZERO,
+        };
         run(
             &config,
             std::slice::from_ref(&conn),
             vec![stream],
+            &mut feeds,
             Instant::now(),
         );
         (conn.stats.clone(), accepted.load(Ordering::SeqCst))

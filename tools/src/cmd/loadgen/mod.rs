@@ -94,7 +94,6 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         takers: presigned.takers,
         sent: sent.clone(),
         stats: FeedStats::default(),
-        stop: Default::default(),
     });
     let (feeds, cancels) = connect_feeds(args, &host, &accounts, &market)?;
     let stats: Vec<Arc<ConnStats>> = (0..n).map(|_| Arc::new(ConnStats::default())).collect();
@@ -120,20 +119,13 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         pipeline: args.pipeline,
     };
     let start = Instant::now() + START_DELAY;
-    let feed_threads: Vec<_> = feeds
-        .into_iter()
-        .map(|f| {
-            let shared = shared.clone();
-            std::thread::spawn(move || f.run(start, &shared))
-        })
-        .collect();
     // Market makers beat their dead-man switch all along (`mm`).
     let heartbeats = (args.scenario == Scenario::Mm).then(|| {
         let auths = (0..n).map(|c| wire::Auth::new(&accounts[c])).collect();
         heartbeats::Heartbeats::start(&host, auths)
     });
     let cpu_before = setup::service_cpu_s(&args.url);
-    let driven = driver::drive(&config, conns, start);
+    let driven = driver::drive(&config, conns, feeds, &shared, FEED_DRAIN, start);
     let cpu_after = setup::service_cpu_s(&args.url);
     if let Some(heartbeats) = heartbeats {
         let counts = heartbeats.finish(args.leave_heartbeats);
@@ -143,11 +135,6 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             counts.ok.load(Ordering::Relaxed),
             counts.failed.load(Ordering::Relaxed)
         );
-    }
-    std::thread::sleep(FEED_DRAIN);
-    shared.stop.store(true, Ordering::Release);
-    for t in feed_threads {
-        let _ = t.join();
     }
     driven?;
 
