@@ -116,18 +116,19 @@ pub fn drive(
                     signer: &signer,
                     drain,
                 };
-                lanes::run(&config, &conns, streams, &mut feeds, start);
+                let ran = lanes::run(&config, &conns, streams, &mut feeds, start);
                 for feed in feeds.feeds {
                     feed.close();
                 }
                 finished.store(true, Ordering::Release);
+                ran.map_err(|e| format!("driver: {e}"))
             })
             .map_err(|e| format!("driver thread: {e}"))?
     };
     progress(&stats, &finished, start);
     thread
         .join()
-        .map_err(|_| "the driver thread panicked".to_string())
+        .map_err(|_| "the driver thread panicked".to_string())?
 }
 
 /// Turns a connection's slots into bytes for the wire.

@@ -1,10 +1,10 @@
 //! The measured loop, on one thread. Each connection is a *lane*: a non-blocking socket, the
 //! requests it has in flight (their answers come back in order) and the bytes it has received
 //! but not yet parsed. The thread sends each lane's requests when they are due and the lane
-//! has a pipelining slot free, reads whatever answers have arrived, and in between waits in
-//! `ppoll` for a socket or for the next planned send. That wait has a nanosecond timeout
+//! has a pipelining slot free, reads whatever answers have arrived, and in between waits (a
+//! [`Waiter`]) for a socket or for the next planned send. That wait has a nanosecond timeout
 //! (and 1 ns timer slack), but a timer still wakes this VM's threads tens of µs late, so the
-//! last [`SPIN_WINDOW`] before a send is waited out by polling the sockets and yielding.
+//! last [`SPIN_WINDOW`] before a send is waited out by looking at the sockets and yielding.
 //!
 //! One thread rather than a sending and a reading thread per connection: the load generator
 //! shares the service's two cores, and every hand-off between its own threads was a
@@ -21,6 +21,7 @@ use super::driver::{
     settle, Conn, DriveConfig, InFlight, Writer, LATE_GIVE_UP, PIPELINE_MAX, READ_TIMEOUT,
 };
 use super::feed::{since, Feed, FeedShared, Signer};
+use super::waiter::Waiter;
 use super::wire;
 
 /// The last stretch before a planned send that is waited out by polling and yielding, not
@@ -158,6 +159,8 @@ struct Lane<'a> {
     host: &'a str,
     writer: Writer<'a>,
     link: Option<Link>,
+    /// Counts the lane's connections (tells a new one from a closed one with its number).
+    serial: u64,
     /// The next slot to send.
     next: usize,
     /// Sends nothing more.
@@ -243,6 +246,7 @@ impl<'a> Lane<'a> {
         match connect(self.host) {
             Ok(stream) => {
                 self.link = Some(Link::new(stream));
+                self.serial += 1;
                 true
             }
             Err(_) => {
@@ -347,7 +351,7 @@ pub fn run(
     streams: Vec<TcpStream>,
     feeds: &mut Feeds,
     start: Instant,
-) {
+) -> io::Result<()> {
     precise_timers();
     let plan = Plan::new(config);
     let mut lanes: Vec<Lane> = conns
@@ -358,15 +362,18 @@ pub fn run(
             host: &config.host,
             writer: Writer::new(&config.host, conn, start),
             link: Some(Link::new(stream)),
+            serial: 0,
             next: 0,
             stopped: false,
             reconnect_at_ns: 0,
         })
         .collect();
-    wait_until(start);
+    let first_feed = lanes.len();
+    let mut waiter = Waiter::new(first_feed + feeds.feeds.len())?;
+    let mut ready = Vec::with_capacity(first_feed + feeds.feeds.len());
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(lanes.len() + feeds.feeds.len());
     let mut drain_end: Option<Instant> = None;
+    wait_until(start);
     loop {
         let mut next_due: Option<u64> = None;
         let mut running = false;
@@ -389,45 +396,44 @@ pub fn run(
             }
             until_due = end - now;
         }
+        for (token, lane) in lanes.iter_mut().enumerate() {
+            let Some(link) = &lane.link else {
+                waiter.closed(token);
+                continue;
+            };
+            let (fd, writable) = (link.stream.as_raw_fd(), !link.unsent.is_empty());
+            if let Err(e) = waiter.watch(token, fd, lane.serial, writable) {
+                lane.break_link(Some(format!("io: {e}")));
+            }
+        }
+        for (i, feed) in feeds.feeds.iter().enumerate() {
+            match feed.raw_fd() {
+                Some(fd) => waiter.watch(first_feed + i, fd, 0, false)?,
+                None => waiter.unwatch(first_feed + i),
+            }
+        }
         let spinning = running && until_due <= SPIN_WINDOW;
         let sleep = if spinning {
             Duration::ZERO
         } else {
             until_due.saturating_sub(SPIN_WINDOW).min(LONGEST_WAIT)
         };
-        fds.clear();
-        fds.extend(lanes.iter().map(|lane| libc::pollfd {
-            // A negative descriptor is skipped by poll.
-            fd: lane.link.as_ref().map_or(-1, |l| l.stream.as_raw_fd()),
-            events: match &lane.link {
-                Some(l) if !l.unsent.is_empty() => libc::POLLIN | libc::POLLOUT,
-                _ => libc::POLLIN,
-            },
-            revents: 0,
-        }));
-        fds.extend(feeds.feeds.iter().map(|feed| libc::pollfd {
-            fd: feed.raw_fd().unwrap_or(-1),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        if poll(&mut fds, sleep) == 0 {
-            if spinning {
-                std::thread::yield_now();
-            }
-            continue;
+        waiter.wait(sleep, &mut ready);
+        if ready.is_empty() && spinning {
+            std::thread::yield_now();
         }
-        let (lane_fds, feed_fds) = fds.split_at(lanes.len());
-        for (lane, fd) in lanes.iter_mut().zip(lane_fds) {
-            if fd.revents != 0 {
-                lane.on_ready(start, &mut chunk);
-            }
-        }
-        for (feed, fd) in feeds.feeds.iter_mut().zip(feed_fds) {
-            if fd.revents != 0 {
-                feed.pump(start, feeds.shared, feeds.signer);
+        for &token in &ready {
+            match lanes.get_mut(token) {
+                Some(lane) => lane.on_ready(start, &mut chunk),
+                None => {
+                    if let Some(feed) = feeds.feeds.get_mut(token - first_feed) {
+                        feed.pump(start, feeds.shared, feeds.signer);
+                    }
+                }
             }
         }
     }
+    Ok(())
 }
 
 /// Waits until `deadline`: sleeps to [`SPIN_WINDOW`] before it, then yields.
@@ -454,36 +460,6 @@ fn precise_timers() {
 
 #[cfg(not(target_os = "linux"))]
 fn precise_timers() {}
-
-/// Waits up to `timeout` for one of `fds` to be ready; how many are (0 on a timeout or a
-/// signal).
-#[cfg(target_os = "linux")]
-fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> usize {
-    let timeout = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `fds` is an exclusively borrowed array of `fds.len()` pollfd structs and
-    // `timeout` lives on the stack for the whole call; a null signal mask keeps the mask.
-    let ready = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &timeout,
-            std::ptr::null(),
-        )
-    };
-    usize::try_from(ready).unwrap_or(0)
-}
-
-/// Waits up to `timeout` (rounded up to a millisecond) for one of `fds` to be ready.
-#[cfg(not(target_os = "linux"))]
-fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> usize {
-    let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `fds` is an exclusively borrowed array of `fds.len()` pollfd structs.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    usize::try_from(ready).unwrap_or(0)
-}
 
 #[cfg(test)]
 mod tests {
@@ -609,7 +585,8 @@ mod tests {
             vec![stream],
             &mut feeds,
             Instant::now(),
-        );
+        )
+        .unwrap();
         (conn.stats.clone(), accepted.load(Ordering::SeqCst))
     }
 

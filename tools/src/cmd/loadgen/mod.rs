@@ -26,6 +26,7 @@ mod presign;
 mod report;
 pub(crate) mod setup;
 mod stats;
+mod waiter;
 mod wire;
 
 use std::sync::atomic::Ordering;
