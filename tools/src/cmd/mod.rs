@@ -160,7 +160,7 @@ pub struct ServeArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub gateway_threads: usize,
     /// The sequencer thread's core: `auto` (the last core this process may use, when it may
-    /// use several), `none` (not pinned) or a core number.
+    /// use 4 or more), `none` (not pinned) or a core number.
     #[arg(long, default_value = "auto")]
     pub sequencer_core: ladder_sequencer::CorePin,
     /// Serve the admin surface and /metrics to any address, not only loopback.
