@@ -1,7 +1,10 @@
 //! The standard Prometheus `process_*` metrics (CPU seconds, resident and virtual memory,
-//! open descriptors, start time) read from `/proc/self`, and the allocator's own count of
+//! open descriptors, start time) read from `/proc/self`, the allocator's own count of
 //! the heap (`ladder_heap_*`, glibc's `mallinfo2`): resident memory that grows while the
-//! bytes in use do not is the allocator's free space, not state the service holds. (The
+//! bytes in use do not is the allocator's free space, not state the service holds; and each
+//! thread's CPU time and the time it waited for a core (`ladder_thread_*`, from
+//! `/proc/self/task/*/schedstat`): a sequencer that waits for a core is a machine too busy
+//! for its load, whatever the service's own code does. (The
 //! `prometheus` crate's process collector counts CPU time in whole seconds: too coarse for
 //! the CPU per order that `ladder loadgen` derives from it.)
 
@@ -50,6 +53,18 @@ pub fn families() -> Vec<Box<dyn Collector>> {
                     .ok()
                     .map(|d| d.count() as f64))
             }),
+        ),
+        Pulled::counter(
+            "ladder_thread_cpu_seconds_total",
+            "CPU time of the service's threads, by thread name.",
+            &["thread"],
+            Box::new(|| thread_samples(|t| t.cpu_seconds)),
+        ),
+        Pulled::counter(
+            "ladder_thread_wait_seconds_total",
+            "Time the service's threads were ready to run but waited for a core, by thread name.",
+            &["thread"],
+            Box::new(|| thread_samples(|t| t.wait_seconds)),
         ),
         Pulled::gauge(
             "ladder_heap_in_use_bytes",
@@ -103,6 +118,49 @@ impl ProcStat {
                 .map(|(boot, start)| boot + start as f64 / ticks),
         })
     }
+}
+
+/// What the scheduler says of the threads of one name.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct ThreadTimes {
+    /// Seconds on a core.
+    cpu_seconds: f64,
+    /// Seconds ready to run, waiting for a core.
+    wait_seconds: f64,
+}
+
+/// Each thread name's times, threads of one name added up (`schedstat`: ns on a core, ns
+/// waiting on a run queue, time slices); empty where the system does not say.
+fn thread_times() -> std::collections::BTreeMap<String, ThreadTimes> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let (Ok(name), Ok(stats)) = (
+            std::fs::read_to_string(path.join("comm")),
+            std::fs::read_to_string(path.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let mut fields = stats.split_whitespace().map(|f| f.parse::<u64>().ok());
+        let (Some(Some(cpu_ns)), Some(Some(wait_ns))) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let times: &mut ThreadTimes = by_name.entry(name.trim().to_string()).or_default();
+        times.cpu_seconds += cpu_ns as f64 / 1e9;
+        times.wait_seconds += wait_ns as f64 / 1e9;
+    }
+    by_name
+}
+
+/// One sample per thread name of what `read` takes from its times.
+fn thread_samples(read: fn(&ThreadTimes) -> f64) -> Vec<crate::metrics::Sample> {
+    thread_times()
+        .into_iter()
+        .map(|(name, times)| (vec![name], read(&times)))
+        .collect()
 }
 
 /// The machine's boot time, seconds since the epoch (`btime` of `/proc/stat`).
@@ -191,9 +249,36 @@ mod tests {
         // Allocate and hold 64 MiB: the allocator counts it as in use (other tests of the
         // process allocate and free beside it, far less than the 8 MiB of margin).
         let before = value(&out, "ladder_heap_in_use_bytes");
-        let held = vec![1u8; 64 << 20];
+        // black_box: an optimized build would otherwise leave the unused allocation out.
+        let held = std::hint::black_box(vec![1u8; 64 << 20]);
         let again = render();
         assert!(value(&again, "ladder_heap_in_use_bytes") >= before + 56.0 * 1024.0 * 1024.0);
         drop(held);
+    }
+
+    /// A named thread that spent CPU time is listed with it, under its name.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn each_thread_name_has_its_cpu_and_wait_time() {
+        let busy = std::thread::Builder::new()
+            .name("busy-metrics".into())
+            .spawn(|| {
+                let spin = std::time::Instant::now();
+                while spin.elapsed() < std::time::Duration::from_millis(30) {}
+                let out = render();
+                let cpu = value(
+                    &out,
+                    r#"ladder_thread_cpu_seconds_total{thread="busy-metrics"}"#,
+                );
+                let wait = value(
+                    &out,
+                    r#"ladder_thread_wait_seconds_total{thread="busy-metrics"}"#,
+                );
+                (cpu, wait)
+            })
+            .unwrap();
+        let (cpu, wait) = busy.join().unwrap();
+        assert!(cpu > 0.001, "{cpu}");
+        assert!(wait >= 0.0, "{wait}");
     }
 }

@@ -393,12 +393,18 @@ fn promtool_finds_nothing_to_say_of_the_metrics() {
         "ladder_history_stored_seq",
         "process_cpu_seconds_total",
         "ladder_heap_in_use_bytes",
+        "ladder_thread_cpu_seconds_total",
+        "ladder_thread_wait_seconds_total",
     ] {
         assert!(
             r.body.contains(&format!("# HELP {family} ")),
             "no help for {family}:\n{}",
             r.body
         );
+    }
+    for thread in ["sequencer", "gateway-0"] {
+        let sample = format!("ladder_thread_wait_seconds_total{{thread=\"{thread}\"}} ");
+        assert!(r.body.contains(&sample), "no {sample}:\n{}", r.body);
     }
     let mut check = std::process::Command::new("promtool")
         .args(["check", "metrics"])

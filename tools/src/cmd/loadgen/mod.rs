@@ -125,9 +125,11 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         let auths = (0..n).map(|c| wire::Auth::new(&accounts[c])).collect();
         heartbeats::Heartbeats::start(&host, auths)
     });
-    let cpu_before = setup::service_cpu_s(&args.url);
+    let use_before = setup::service_use(&args.url);
     let driven = driver::drive(&config, conns, feeds, &shared, FEED_DRAIN, start);
-    let cpu_after = setup::service_cpu_s(&args.url);
+    let used = setup::service_use(&args.url)
+        .zip(use_before)
+        .map(|(after, before)| after.since(&before));
     if let Some(heartbeats) = heartbeats {
         let counts = heartbeats.finish(args.leave_heartbeats);
         eprintln!(
@@ -152,9 +154,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         orders_presigned: orders_presigned as u64,
         book_orders: book_orders as u64,
         market: market.condition_id.to_string(),
-        service_cpu_s: cpu_before
-            .zip(cpu_after)
-            .map(|(before, after)| (after - before).max(0.0)),
+        service_use: used,
     };
     let full = report::build(&info, &stats, &shared.stats);
     if let Some(dir) = &args.out {

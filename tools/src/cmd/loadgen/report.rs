@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::ceiling::Ceiling;
 use super::plan::Scenario;
+use super::setup::ServiceUse;
 use super::stats::{histogram, lock, ConnStats, FeedStats};
 
 /// Most "nines" a percentile curve reaches (99.999 %).
@@ -46,9 +47,9 @@ pub struct RunInfo {
     pub book_orders: u64,
     /// The run's market (condition id).
     pub market: String,
-    /// The service's CPU seconds over the run (`process_cpu_seconds_total` before and after),
-    /// when `/metrics` answered.
-    pub service_cpu_s: Option<f64>,
+    /// What the service used over the run (`/metrics` before and after), when `/metrics`
+    /// answered.
+    pub service_use: Option<ServiceUse>,
 }
 
 /// The stdout line: API.md §19's fields in order, then extras.
@@ -109,6 +110,19 @@ pub struct Summary {
     pub recovery_cpu_us: f64,
     /// `service_cpu_us_per_request / recovery_cpu_us`.
     pub cpu_per_request_over_recovery: Option<f64>,
+    /// Per thread name of the service, over the run: CPU seconds (`cpu_s`) and seconds it
+    /// was ready to run but waited for a core (`wait_s`); a long wait on the sequencer or a
+    /// gateway thread means the machine, not the service's code, held requests up.
+    pub service_threads: BTreeMap<String, ThreadUse>,
+}
+
+/// One thread name's use of the machine over a run.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ThreadUse {
+    /// CPU seconds.
+    pub cpu_s: f64,
+    /// Seconds ready to run, waiting for a core.
+    pub wait_s: f64,
 }
 
 /// Cancel outcomes.
@@ -236,8 +250,8 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
     let fill = lock(&feed.fill_notify).clone();
     let recovery_cpu_us =
         info.ceiling.threads as f64 * 1e6 / info.ceiling.recoveries_per_s.max(1.0);
-    let service_cpu_us_per_request = info
-        .service_cpu_s
+    let service_cpu_s = info.service_use.as_ref().map(|u| u.cpu_s);
+    let service_cpu_us_per_request = service_cpu_s
         .filter(|_| ok > 0)
         .map(|cpu| (cpu * 1e6 / ok as f64 * 10.0).round() / 10.0);
     let summary = Summary {
@@ -273,11 +287,24 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
         fill_notify_p50_us: quantile_us(&fill, 0.5),
         fill_notify_p99_us: quantile_us(&fill, 0.99),
         send_lag_p99_us: quantile_us(&lag, 0.99),
-        service_cpu_s: info.service_cpu_s.map(|s| (s * 1e3).round() / 1e3),
+        service_cpu_s: service_cpu_s.map(|s| (s * 1e3).round() / 1e3),
         service_cpu_us_per_request,
         recovery_cpu_us: (recovery_cpu_us * 100.0).round() / 100.0,
         cpu_per_request_over_recovery: service_cpu_us_per_request
             .map(|cpu| (cpu / recovery_cpu_us.max(f64::MIN_POSITIVE) * 100.0).round() / 100.0),
+        service_threads: info
+            .service_use
+            .iter()
+            .flat_map(|u| &u.threads)
+            .map(|(name, &(cpu_s, wait_s))| {
+                let round = |s: f64| (s * 1e3).round() / 1e3;
+                let used = ThreadUse {
+                    cpu_s: round(cpu_s),
+                    wait_s: round(wait_s),
+                };
+                (name.clone(), used)
+            })
+            .collect(),
     };
     Full {
         summary,

@@ -2,6 +2,8 @@
 //! never collide and never depend on the demo: a market with random ids, EOAs linked to
 //! random smart-account addresses, generous deposits, and API keys minted with L1.
 
+use std::collections::BTreeMap;
+
 use ladder_client::{HttpClient, L2Credentials, Trader, Wallet};
 use ladder_protocol::{Address, B256, U256};
 use serde_json::json;
@@ -196,19 +198,76 @@ pub fn gateway_threads(url: &str) -> Option<usize> {
     (rings > 0).then_some(rings)
 }
 
-/// The service's CPU seconds so far (`process_cpu_seconds_total` in `/metrics`), when it
-/// answers (loopback, or `--admin-public`).
-pub fn service_cpu_s(url: &str) -> Option<f64> {
+/// What `/metrics` says the service has used so far: its CPU seconds
+/// (`process_cpu_seconds_total`) and, by thread name, CPU seconds and seconds spent waiting
+/// for a core (`ladder_thread_*`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServiceUse {
+    /// The process's CPU seconds.
+    pub cpu_s: f64,
+    /// Per thread name: (CPU seconds, seconds waiting for a core).
+    pub threads: BTreeMap<String, (f64, f64)>,
+}
+
+impl ServiceUse {
+    /// What the service used from `before` to `self`, per thread name (names that came up
+    /// in between count from zero).
+    pub fn since(&self, before: &ServiceUse) -> ServiceUse {
+        let threads = self
+            .threads
+            .iter()
+            .map(|(name, &(cpu, wait))| {
+                let (cpu0, wait0) = before.threads.get(name).copied().unwrap_or_default();
+                (
+                    name.clone(),
+                    ((cpu - cpu0).max(0.0), (wait - wait0).max(0.0)),
+                )
+            })
+            .collect();
+        ServiceUse {
+            cpu_s: (self.cpu_s - before.cpu_s).max(0.0),
+            threads,
+        }
+    }
+
+    /// Parses the Prometheus text of `/metrics`; `None` without `process_cpu_seconds_total`.
+    pub fn parse(metrics: &str) -> Option<ServiceUse> {
+        let mut found = ServiceUse::default();
+        let mut cpu = None;
+        for line in metrics.lines() {
+            if let Some(value) = line.strip_prefix("process_cpu_seconds_total ") {
+                cpu = value.trim().parse().ok();
+            } else if let Some((name, value)) =
+                thread_sample(line, "ladder_thread_cpu_seconds_total")
+            {
+                found.threads.entry(name).or_default().0 = value;
+            } else if let Some((name, value)) =
+                thread_sample(line, "ladder_thread_wait_seconds_total")
+            {
+                found.threads.entry(name).or_default().1 = value;
+            }
+        }
+        found.cpu_s = cpu?;
+        Some(found)
+    }
+}
+
+/// `(thread, value)` of a `family{thread="..."} value` line.
+fn thread_sample(line: &str, family: &str) -> Option<(String, f64)> {
+    let rest = line.strip_prefix(family)?.strip_prefix("{thread=\"")?;
+    let (name, rest) = rest.split_once("\"}")?;
+    Some((name.to_string(), rest.trim().parse().ok()?))
+}
+
+/// What the service has used so far, when `/metrics` answers (loopback, or
+/// `--admin-public`).
+pub fn service_use(url: &str) -> Option<ServiceUse> {
     let mut http = HttpClient::new(url).ok()?;
     let response = http.request("GET", "/metrics", &[], None).ok()?;
     if response.status != 200 {
         return None;
     }
-    response
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|v| v.trim().parse().ok())
+    ServiceUse::parse(&response.body)
 }
 
 /// Fails unless `GET /time` answers, with a time the local clock (which signs every
@@ -253,4 +312,31 @@ pub fn seed_book(url: &str, account: &Account, bodies: &[String]) -> Result<(), 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_use_is_read_from_metrics_and_counted_between_two_reads() {
+        let before = ServiceUse::parse(
+            "process_cpu_seconds_total 1.5\n\
+             ladder_thread_cpu_seconds_total{thread=\"sequencer\"} 0.5\n\
+             ladder_thread_wait_seconds_total{thread=\"sequencer\"} 0.25\n",
+        )
+        .unwrap();
+        let after = ServiceUse::parse(
+            "# HELP x\nprocess_cpu_seconds_total 4\n\
+             ladder_thread_cpu_seconds_total{thread=\"sequencer\"} 1.5\n\
+             ladder_thread_wait_seconds_total{thread=\"sequencer\"} 0.75\n\
+             ladder_thread_cpu_seconds_total{thread=\"gateway-0\"} 2\n",
+        )
+        .unwrap();
+        let used = after.since(&before);
+        assert_eq!(used.cpu_s, 2.5);
+        assert_eq!(used.threads["sequencer"], (1.0, 0.5));
+        assert_eq!(used.threads["gateway-0"], (2.0, 0.0));
+        assert_eq!(ServiceUse::parse("ladder_last_seq 3\n"), None);
+    }
 }
