@@ -1,5 +1,5 @@
 //! Counters and HDR histograms, one set per connection (and one for the user feeds), written
-//! by that connection's reader thread and read once a second by the progress line.
+//! by the driver's thread and read once a second by the progress line.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
