@@ -144,27 +144,10 @@ impl Service {
         Some(kb / 1024.0)
     }
 
-    /// CPU seconds spent so far by the service's threads named `name`
-    /// (`/proc/<pid>/task/*/schedstat`).
+    /// CPU seconds spent so far by the service's threads named `name` (its `/metrics`).
     fn thread_cpu_s(&self, name: &str) -> Option<f64> {
-        let pid = self.child.as_ref()?.id();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        let mut total = 0.0;
-        for task in tasks.flatten() {
-            let path = task.path();
-            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-            if comm.trim() != name {
-                continue;
-            }
-            let ns: f64 = std::fs::read_to_string(path.join("schedstat"))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()?;
-            total += ns / 1e9;
-        }
-        Some(total)
+        let used = super::loadgen::service_use(&self.url())?;
+        used.threads.get(name).map(|&(cpu_s, _)| cpu_s)
     }
 
     /// Resident memory, MB.

@@ -39,6 +39,7 @@ use super::LoadgenArgs;
 pub use driver::PIPELINE_MAX;
 use feed::{CancelQueue, FeedRole, FeedShared, SendTimes};
 pub use plan::Scenario;
+pub(crate) use setup::service_use;
 use stats::{ConnStats, FeedStats};
 
 /// How long the ceiling probe runs.
