@@ -17,6 +17,7 @@ mod pin;
 mod recovery;
 mod release;
 pub mod replication;
+mod seat;
 mod sequencer;
 mod submission;
 

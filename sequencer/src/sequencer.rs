@@ -21,6 +21,7 @@ use crate::heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, Heartbea
 use crate::pin::{pin_current_thread, CorePin};
 use crate::release::{Release, Releaser, Releases, JOURNAL_FULL, REPLICA_UNAVAILABLE};
 use crate::replication::ReplicationHub;
+use crate::seat::{Round, Rounds, Seat};
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Ticket, Work};
 
 /// Largest batch the sequencer releases itself when nothing else is waiting (larger ones go
@@ -171,6 +172,8 @@ pub struct SequencerStats {
     pub order_hashes_held: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
+    /// Rounds a gateway thread did in the sleeping sequencer's seat (see `seat.rs`).
+    pub rounds_in_seat: AtomicU64,
 }
 
 /// Upper bounds of the flush-time buckets, in nanoseconds (the last bucket is unbounded).
@@ -283,11 +286,15 @@ pub enum Takes {
 
 /// The sequencer's ends of the producers' rings, made before it starts so that producers
 /// (the gateway) can be running, answering "not ready", while the engine recovers.
-pub struct Rings(Vec<Receiver<Submission>>, Arc<Bell>);
+pub struct Rings(Vec<Receiver<Submission>>, Arc<Bell>, Arc<WriterSeat>);
+
+/// The sequencer's seat (see `seat.rs`), shared with the producers that may take it.
+pub(crate) type WriterSeat = Seat<Writer>;
 
 /// Makes `producers` bounded rings of `capacity` submissions each.
 pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
     let bell = Bell::new();
+    let seat = Arc::new(Seat::new());
     let mut submitters = Vec::with_capacity(producers);
     let mut receivers = Vec::with_capacity(producers);
     for _ in 0..producers {
@@ -295,10 +302,12 @@ pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
         submitters.push(Submitter {
             ring: tx,
             bell: bell.clone(),
+            seat: seat.clone(),
+            takes_seat: false,
         });
         receivers.push(rx);
     }
-    (submitters, Rings(receivers, bell))
+    (submitters, Rings(receivers, bell, seat))
 }
 
 /// Starts the sequencer thread with `producers` new rings; returns their submitters.
@@ -318,7 +327,7 @@ pub fn start_with(
     parts: SequencerParts,
     rings: Rings,
 ) -> std::io::Result<SequencerHandle> {
-    let Rings(rings, bell) = rings;
+    let Rings(rings, bell, seat) = rings;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(SequencerStats::default());
     stats
@@ -331,6 +340,8 @@ pub fn start_with(
         .as_ref()
         .is_some_and(|hub| hub.required() > 0);
     let pipelined = config.durability == Durability::Sync && !waits_for_standbys;
+    // Where a round never waits for the disk or a standby, a producer may do it (seat.rs).
+    let seat_may_open = config.durability == Durability::Async && !waits_for_standbys;
     let publishes = !parts.events.is_empty();
     let keeps_board = parts.board.is_some();
     let shipping = parts.replication.clone();
@@ -355,7 +366,7 @@ pub fn start_with(
         publishes,
         events_room: 0,
         rings,
-        bell,
+        batch: Vec::new(),
         stop: stop.clone(),
         encoder: CommandEncoder::default(),
         last_now_ns: 0,
@@ -372,33 +383,39 @@ pub fn start_with(
         timers_blocked_until: None,
     };
     writer.trades_seen = writer.engine.trade_count();
+    writer.batch = Vec::with_capacity(writer.config.batch_max);
+    let pin = writer.config.pin;
+    seat.fill(writer, false);
     let thread = std::thread::Builder::new()
         .name("sequencer".into())
         .spawn(move || {
-            match pin_current_thread(writer.config.pin) {
-                Ok(Some(core)) => tracing::info!(core, "sequencer thread pinned"),
-                Ok(None) => {}
-                Err(why) => tracing::warn!(%why, "sequencer thread not pinned"),
-            }
+            let pinned = match pin_current_thread(pin) {
+                Ok(Some(core)) => {
+                    tracing::info!(core, "sequencer thread pinned");
+                    true
+                }
+                Ok(None) => false,
+                Err(why) => {
+                    tracing::warn!(%why, "sequencer thread not pinned");
+                    false
+                }
+            };
+            // A pinned sequencer keeps its work on its core.
+            seat.set_open(seat_may_open && !pinned);
             // A panic here could leave the engine half-applied, and the service would go on
             // looking ready while answering nothing: the process stops instead, with one
             // clear line (the journal holds everything acknowledged).
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.run()));
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| seat.run(&bell)));
             if let Err(panic) = ran {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("a panic");
-                let seq = writer.engine.last_seq();
-                tracing::error!(
-                    seq,
-                    reason = what,
-                    "the sequencer panicked; stopping the service"
-                );
-                eprintln!("ladder: the sequencer panicked after sequence {seq}: {what}; stopping");
-                std::process::exit(70);
+                let held = seat.lock();
+                match held.as_ref() {
+                    Some(writer) => writer.stop_after_panic(&*panic),
+                    None => stop_after_panic(&*panic, 0),
+                }
             }
+            let mut writer = seat
+                .empty()
+                .expect("the sequencer's state stays in its seat");
             writer.releases.finish();
             writer.engine
         })?;
@@ -409,7 +426,7 @@ pub fn start_with(
     })
 }
 
-struct Writer {
+pub(crate) struct Writer {
     config: SequencerConfig,
     engine: Engine,
     journal: Journal,
@@ -421,8 +438,8 @@ struct Writer {
     /// Events of the last batch: the room the next batch's list starts with.
     events_room: usize,
     rings: Vec<Receiver<Submission>>,
-    /// Rung by the producers after each submission: what the sequencer sleeps on.
-    bell: Arc<Bell>,
+    /// The batch being gathered (its room is kept from round to round).
+    batch: Vec<Submission>,
     stop: Arc<AtomicBool>,
     encoder: CommandEncoder,
     last_now_ns: u64,
@@ -444,37 +461,74 @@ struct Writer {
     timers_blocked_until: Option<Instant>,
 }
 
-impl Writer {
-    fn run(&mut self) {
-        let mut batch: Vec<Submission> = Vec::with_capacity(self.config.batch_max);
-        loop {
-            // While the next segment cannot be reserved (ordinary writes refused, or a
-            // standby's copies short of room), try again: writes resume by themselves.
-            if self.journal.is_short() {
-                self.journal.retry_space();
-                self.publish_gauges();
+impl Rounds for Writer {
+    fn round(&mut self) -> Round {
+        // While the next segment cannot be reserved (ordinary writes refused, or a standby's
+        // copies short of room), try again: writes resume by themselves.
+        if self.journal.is_short() {
+            self.journal.retry_space();
+            self.publish_gauges();
+        }
+        if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
+            let now_ns = self.now_ns();
+            self.arm_heartbeats(now_ns);
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        self.drain(&mut batch);
+        let timer_due = !self.config.follower.load(Ordering::Acquire)
+            && self
+                .timers_blocked_until
+                .is_none_or(|until| Instant::now() >= until)
+            && self.next_deadline_ns().is_some_and(|d| d <= self.now_ns());
+        let round = if batch.is_empty() && !timer_due {
+            if self.stop.load(Ordering::Acquire) {
+                Round::Stop
+            } else {
+                Round::Idle(self.idle_wait())
             }
-            if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
-                let now_ns = self.now_ns();
-                self.arm_heartbeats(now_ns);
-            }
-            self.drain(&mut batch);
-            let timer_due = !self.config.follower.load(Ordering::Acquire)
-                && self
-                    .timers_blocked_until
-                    .is_none_or(|until| Instant::now() >= until)
-                && self.next_deadline_ns().is_some_and(|d| d <= self.now_ns());
-            if batch.is_empty() && !timer_due {
-                if self.stop.load(Ordering::Acquire) {
-                    return;
-                }
-                self.wait();
-                continue;
-            }
+        } else {
             self.process(&mut batch);
+            Round::Worked
+        };
+        self.batch = batch;
+        round
+    }
+
+    fn idle_wait(&self) -> Duration {
+        match self.next_deadline_ns() {
+            Some(deadline) => Duration::from_nanos(deadline.saturating_sub(self.now_ns()))
+                .min(self.config.idle_wait),
+            None => self.config.idle_wait,
         }
     }
 
+    fn stop_after_panic(&self, panic: &(dyn std::any::Any + Send)) -> ! {
+        stop_after_panic(panic, self.engine.last_seq())
+    }
+
+    fn count_round_in_seat(&mut self) {
+        self.stats.rounds_in_seat.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Stops the process after a panic of the sequencer's work, which may have left the engine
+/// half-applied after sequence `seq`: one clear line, and exit code 70.
+fn stop_after_panic(panic: &(dyn std::any::Any + Send), seq: u64) -> ! {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic");
+    tracing::error!(
+        seq,
+        reason = what,
+        "the sequencer panicked; stopping the service"
+    );
+    eprintln!("ladder: the sequencer panicked after sequence {seq}: {what}; stopping");
+    std::process::exit(70);
+}
+
+impl Writer {
     fn drain(&mut self, batch: &mut Vec<Submission>) {
         let max = self.config.batch_max;
         let mut progress = true;
@@ -516,18 +570,6 @@ impl Writer {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    fn wait(&self) {
-        let now = self.now_ns();
-        let wait = match self.next_deadline_ns() {
-            Some(deadline) => {
-                Duration::from_nanos(deadline.saturating_sub(now)).min(self.config.idle_wait)
-            }
-            None => self.config.idle_wait,
-        };
-        // The next drain takes the work (a ring after the last drain ends the wait at once).
-        self.bell.wait(wait);
     }
 
     fn now_ns(&self) -> u64 {

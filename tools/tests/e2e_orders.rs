@@ -1082,3 +1082,47 @@ fn polymarket_envelope_keys_and_uppercase_hex_are_accepted() {
     assert_eq!((status, p["success"].clone()), (200, json!(true)), "{p}");
     assert_eq!(p["orderID"], json!(hash_of(&order)));
 }
+
+/// With `async` durability, a gateway thread that finds the sequencer thread asleep does the
+/// sequencer's round itself (`ladder_sequencer_rounds_in_seat_total`): the answers, the book
+/// and the state recovered after a SIGKILL are those the sequencer thread alone would make.
+#[test]
+fn with_async_durability_a_gateway_thread_sequences_for_a_sleeping_sequencer() {
+    // Not pinned (`auto` pins on 4 cores or more, which closes the seat).
+    let mut service = Service::start(&["--durability", "async", "--sequencer-core", "none"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    for step in 0..4 {
+        rest(&mut bob, yes(), Side::Sell, 6_000 + 100 * step, 10);
+        // The sequencer thread goes back to sleep between two requests.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let p = place(&mut alice, yes(), Side::Buy, 6_100, 15, OrderType::Gtc);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    assert_eq!(p["tradeIds"].as_array().unwrap().len(), 2, "{p}");
+    assert_eq!(
+        levels(&book(&service, YES)["asks"]),
+        lv(&[("0.63", "10"), ("0.62", "10"), ("0.61", "5")])
+    );
+    let cancelled = open_ids(&mut bob)[0];
+    assert_eq!(
+        bob.cancel(cancelled, market()).unwrap().json(),
+        json!({ "canceled": [cancelled.to_string()], "notCanceled": {} })
+    );
+    let in_seat: f64 = metric(&service, "ladder_sequencer_rounds_in_seat_total")
+        .parse()
+        .unwrap();
+    assert!(in_seat >= 1.0, "no round was done in the seat: {in_seat}");
+
+    let before = service.admin("GET", "/admin/state-hash", None).json();
+    service.kill_and_restart();
+    let after = service.admin("GET", "/admin/state-hash", None).json();
+    assert_eq!(
+        before, after,
+        "the journal replays to the state it answered from"
+    );
+    assert_eq!(
+        levels(&book(&service, YES)["asks"]),
+        lv(&[("0.63", "10"), ("0.62", "10")])
+    );
+}

@@ -70,7 +70,14 @@ pub(super) fn start_front(
         ws_ping_after: Duration::from_millis(options.ws_ping_ms),
         ..ServerLimits::default()
     };
-    let threads = spawn(loops, submitters.clone(), app, limits, shared.clone())
+    // The gateway's loops may do a sleeping sequencer's round themselves (one wake-up fewer
+    // per request); the runtime's producers, which wait on their answers, always ring.
+    let loop_submitters: Vec<_> = submitters
+        .iter()
+        .cloned()
+        .map(Submitter::taking_seat)
+        .collect();
+    let threads = spawn(loops, loop_submitters, app, limits, shared.clone())
         .map_err(|e| format!("gateway threads: {e}"))?;
     println!("ladder: listening on {scheme}://{bound}");
     Ok(Front {
