@@ -375,6 +375,7 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
     let mut sinks = Vec::with_capacity(threads);
     let mut targets = Vec::with_capacity(threads);
     let mut bound = addr;
+    refuse_a_port_in_use(addr)?;
     for index in 0..threads {
         let std_listener = reuseport_listener(bound)?;
         bound = std_listener.local_addr()?;
@@ -434,6 +435,33 @@ fn closing(outcome: Outcome) -> Outcome {
             Outcome::Continue(work, Box::new(move |c| closing(continuation(c))))
         }
     }
+}
+
+/// Fails with `AddrInUse` when another socket listens on `addr` already (a fixed port only).
+///
+/// The loops' listeners share their port through `SO_REUSEPORT`, which the kernel grants to
+/// any socket of the same user that sets it too: a second service started on the same port
+/// would join the first one's group and take part of its connections. A socket without
+/// `SO_REUSEPORT` cannot join, so binding one first (and letting it go) tells the two cases
+/// apart; the loops' own group refuses such a probe in turn while it runs.
+fn refuse_a_port_in_use(addr: SocketAddr) -> io::Result<()> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Connections of an earlier run still in TIME_WAIT do not hold the port.
+    probe.set_reuse_address(true)?;
+    probe.bind(&addr.into()).map_err(|error| {
+        if error.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "address in use: another process listens on it",
+            )
+        } else {
+            error
+        }
+    })
 }
 
 fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -771,6 +799,27 @@ mod tests {
         let mut events = Events::with_capacity(4);
         poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
         events.iter().any(|e| e.token() == WAKER)
+    }
+
+    #[test]
+    fn a_second_gateway_on_a_port_in_use_is_refused_instead_of_sharing_it() {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let (_loops, _sinks, bound) = prepare(any, 2).expect("first gateway binds");
+        let second = prepare(bound, 2)
+            .map(|_| ())
+            .expect_err("the port is taken");
+        assert_eq!(second.kind(), io::ErrorKind::AddrInUse, "{second}");
+        assert!(
+            second.to_string().contains("another process listens"),
+            "{second}"
+        );
+        // A plain listener holding a port refuses the gateway too.
+        let plain = std::net::TcpListener::bind(any).expect("plain listener");
+        let taken = plain.local_addr().expect("its address");
+        let refused = prepare(taken, 1)
+            .map(|_| ())
+            .expect_err("the port is taken");
+        assert_eq!(refused.kind(), io::ErrorKind::AddrInUse, "{refused}");
     }
 
     #[test]
