@@ -42,5 +42,5 @@ pub use sequencer::{
 };
 pub use submission::{
     query, Answer, BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query,
-    Submission, SubmitError, Submitter, Ticket, Work,
+    SeatGate, Submission, SubmitError, Submitter, Ticket, Work,
 };

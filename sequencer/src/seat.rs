@@ -122,9 +122,9 @@ impl<W: Rounds> Seat<W> {
     }
 
     /// Called by a producer right after it queued work: does one round on the calling thread
-    /// if the sequencer thread sleeps and the seat is free, and says whether it did. When it
-    /// did not, the producer rings the bell as usual.
-    pub(crate) fn round_here(&self, bell: &Bell) -> bool {
+    /// if the sequencer thread sleeps, the seat is free and `gate` (asked with the seat held)
+    /// allows, and says whether it did. When it did not, the producer rings the bell as usual.
+    pub(crate) fn round_here(&self, bell: &Bell, gate: &dyn Fn() -> bool) -> bool {
         if !self.open.load(Ordering::Acquire) || self.asleep_since_ns.load(Ordering::SeqCst) == 0 {
             return false;
         }
@@ -134,6 +134,9 @@ impl<W: Rounds> Seat<W> {
         let Some(state) = held.as_mut() else {
             return false;
         };
+        if !gate() {
+            return false;
+        }
         let round = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| state.round())) {
             Ok(round) => round,
             // As on the sequencer thread: the process stops.
@@ -257,11 +260,19 @@ mod tests {
         }
     }
 
-    /// Waits until the stand-in thread has marked itself asleep.
+    /// Waits until the stand-in thread sleeps for good: marked asleep, its seat free, and the
+    /// same mark a moment later (its first wait may return at once, as a bell's first does).
     fn until_asleep(seat: &Seat<Counter>) {
         let started = Instant::now();
-        while seat.asleep_since_ns.load(Ordering::SeqCst) == 0 {
+        loop {
             assert!(started.elapsed() < Duration::from_secs(5), "never slept");
+            let mark = seat.asleep_since_ns.load(Ordering::SeqCst);
+            if mark != 0 && seat.state.try_lock().is_some() {
+                std::thread::sleep(Duration::from_millis(2));
+                if seat.asleep_since_ns.load(Ordering::SeqCst) == mark {
+                    return;
+                }
+            }
             std::thread::yield_now();
         }
     }
@@ -273,7 +284,7 @@ mod tests {
             until_asleep(&stand_in.seat);
             stand_in.queue.lock().push(n);
             assert!(
-                stand_in.seat.round_here(&stand_in.bell),
+                stand_in.seat.round_here(&stand_in.bell, &|| true),
                 "round {n} done in the seat"
             );
         }
@@ -289,7 +300,7 @@ mod tests {
         let stand_in = started(false);
         until_asleep(&stand_in.seat);
         stand_in.queue.lock().push(7);
-        assert!(!stand_in.seat.round_here(&stand_in.bell));
+        assert!(!stand_in.seat.round_here(&stand_in.bell, &|| true));
         stand_in.bell.ring();
         let started = Instant::now();
         while stand_in.on_thread.load(Ordering::Relaxed) == 0 {
@@ -302,6 +313,30 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_that_says_no_leaves_the_round_to_the_thread() {
+        let stand_in = started(true);
+        until_asleep(&stand_in.seat);
+        stand_in.queue.lock().push(3);
+        let asked = AtomicUsize::new(0);
+        let gate = || {
+            // Asked with the seat held: the state cannot be locked from here.
+            assert!(stand_in.seat.state.try_lock().is_none());
+            asked.fetch_add(1, Ordering::Relaxed);
+            false
+        };
+        assert!(!stand_in.seat.round_here(&stand_in.bell, &gate));
+        assert_eq!(asked.load(Ordering::Relaxed), 1);
+        stand_in.bell.ring();
+        let started = Instant::now();
+        while stand_in.on_thread.load(Ordering::Relaxed) == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "never applied");
+            std::thread::yield_now();
+        }
+        let state = stand_in.stopped();
+        assert_eq!((state.in_seat, state.applied), (0, vec![3]));
+    }
+
+    #[test]
     fn many_producers_racing_the_thread_lose_nothing_and_apply_each_item_once() {
         let stand_in = started(true);
         let producers: Vec<_> = (0..4u64)
@@ -311,7 +346,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..2_000u64 {
                         queue.lock().push(p * 1_000_000 + i);
-                        if !seat.round_here(&bell) {
+                        if !seat.round_here(&bell, &|| true) {
                             bell.ring();
                         }
                     }
@@ -349,7 +384,7 @@ mod tests {
             counter.wait = Duration::from_millis(1);
         }
         stand_in.queue.lock().push(1);
-        assert!(seat.round_here(&stand_in.bell));
+        assert!(seat.round_here(&stand_in.bell, &|| true));
         // Rung: the thread wakes, finds nothing, and sleeps again (a new mark).
         let first_mark = seat.asleep_since_ns.load(Ordering::SeqCst);
         let started = Instant::now();

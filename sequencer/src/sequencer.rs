@@ -303,7 +303,7 @@ pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
             ring: tx,
             bell: bell.clone(),
             seat: seat.clone(),
-            takes_seat: false,
+            seat_gate: None,
         });
         receivers.push(rx);
     }

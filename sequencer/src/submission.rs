@@ -169,19 +169,27 @@ pub struct Submitter {
     pub(crate) bell: std::sync::Arc<crate::bell::Bell>,
     /// The sequencer's seat (see `seat.rs`).
     pub(crate) seat: std::sync::Arc<crate::sequencer::WriterSeat>,
-    /// Whether this producer does the sleeping sequencer's round itself instead of ringing.
-    pub(crate) takes_seat: bool,
+    /// Set when this producer may do the sleeping sequencer's round itself instead of
+    /// ringing: asked with the seat held, whether a round can run on this thread now.
+    pub(crate) seat_gate: Option<SeatGate>,
 }
+
+/// Asked by a producer holding the sequencer's seat, before it does the round: whether the
+/// round can run on this thread without waiting for this thread (see
+/// [`Submitter::taking_seat`]).
+pub type SeatGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl Submitter {
     /// This producer, allowed to do the sequencer's round on its own thread when it finds
     /// the sequencer asleep (where the seat is open: `async` durability, no standby waited
     /// for, sequencer not pinned), instead of waking it: one thread hand-off fewer per
     /// request. Only for a producer whose thread holds no lock while it submits and never
-    /// consumes what a round produces on its own (a round then never waits on it): the
-    /// gateway's loops, whose answers arrive through unbounded queues.
-    pub fn taking_seat(mut self) -> Submitter {
-        self.takes_seat = true;
+    /// waits on a round's output itself. `gate` is asked with the seat held, just before the
+    /// round: it says no when the round could wait for this very thread (a gateway loop whose
+    /// own feed queue is full: the round's frames would wait for the loop to drain it). While
+    /// the seat is held nobody else releases, so what the gate saw holds for the round.
+    pub fn taking_seat(mut self, gate: SeatGate) -> Submitter {
+        self.seat_gate = Some(gate);
         self
     }
 
@@ -189,7 +197,11 @@ impl Submitter {
     pub fn try_submit(&self, submission: Submission) -> Result<(), SubmitError> {
         match self.ring.try_send(submission) {
             Ok(()) => {
-                if !(self.takes_seat && self.seat.round_here(&self.bell)) {
+                let in_seat = self
+                    .seat_gate
+                    .as_ref()
+                    .is_some_and(|gate| self.seat.round_here(&self.bell, &**gate));
+                if !in_seat {
                     self.bell.ring();
                 }
                 Ok(())

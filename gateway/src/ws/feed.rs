@@ -63,6 +63,14 @@ pub struct FeedTarget {
 }
 
 impl FeedTarget {
+    /// Whether the gateway thread's queue has room for one more batch: a release queues at
+    /// most one, so a release on that very thread (in the sequencer's seat) never waits for it.
+    pub fn has_room(&self) -> bool {
+        self.tx
+            .capacity()
+            .is_none_or(|capacity| self.tx.len() < capacity)
+    }
+
     /// Queues `batch` for the gateway thread, to be woken at the end of the release. A
     /// thread so far behind that its queue is full is woken now, and waited for.
     fn queue(&self, batch: FeedBatch) {

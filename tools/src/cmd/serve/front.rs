@@ -71,11 +71,17 @@ pub(super) fn start_front(
         ..ServerLimits::default()
     };
     // The gateway's loops may do a sleeping sequencer's round themselves (one wake-up fewer
-    // per request); the runtime's producers, which wait on their answers, always ring.
+    // per request); the runtime's producers, which wait on their answers, always ring. A loop
+    // takes the seat only while its own feed queue has room for the round's frames.
     let loop_submitters: Vec<_> = submitters
         .iter()
-        .cloned()
-        .map(Submitter::taking_seat)
+        .zip(&feed_targets)
+        .map(|(submitter, target)| {
+            let target = target.clone();
+            submitter
+                .clone()
+                .taking_seat(Arc::new(move || target.has_room()))
+        })
         .collect();
     let threads = spawn(loops, loop_submitters, app, limits, shared.clone())
         .map_err(|e| format!("gateway threads: {e}"))?;
