@@ -133,6 +133,13 @@ impl<T> Clone for BellReceiver<T> {
 }
 
 impl<T> BellReceiver<T> {
+    /// Whether the channel has room for one more value (a sender would not wait).
+    pub fn has_room(&self) -> bool {
+        self.rx
+            .capacity()
+            .is_none_or(|capacity| self.rx.len() < capacity)
+    }
+
     /// The next value if one is waiting.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         self.rx.try_recv()
@@ -183,6 +190,18 @@ impl<T> BellReceiver<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_channel_has_no_room_until_a_value_is_taken() {
+        let (tx, rx) = channel::<u8>(2);
+        assert!(rx.has_room());
+        tx.send(1).unwrap();
+        assert!(rx.has_room());
+        tx.send(2).unwrap();
+        assert!(!rx.has_room());
+        assert_eq!(rx.try_recv(), Ok(1));
+        assert!(rx.has_room());
+    }
 
     #[test]
     fn a_value_sent_from_another_thread_wakes_the_receiver() {

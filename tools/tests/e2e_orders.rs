@@ -1083,13 +1083,21 @@ fn polymarket_envelope_keys_and_uppercase_hex_are_accepted() {
     assert_eq!(p["orderID"], json!(hash_of(&order)));
 }
 
-/// With `async` durability, a gateway thread that finds the sequencer thread asleep does the
-/// sequencer's round itself (`ladder_sequencer_rounds_in_seat_total`): the answers, the book
-/// and the state recovered after a SIGKILL are those the sequencer thread alone would make.
+/// With `async` durability, a gateway thread (or the settlement thread) that finds the
+/// sequencer thread asleep does the sequencer's round itself
+/// (`ladder_sequencer_rounds_in_seat_total`): the answers, the book, the trades' settlement and
+/// the state recovered after a SIGKILL are those the sequencer thread alone would make.
 #[test]
 fn with_async_durability_a_gateway_thread_sequences_for_a_sleeping_sequencer() {
     // Not pinned (`auto` pins on 4 cores or more, which closes the seat).
-    let mut service = Service::start(&["--durability", "async", "--sequencer-core", "none"]);
+    let mut service = Service::start(&[
+        "--durability",
+        "async",
+        "--sequencer-core",
+        "none",
+        "--settlement-delay-ms",
+        "30",
+    ]);
     let mut alice = service.trader(0);
     let mut bob = service.trader(1);
     for step in 0..4 {
@@ -1109,6 +1117,22 @@ fn with_async_durability_a_gateway_thread_sequences_for_a_sleeping_sequencer() {
         bob.cancel(cancelled, market()).unwrap().json(),
         json!({ "canceled": [cancelled.to_string()], "notCanceled": {} })
     );
+    // Settlement's status changes go through the seat too: each trade reaches CONFIRMED.
+    for id in p["tradeIds"].as_array().unwrap() {
+        let path = format!("/trades/{}", id.as_str().unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let status = alice.send("GET", &path, None).unwrap().json()["status"].clone();
+            if status == json!("CONFIRMED") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} stays {status}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     let in_seat: f64 = metric(&service, "ladder_sequencer_rounds_in_seat_total")
         .parse()
         .unwrap();

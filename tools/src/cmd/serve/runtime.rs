@@ -269,13 +269,20 @@ impl SettlementStarter<'_> {
                 sink,
                 pending,
             ),
-            None => ladder_settlement::start(
-                Box::new(BuiltIn::new(self.built_in.0, self.built_in.1)),
-                self.events.clone(),
-                ring,
-                sink,
-                pending,
-            ),
+            None => {
+                // The built-in thread submits between its waits and holds nothing: it may do
+                // a sleeping sequencer's round itself, while its own event channel has room
+                // for the round's batch (a round never waits for the thread that runs it).
+                let events = self.events.clone();
+                let ring = ring.taking_seat(Arc::new(move || events.has_room()));
+                ladder_settlement::start(
+                    Box::new(BuiltIn::new(self.built_in.0, self.built_in.1)),
+                    self.events.clone(),
+                    ring,
+                    sink,
+                    pending,
+                )
+            }
         };
         started.map_err(|e| format!("settlement thread: {e}"))
     }
