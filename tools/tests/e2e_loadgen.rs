@@ -125,6 +125,14 @@ fn an_open_loop_mm_run_keeps_the_offered_rate_without_errors_and_writes_its_plot
     let percentiles: Vec<u64> = CONTRACT_KEYS[4..].iter().map(|k| int(&line, k)).collect();
     assert!(percentiles[0] > 0, "{line}");
     assert!(percentiles.windows(2).all(|w| w[0] <= w[1]), "{line}");
+    // The arrival at the socket (kernel timestamps, Linux) comes before the read that
+    // completes a request, and after its planned send.
+    if cfg!(target_os = "linux") {
+        for (arrival, read) in [("arrival_p50_us", "p50_us"), ("arrival_p99_us", "p99_us")] {
+            let (arrival, read) = (int(&line, arrival), int(&line, read));
+            assert!(arrival > 0 && arrival <= read, "{line}");
+        }
+    }
 
     let full: Value = serde_json::from_slice(
         &std::fs::read(out.path().join("result.json")).expect("result.json"),

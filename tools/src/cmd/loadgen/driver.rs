@@ -220,7 +220,14 @@ fn kind_auth(conn: &Conn, kind: Kind) -> &Auth {
 }
 
 /// Judges one answer and records it.
-pub(super) fn settle(response: &Response, request: &InFlight, stats: &ConnStats, done_ns: u64) {
+/// Judges `response` to `request`, answered at `done_ns` (ns since the start) after reaching
+/// the socket at `arrived_ns` (the kernel's timestamp, where there is one).
+pub(super) fn settle(
+    response: &Response,
+    request: &InFlight,
+    stats: &ConnStats,
+    (done_ns, arrived_ns): (u64, Option<u64>),
+) {
     if response.status != 200 {
         let error = serde_json::from_slice::<Value>(&response.body)
             .ok()
@@ -254,7 +261,13 @@ pub(super) fn settle(response: &Response, request: &InFlight, stats: &ConnStats,
     }
     let lag_ns = (request.planned_ns != request.sent_ns)
         .then(|| request.sent_ns.saturating_sub(request.planned_ns));
-    stats.ok(done_ns.saturating_sub(request.planned_ns), lag_ns, done_ns);
+    let arrival_ns = arrived_ns.map(|at| at.saturating_sub(request.planned_ns));
+    stats.ok(
+        done_ns.saturating_sub(request.planned_ns),
+        lag_ns,
+        arrival_ns,
+        done_ns,
+    );
 }
 
 fn short(text: &str) -> String {

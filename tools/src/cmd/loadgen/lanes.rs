@@ -11,12 +11,13 @@
 //! context switch the service paid for in its tail.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::arrival::{self, ArrivalClock};
 use super::driver::{
     settle, Conn, DriveConfig, InFlight, Writer, LATE_GIVE_UP, PIPELINE_MAX, READ_TIMEOUT,
 };
@@ -35,10 +36,12 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// A connection to `host`, with Nagle off, ready for the loop (non-blocking).
+/// Answers are timestamped by the kernel where it can ([`arrival`]).
 pub fn connect(host: &str) -> io::Result<TcpStream> {
     let stream = TcpStream::connect(host)?;
     stream.set_nodelay(true)?;
     stream.set_nonblocking(true)?;
+    arrival::enable(&stream);
     Ok(stream)
 }
 
@@ -85,6 +88,9 @@ struct Link {
     in_flight: VecDeque<InFlight>,
     /// Since when (ns since the start) the oldest request in flight has had no byte.
     waiting_since_ns: u64,
+    /// When the bytes of the last read reached the socket (ns since the start), by the
+    /// kernel's timestamp, if it gave one.
+    arrived_ns: Option<u64>,
 }
 
 impl Link {
@@ -95,6 +101,7 @@ impl Link {
             received: Vec::with_capacity(READ_CHUNK_BYTES),
             in_flight: VecDeque::new(),
             waiting_since_ns: 0,
+            arrived_ns: None,
         }
     }
 
@@ -122,13 +129,14 @@ impl Link {
 
     /// Reads what has arrived, through `chunk`; `Ok(false)` when the service closed the
     /// connection.
-    fn receive(&mut self, chunk: &mut [u8], now_ns: u64) -> io::Result<bool> {
+    fn receive(&mut self, chunk: &mut [u8], now_ns: u64, clock: &ArrivalClock) -> io::Result<bool> {
         loop {
-            match self.stream.read(chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
+            match arrival::read_stamped(&self.stream, chunk) {
+                Ok((0, _)) => return Ok(false),
+                Ok((n, stamp)) => {
                     self.received.extend_from_slice(&chunk[..n]);
                     self.waiting_since_ns = now_ns;
+                    self.arrived_ns = stamp.map(|wall_ns| clock.since_start(wall_ns));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -167,6 +175,8 @@ struct Lane<'a> {
     stopped: bool,
     /// After a failed reconnection: no new attempt before this (ns since the start).
     reconnect_at_ns: u64,
+    /// Maps the kernel's receive timestamps onto the run's clock.
+    arrivals: ArrivalClock,
 }
 
 impl<'a> Lane<'a> {
@@ -284,7 +294,7 @@ impl<'a> Lane<'a> {
                 return self.break_link(Some(format!("io: {e}")));
             }
         }
-        let open = match link.receive(chunk, since(start)) {
+        let open = match link.receive(chunk, since(start), &self.arrivals) {
             Ok(open) => open,
             Err(e) => return self.break_link(Some(format!("io: {e}"))),
         };
@@ -300,7 +310,8 @@ impl<'a> Lane<'a> {
                         failure = Some("io: an answer to no request".to_string());
                         break;
                     };
-                    settle(&response, &request, &self.conn.stats, since(start));
+                    let done = (since(start), link.arrived_ns);
+                    settle(&response, &request, &self.conn.stats, done);
                     close = response.close;
                 }
                 Ok(None) => break,
@@ -366,6 +377,7 @@ pub fn run(
             next: 0,
             stopped: false,
             reconnect_at_ns: 0,
+            arrivals: ArrivalClock::new(start),
         })
         .collect();
     let first_feed = lanes.len();
@@ -468,7 +480,7 @@ mod tests {
     use crate::cmd::loadgen::presign::{ConnWork, Prepared};
     use crate::cmd::loadgen::stats::ConnStats;
     use crate::cmd::loadgen::wire::Auth;
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
     use std::net::TcpListener;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
@@ -607,6 +619,12 @@ mod tests {
         assert_eq!(stats.errors.load(Ordering::SeqCst), 0);
         assert!(stats.pool_exhausted.load(Ordering::SeqCst));
         assert_eq!(connections, 3);
+        // Every answer has its arrival at the socket too, no later than its read (Linux).
+        let histograms = crate::cmd::loadgen::stats::lock(&stats.histograms);
+        if cfg!(target_os = "linux") {
+            assert_eq!(histograms.arrival.len(), 5);
+            assert!(histograms.arrival.max() <= histograms.latency.max());
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! Requests in flight per connection come from `--pipeline` (default 1, at most
 //! 64): HTTP/1.1 pipelining. Orders are signed for the default exchange address.
 
+mod arrival;
 mod ceiling;
 mod driver;
 mod feed;

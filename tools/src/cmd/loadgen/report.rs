@@ -101,6 +101,13 @@ pub struct Summary {
     pub fill_notify_p99_us: Option<u64>,
     /// 99th percentile of how late requests left against their plan, µs (open loop).
     pub send_lag_p99_us: Option<u64>,
+    /// Median latency to the answer's arrival at this machine's socket (the kernel's receive
+    /// timestamp, Linux), µs: `p50_us` without loadgen's own delay in reading the answer.
+    pub arrival_p50_us: Option<u64>,
+    /// 99th percentile of the same, µs.
+    pub arrival_p99_us: Option<u64>,
+    /// 99.9th percentile of the same, µs.
+    pub arrival_p999_us: Option<u64>,
     /// The service's CPU over the run (all its threads, user and system), seconds.
     pub service_cpu_s: Option<f64>,
     /// That CPU per request answered `ok`, µs (in `resting`, each request is one signed order).
@@ -224,7 +231,7 @@ pub fn curve(h: &Histogram<u64>) -> Vec<Point> {
 
 /// Sums the connections' measurements into the result.
 pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full {
-    let (mut latency, mut lag) = (histogram(), histogram());
+    let (mut latency, mut lag, mut arrival) = (histogram(), histogram(), histogram());
     let mut errors_by_kind = BTreeMap::new();
     let mut rejections = BTreeMap::new();
     let mut not_canceled = BTreeMap::new();
@@ -234,6 +241,7 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
         let h = lock(&c.histograms);
         let _ = latency.add(&h.latency);
         let _ = lag.add(&h.send_lag);
+        let _ = arrival.add(&h.arrival);
         let kinds = lock(&c.kinds);
         merge(&mut errors_by_kind, &kinds.errors);
         merge(&mut rejections, &kinds.rejections);
@@ -287,6 +295,9 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
         fill_notify_p50_us: quantile_us(&fill, 0.5),
         fill_notify_p99_us: quantile_us(&fill, 0.99),
         send_lag_p99_us: quantile_us(&lag, 0.99),
+        arrival_p50_us: quantile_us(&arrival, 0.5),
+        arrival_p99_us: quantile_us(&arrival, 0.99),
+        arrival_p999_us: quantile_us(&arrival, 0.999),
         service_cpu_s: service_cpu_s.map(|s| (s * 1e3).round() / 1e3),
         service_cpu_us_per_request,
         recovery_cpu_us: (recovery_cpu_us * 100.0).round() / 100.0,

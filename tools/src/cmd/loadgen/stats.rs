@@ -47,6 +47,9 @@ pub struct Histograms {
     pub interval: Histogram<u64>,
     /// How late each request left against its plan (open loop only).
     pub send_lag: Histogram<u64>,
+    /// As `latency`, but to the answer's arrival at the socket (the kernel's receive
+    /// timestamp): without the load generator's own delay in reading it.
+    pub arrival: Histogram<u64>,
 }
 
 /// Outcomes by kind.
@@ -105,6 +108,7 @@ impl Default for ConnStats {
                 latency: histogram(),
                 interval: histogram(),
                 send_lag: histogram(),
+                arrival: histogram(),
             }),
             kinds: Mutex::new(Kinds::default()),
         }
@@ -112,8 +116,9 @@ impl Default for ConnStats {
 }
 
 impl ConnStats {
-    /// A success that took `latency_ns`, sent `lag_ns` late (open loop).
-    pub fn ok(&self, latency_ns: u64, lag_ns: Option<u64>, done_ns: u64) {
+    /// A success that took `latency_ns` (`arrival_ns` to reach the socket, where the kernel
+    /// timestamps), sent `lag_ns` late (open loop).
+    pub fn ok(&self, latency_ns: u64, lag_ns: Option<u64>, arrival_ns: Option<u64>, done_ns: u64) {
         self.ok.fetch_add(1, Ordering::Relaxed);
         self.last_done_ns.fetch_max(done_ns, Ordering::Relaxed);
         let mut h = lock(&self.histograms);
@@ -121,6 +126,9 @@ impl ConnStats {
         record(&mut h.interval, latency_ns);
         if let Some(lag) = lag_ns {
             record(&mut h.send_lag, lag);
+        }
+        if let Some(arrival) = arrival_ns {
+            record(&mut h.arrival, arrival);
         }
     }
 
