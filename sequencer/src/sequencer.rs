@@ -172,7 +172,8 @@ pub struct SequencerStats {
     pub order_hashes_held: AtomicU64,
     /// How long each synced commit's flush took.
     pub flushes: FlushTimes,
-    /// Rounds a gateway thread did in the sleeping sequencer's seat (see `seat.rs`).
+    /// Rounds a producer (a gateway loop, the settlement thread) did in the sleeping
+    /// sequencer's seat (see `seat.rs`).
     pub rounds_in_seat: AtomicU64,
 }
 

@@ -213,7 +213,7 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
         }),
         from_sequencer(sources, gauge, "ladder_last_seq", "Last journal sequence.", |s| count(&s.last_seq)),
         from_sequencer(sources, counter, "ladder_unjournaled_cancels_total", "Cancels answered without a journal record (they changed nothing).", |s| count(&s.unjournaled_cancels)),
-        from_sequencer(sources, counter, "ladder_sequencer_rounds_in_seat_total", "Sequencer rounds (drain, journal, apply, release) a gateway thread did itself while the sequencer thread slept, which was not woken for them.", |s| count(&s.rounds_in_seat)),
+        from_sequencer(sources, counter, "ladder_sequencer_rounds_in_seat_total", "Sequencer rounds (drain, journal, apply, release) a gateway loop or the settlement thread did itself while the sequencer thread slept, which was not woken for them.", |s| count(&s.rounds_in_seat)),
         from_sequencer(sources, gauge, "ladder_journal_full", "1 while the journal cannot reserve its next segment and refuses ordinary writes.", |s| f64::from(u8::from(s.journal_full.load(Ordering::Relaxed)))),
         from_sequencer(sources, counter, "ladder_heartbeat_expiries_total", "Keys whose heartbeats ran out (each cancelled its address's open orders).", |s| count(&s.heartbeat_expiries)),
         from_sequencer(sources, gauge, "ladder_heartbeats_running", "Keys with heartbeats running.", |s| count(&s.heartbeats_running)),
