@@ -132,13 +132,24 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
         assert!(enable(&client));
+        // The kernel turns its receive timestamps on a moment after the first socket asks
+        // (deferred work): what arrives before that has none. Wait for one.
+        let mut buf = [0u8; 16];
+        let warm_up = Instant::now();
+        loop {
+            server.write_all(b".").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            if read_stamped(&client, &mut buf).unwrap().1.is_some() {
+                break;
+            }
+            assert!(warm_up.elapsed().as_secs() < 5, "no receive timestamp ever");
+        }
         let start = Instant::now();
         let clock = ArrivalClock::new(start);
         let sent_ns = start.elapsed().as_nanos() as u64;
         server.write_all(b"hello").unwrap();
         // Read well after the bytes arrived: the stamp is their arrival, not this read.
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut buf = [0u8; 16];
         let (n, stamp) = read_stamped(&client, &mut buf).unwrap();
         let read_ns = start.elapsed().as_nanos() as u64;
         assert_eq!(&buf[..n], b"hello");
