@@ -217,6 +217,16 @@ mod tests {
     }
 
     impl StandIn {
+        /// Rings the thread and waits until it has applied something itself.
+        fn until_the_thread_applies(&self) {
+            self.bell.ring();
+            let started = Instant::now();
+            while self.on_thread.load(Ordering::Relaxed) == 0 {
+                assert!(started.elapsed() < Duration::from_secs(5), "never applied");
+                std::thread::yield_now();
+            }
+        }
+
         /// Asks the thread to stop and waits for it; returns its state.
         fn stopped(self) -> Counter {
             self.stop.store(true, Ordering::Release);
@@ -301,12 +311,7 @@ mod tests {
         until_asleep(&stand_in.seat);
         stand_in.queue.lock().push(7);
         assert!(!stand_in.seat.round_here(&stand_in.bell, &|| true));
-        stand_in.bell.ring();
-        let started = Instant::now();
-        while stand_in.on_thread.load(Ordering::Relaxed) == 0 {
-            assert!(started.elapsed() < Duration::from_secs(5), "never applied");
-            std::thread::yield_now();
-        }
+        stand_in.until_the_thread_applies();
         let state = stand_in.stopped();
         assert_eq!(state.in_seat, 0);
         assert_eq!(state.applied, vec![7]);
@@ -326,12 +331,7 @@ mod tests {
         };
         assert!(!stand_in.seat.round_here(&stand_in.bell, &gate));
         assert_eq!(asked.load(Ordering::Relaxed), 1);
-        stand_in.bell.ring();
-        let started = Instant::now();
-        while stand_in.on_thread.load(Ordering::Relaxed) == 0 {
-            assert!(started.elapsed() < Duration::from_secs(5), "never applied");
-            std::thread::yield_now();
-        }
+        stand_in.until_the_thread_applies();
         let state = stand_in.stopped();
         assert_eq!((state.in_seat, state.applied), (0, vec![3]));
     }
