@@ -114,8 +114,12 @@ impl<W: Rounds> Seat<W> {
                     // here either sees this mark (and takes the seat once it is free, or rings)
                     // or rang before it, and the wait below returns at once.
                     self.asleep_since_ns.store(now.max(1), Ordering::SeqCst);
-                    MutexGuard::unlocked(&mut held, || bell.wait(wait));
-                    self.asleep_since_ns.store(0, Ordering::SeqCst);
+                    MutexGuard::unlocked(&mut held, || {
+                        bell.wait(wait);
+                        // Awake before taking the seat back: producers ring from here
+                        // instead of trying a seat it is about to take.
+                        self.asleep_since_ns.store(0, Ordering::SeqCst);
+                    });
                 }
             }
         }
