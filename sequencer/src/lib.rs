@@ -18,6 +18,7 @@ mod recovery;
 mod release;
 pub mod replication;
 mod seat;
+pub use seat::clock_ns;
 mod sequencer;
 mod submission;
 

@@ -158,8 +158,9 @@ impl<W: Rounds> Seat<W> {
     }
 }
 
-/// A monotonic clock in ns from its first reading in this process.
-fn clock_ns() -> u64 {
+/// A monotonic clock in ns from its first reading in this process (the sequencer's seat and
+/// the gateway loops' seats mark when their threads went to sleep with it).
+pub fn clock_ns() -> u64 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }

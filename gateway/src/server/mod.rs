@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
+use ladder_sequencer::clock_ns;
 use ladder_sequencer::{
     Completion, CompletionSink, Submission, SubmitError, Submitter, Ticket, Work,
 };
@@ -159,7 +160,7 @@ pub struct LoopWake {
     seat_answers_max: AtomicUsize,
     /// Set by the loop just before it may block in `poll`, cleared when `poll` returns.
     sleeping: AtomicBool,
-    /// When the loop last marked itself sleeping (ns since [`clock_ns`]'s start).
+    /// When the loop last marked itself sleeping (ns of [`clock_ns`]).
     slept_at_ns: AtomicU64,
     /// [`ServerLimits::seat_after_asleep`], in ns.
     seat_after_asleep_ns: AtomicU64,
@@ -188,12 +189,6 @@ pub const SEAT_FRAMES_MAX: usize = 8;
 /// The default of [`ServerLimits::seat_after_asleep`]. Without it, saturated runs (`resting`,
 /// 16 connections x 8 pipelined) lost ~9 % of their rate to loops waiting for their seats.
 pub const SEAT_AFTER_ASLEEP: Duration = Duration::from_micros(20);
-
-/// A monotonic clock in ns from its first reading in this process.
-fn clock_ns() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
 
 /// Set in the ticket of work whose completer may run in a sleeping loop's seat: journaled
 /// commands, whose completers shape the reply from the engine's (queries' answers, which may

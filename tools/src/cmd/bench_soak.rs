@@ -147,7 +147,7 @@ impl Service {
     /// CPU seconds spent so far by the service's threads named `name` (its `/metrics`).
     fn thread_cpu_s(&self, name: &str) -> Option<f64> {
         let used = super::loadgen::service_use(&self.url())?;
-        used.threads.get(name).map(|&(cpu_s, _)| cpu_s)
+        used.threads.get(name).map(|thread| thread.cpu_s)
     }
 
     /// Resident memory, MB.

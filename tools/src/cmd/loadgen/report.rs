@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::ceiling::Ceiling;
 use super::plan::Scenario;
-use super::setup::ServiceUse;
+use super::setup::{ServiceUse, ThreadUse};
 use super::stats::{histogram, lock, ConnStats, FeedStats};
 
 /// Most "nines" a percentile curve reaches (99.999 %).
@@ -121,15 +121,6 @@ pub struct Summary {
     /// was ready to run but waited for a core (`wait_s`); a long wait on the sequencer or a
     /// gateway thread means the machine, not the service's code, held requests up.
     pub service_threads: BTreeMap<String, ThreadUse>,
-}
-
-/// One thread name's use of the machine over a run.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct ThreadUse {
-    /// CPU seconds.
-    pub cpu_s: f64,
-    /// Seconds ready to run, waiting for a core.
-    pub wait_s: f64,
 }
 
 /// Cancel outcomes.
@@ -307,13 +298,13 @@ pub fn build(info: &RunInfo, conns: &[Arc<ConnStats>], feed: &FeedStats) -> Full
             .service_use
             .iter()
             .flat_map(|u| &u.threads)
-            .map(|(name, &(cpu_s, wait_s))| {
+            .map(|(name, used)| {
                 let round = |s: f64| (s * 1e3).round() / 1e3;
-                let used = ThreadUse {
-                    cpu_s: round(cpu_s),
-                    wait_s: round(wait_s),
+                let rounded = ThreadUse {
+                    cpu_s: round(used.cpu_s),
+                    wait_s: round(used.wait_s),
                 };
-                (name.clone(), used)
+                (name.clone(), rounded)
             })
             .collect(),
     };

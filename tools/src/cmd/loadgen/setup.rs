@@ -205,8 +205,17 @@ pub fn gateway_threads(url: &str) -> Option<usize> {
 pub struct ServiceUse {
     /// The process's CPU seconds.
     pub cpu_s: f64,
-    /// Per thread name: (CPU seconds, seconds waiting for a core).
-    pub threads: BTreeMap<String, (f64, f64)>,
+    /// Per thread name: CPU seconds and seconds waiting for a core.
+    pub threads: BTreeMap<String, ThreadUse>,
+}
+
+/// One thread name's use of the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ThreadUse {
+    /// CPU seconds.
+    pub cpu_s: f64,
+    /// Seconds ready to run, waiting for a core.
+    pub wait_s: f64,
 }
 
 impl ServiceUse {
@@ -216,12 +225,13 @@ impl ServiceUse {
         let threads = self
             .threads
             .iter()
-            .map(|(name, &(cpu, wait))| {
-                let (cpu0, wait0) = before.threads.get(name).copied().unwrap_or_default();
-                (
-                    name.clone(),
-                    ((cpu - cpu0).max(0.0), (wait - wait0).max(0.0)),
-                )
+            .map(|(name, now)| {
+                let then = before.threads.get(name).copied().unwrap_or_default();
+                let used = ThreadUse {
+                    cpu_s: (now.cpu_s - then.cpu_s).max(0.0),
+                    wait_s: (now.wait_s - then.wait_s).max(0.0),
+                };
+                (name.clone(), used)
             })
             .collect();
         ServiceUse {
@@ -240,11 +250,11 @@ impl ServiceUse {
             } else if let Some((name, value)) =
                 thread_sample(line, "ladder_thread_cpu_seconds_total")
             {
-                found.threads.entry(name).or_default().0 = value;
+                found.threads.entry(name).or_default().cpu_s = value;
             } else if let Some((name, value)) =
                 thread_sample(line, "ladder_thread_wait_seconds_total")
             {
-                found.threads.entry(name).or_default().1 = value;
+                found.threads.entry(name).or_default().wait_s = value;
             }
         }
         found.cpu_s = cpu?;
@@ -335,8 +345,9 @@ mod tests {
         .unwrap();
         let used = after.since(&before);
         assert_eq!(used.cpu_s, 2.5);
-        assert_eq!(used.threads["sequencer"], (1.0, 0.5));
-        assert_eq!(used.threads["gateway-0"], (2.0, 0.0));
+        let times = |name: &str| (used.threads[name].cpu_s, used.threads[name].wait_s);
+        assert_eq!(times("sequencer"), (1.0, 0.5));
+        assert_eq!(times("gateway-0"), (2.0, 0.0));
         assert_eq!(ServiceUse::parse("ladder_last_seq 3\n"), None);
     }
 }
