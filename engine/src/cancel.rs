@@ -50,7 +50,6 @@ impl Engine {
         if signer.is_some_and(|s| !self.may_sign_for(requester, s)) {
             return Err(NotCanceled::InvalidSignature);
         }
-        let account = self.ledger.find(requester);
         let slot = self.orders.slot_of(order_id);
         let elsewhere = match (slot, condition_id) {
             (Some(slot), Some(condition)) => {
@@ -65,13 +64,21 @@ impl Engine {
         if elsewhere {
             return Err(NotCanceled::NotFound);
         }
+        // The owner's address, read from its account, settles ownership without looking the
+        // requester up (every account has its own address).
         match slot {
-            Some(slot) if Some(self.orders.get(slot).account) == account => Ok(slot),
+            Some(slot)
+                if self.ledger.account(self.orders.get(slot).account).address == *requester =>
+            {
+                Ok(slot)
+            }
             Some(_) => Err(NotCanceled::NotOwner),
             None => Err(match self.orders.fate(order_id) {
                 None if self.orders.forgotten(order_id) => NotCanceled::Forgotten,
                 None => NotCanceled::NotFound,
-                Some(fate) if Some(fate.account) != account => NotCanceled::NotOwner,
+                Some(fate) if self.ledger.account(fate.account).address != *requester => {
+                    NotCanceled::NotOwner
+                }
                 Some(fate) if fate.status == OrderStatus::Matched => NotCanceled::AlreadyFilled,
                 Some(_) => NotCanceled::AlreadyCanceled,
             }),

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
+
+use crate::key_hash::KeySet;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{ApiKeySpec, Asset, Command, MarketSpec, Resolution};
@@ -108,7 +110,7 @@ pub struct Engine {
     pub(crate) retired_orders: VecDeque<(u64, OrderId, Hash32)>,
     pub(crate) expiries: BTreeSet<(u64, OrderId)>,
     pub(crate) delayed: BTreeSet<(TimestampNs, OrderId)>,
-    pub(crate) controllers: FxHashSet<(Address, Address)>,
+    pub(crate) controllers: KeySet<(Address, Address)>,
     pub(crate) api_keys: FxHashMap<[u8; 16], ApiKeyRecord>,
     /// Keys ever created per address and L1 nonce (API.md §7: the next key's id derives
     /// from it, so a deleted key never comes back).
@@ -155,7 +157,7 @@ impl Engine {
             retired_orders: VecDeque::with_capacity(limits.orders_preallocated),
             expiries: BTreeSet::new(),
             delayed: BTreeSet::new(),
-            controllers: FxHashSet::default(),
+            controllers: KeySet::default(),
             api_keys: FxHashMap::default(),
             api_key_creations: FxHashMap::default(),
             heartbeats: std::collections::BTreeMap::new(),

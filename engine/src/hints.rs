@@ -25,6 +25,8 @@ impl Engine {
     pub fn prefetch(&self, command: &Command) {
         match command {
             Command::PlaceOrder(order) => {
+                // The duplicate check's slot, which a large set rarely has in cache.
+                self.seen_hashes.prefetch(&order.order_hash);
                 // What the order reserves: shares of its token (SELL) or collateral (BUY).
                 if let Some(account) = self.ledger.find(&order.maker) {
                     match (order.side, self.markets.find_token(&order.token_id)) {

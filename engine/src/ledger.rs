@@ -4,7 +4,7 @@
 //! A balance is `free + reserved - debt`. Debt arises only when a failed settlement takes
 //! back tokens or collateral the holder has already moved on; later credits repay it first.
 
-use rustc_hash::FxHashMap;
+use crate::key_hash::KeyMap;
 use serde::{Deserialize, Serialize};
 
 use crate::orders::{Slot, NIL};
@@ -118,7 +118,7 @@ fn position_key(account: u32, market: u32, outcome: Outcome) -> u64 {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Ledger {
     accounts: Vec<Account>,
-    by_address: FxHashMap<Address, u32>,
+    by_address: KeyMap<Address, u32>,
     positions: PositionTable,
     /// Taker fees collected, in collateral units.
     pub fees_collected_units: Units,

@@ -1,6 +1,6 @@
 //! Markets: their definitions, states, books and the lookup from condition and token ids.
 
-use rustc_hash::FxHashMap;
+use crate::key_hash::KeyMap;
 use serde::{Deserialize, Serialize};
 
 use crate::book::Book;
@@ -113,8 +113,8 @@ impl Market {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Markets {
     markets: Vec<Market>,
-    by_condition: FxHashMap<ConditionId, u32>,
-    by_token: FxHashMap<TokenId, (u32, Outcome)>,
+    by_condition: KeyMap<ConditionId, u32>,
+    by_token: KeyMap<TokenId, (u32, Outcome)>,
 }
 
 impl Markets {

@@ -4,6 +4,7 @@
 use crate::command::NewOrder;
 use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus};
+use crate::hash_slots::Vacancy;
 use crate::orders::{Order, OrderPlace, Slot, NIL};
 use crate::reject::Reject;
 use crate::reply::{Placement, Reply};
@@ -67,7 +68,9 @@ impl Engine {
         }
     }
 
-    fn check_order(&self, new: &NewOrder) -> Result<(u32, Outcome, u32), Reject> {
+    /// The order's market, outcome and account, and where its hash goes among those seen, or
+    /// why it is refused before anything changes.
+    fn check_order(&self, new: &NewOrder) -> Result<(u32, Outcome, u32, Vacancy), Reject> {
         let (market_index, outcome) = self
             .markets
             .find_token(&new.token_id)
@@ -93,9 +96,10 @@ impl Engine {
         if new.post_only && !new.order_type.rests() {
             return Err(Reject::PostOnlyNeedsRestingType);
         }
-        if self.seen_hashes.contains(&new.order_hash) {
-            return Err(Reject::DuplicateOrder);
-        }
+        let hash_vacancy = self
+            .seen_hashes
+            .vacancy(&new.order_hash)
+            .ok_or(Reject::DuplicateOrder)?;
         if !new.signer_verified && !self.controllers.contains(&(new.maker, new.signer)) {
             return Err(Reject::SignerNotController);
         }
@@ -106,7 +110,7 @@ impl Engine {
             .ledger
             .find(&new.maker)
             .ok_or(Reject::NotEnoughBalance)?;
-        Ok((market_index, outcome, account))
+        Ok((market_index, outcome, account, hash_vacancy))
     }
 
     fn check_expiration(&self, new: &NewOrder) -> Result<(), Reject> {
@@ -125,7 +129,7 @@ impl Engine {
     }
 
     fn try_place(&mut self, new: &NewOrder) -> Result<Placement, Reject> {
-        let (market_index, outcome, account) = self.check_order(new)?;
+        let (market_index, outcome, account, hash_vacancy) = self.check_order(new)?;
         let side = AxisSide::of(outcome, new.side);
         let limit_axis = axis_price(outcome, new.price_ticks);
         let market = self.markets.get(market_index);
@@ -160,7 +164,14 @@ impl Engine {
                 .position_mut(account, market_index, outcome)
                 .reserve(reserve_units)?,
         }
-        let slot = self.insert_open_order(new, account, market_index, outcome, reserve_units);
+        let slot = self.insert_open_order(
+            new,
+            hash_vacancy,
+            account,
+            market_index,
+            outcome,
+            reserve_units,
+        );
         if delayed {
             return Ok(self.delay(slot, market_index));
         }
@@ -255,13 +266,14 @@ impl Engine {
     fn insert_open_order(
         &mut self,
         new: &NewOrder,
+        hash_vacancy: Vacancy,
         account: u32,
         market: u32,
         outcome: Outcome,
         reserved_units: Units,
     ) -> Slot {
         let id = self.orders.next_id();
-        self.seen_hashes.insert(new.order_hash);
+        self.seen_hashes.fill(hash_vacancy, new.order_hash);
         let slot = self.orders.insert(Order {
             id,
             hash: new.order_hash,

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashSet;
+use crate::hash_slots::{HashSlots, Vacancy};
 use serde::{Deserialize, Serialize};
 
 use crate::types::Hash32;
@@ -22,7 +22,7 @@ pub const HASH_GRACE_RECORDS: u64 = 1 << 18;
 /// Order hashes known, and the forgotten ones still within their grace.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SeenHashes {
-    hashes: FxHashSet<Hash32>,
+    hashes: HashSlots,
     /// Hashes of forgotten orders with the sequence that forgot them, oldest first.
     fading: VecDeque<(u64, Hash32)>,
 }
@@ -31,7 +31,7 @@ impl SeenHashes {
     /// An empty set with room for `hashes` hashes.
     pub fn with_room(hashes: usize) -> SeenHashes {
         SeenHashes {
-            hashes: FxHashSet::with_capacity_and_hasher(hashes, Default::default()),
+            hashes: HashSlots::with_room(hashes),
             fading: VecDeque::new(),
         }
     }
@@ -41,16 +41,23 @@ impl SeenHashes {
         self.hashes.len()
     }
 
-    /// Whether `hash` is known.
+    /// Starts loading what `vacancy(hash)` and `fill` read first.
     #[inline]
-    pub fn contains(&self, hash: &Hash32) -> bool {
-        self.hashes.contains(hash)
+    pub fn prefetch(&self, hash: &Hash32) {
+        self.hashes.prefetch(hash);
     }
 
-    /// Records `hash`, which is not known.
-    pub fn insert(&mut self, hash: Hash32) {
-        let fresh = self.hashes.insert(hash);
-        debug_assert!(fresh, "a known hash inserted again");
+    /// Where `hash` goes, or `None` when it is known.
+    #[inline]
+    pub fn vacancy(&self, hash: &Hash32) -> Option<Vacancy> {
+        self.hashes.vacancy(hash)
+    }
+
+    /// Records `hash` at `vacancy`, which [`SeenHashes::vacancy`] gave for it since the set
+    /// last changed.
+    #[inline]
+    pub fn fill(&mut self, vacancy: Vacancy, hash: Hash32) {
+        self.hashes.fill(vacancy, hash);
     }
 
     /// The order of `hash` was forgotten at `seq`: its hash goes `HASH_GRACE_RECORDS` later.
@@ -104,7 +111,9 @@ impl<'de> Deserialize<'de> for SeenHashes {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let Stored { hashes, fading } = Stored::deserialize(deserializer)?;
         let mut seen = SeenHashes::with_room(hashes.len());
-        seen.hashes.extend(hashes);
+        for hash in hashes {
+            seen.hashes.insert(hash);
+        }
         if fading.iter().any(|(_, hash)| !seen.hashes.contains(hash)) {
             return Err(serde::de::Error::custom("a fading hash that is not known"));
         }
@@ -118,6 +127,12 @@ mod tests {
     use super::*;
     use crate::types::FixedBytes;
 
+    impl SeenHashes {
+        fn knows(&self, hash: &Hash32) -> bool {
+            self.vacancy(hash).is_none()
+        }
+    }
+
     fn hash(i: u32) -> Hash32 {
         let mut h = [0u8; 32];
         h[28..].copy_from_slice(&i.to_be_bytes());
@@ -128,20 +143,20 @@ mod tests {
     fn remembers_what_it_saw_until_its_grace_is_over() {
         let mut seen = SeenHashes::default();
         for i in 0..1_000u32 {
-            assert!(!seen.contains(&hash(i)));
-            seen.insert(hash(i));
-            assert!(seen.contains(&hash(i)));
+            let vacancy = seen.vacancy(&hash(i)).expect("not seen yet");
+            seen.fill(vacancy, hash(i));
+            assert!(seen.knows(&hash(i)));
         }
-        assert!(!seen.contains(&FixedBytes([0xff; 32])));
+        assert!(!seen.knows(&FixedBytes([0xff; 32])));
         seen.fade(10, hash(1));
         seen.fade(12, hash(2));
         seen.drop_faded(10 + HASH_GRACE_RECORDS - 1);
-        assert!(seen.contains(&hash(1)), "within its grace");
+        assert!(seen.knows(&hash(1)), "within its grace");
         assert!(!seen.fade_due(10 + HASH_GRACE_RECORDS - 1));
         assert!(seen.fade_due(10 + HASH_GRACE_RECORDS));
         seen.drop_faded(11 + HASH_GRACE_RECORDS);
-        assert!(!seen.contains(&hash(1)));
-        assert!(seen.contains(&hash(2)));
-        assert!(seen.contains(&hash(3)), "never forgotten");
+        assert!(!seen.knows(&hash(1)));
+        assert!(seen.knows(&hash(2)));
+        assert!(seen.knows(&hash(3)), "never forgotten");
     }
 }
