@@ -192,6 +192,13 @@ fn bench_engine_prints_the_contract_keys_at_the_top_level() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
         assert_eq!(line["commands"].as_u64(), Some(20_000), "{line}");
+        // Its progress is logged on stderr, a pipe here: plain text, no colour codes.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("generating the stream"), "{stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "colour codes in a pipe: {stderr}"
+        );
         for key in ["ops_per_sec", "p50_ns", "p99_ns", "p999_ns", "max_ns"] {
             assert!(line[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {line}");
         }

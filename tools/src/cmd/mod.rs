@@ -412,13 +412,16 @@ fn standby_usage_problem(args: &StandbyArgs) -> Option<String> {
         })
 }
 
-/// Sets up structured logs on stderr.
+/// Sets up structured logs on stderr, coloured only when stderr is a terminal (a log file or
+/// a pipe gets plain text).
 pub fn init_logging(level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
