@@ -68,6 +68,57 @@ fn a_trade_is_mined_then_confirmed() {
 }
 
 #[test]
+fn each_step_comes_one_delay_after_the_last_never_sooner() {
+    let delay = Duration::from_millis(300);
+    let service = Service::start(&["--settlement-delay-ms", "300"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    assert_eq!(
+        alice
+            .place(yes(), Side::Buy, 5_000, 10, OrderType::Gtc)
+            .unwrap()
+            .status,
+        200
+    );
+    // The match happens after this instant, so a status seen at `t` came at most `t - sent`
+    // after it: never sooner than the delay is a strict check.
+    let sent = Instant::now();
+    let taken = bob
+        .place(yes(), Side::Sell, 5_000, 10, OrderType::Gtc)
+        .unwrap()
+        .json();
+    let id = taken["tradeIds"][0].as_str().unwrap().to_string();
+    let mut seen_at = Vec::new();
+    let deadline = sent + Duration::from_secs(10);
+    while seen_at.len() < 2 {
+        let status = trade_status(&mut alice, &id);
+        let want = ["MINED", "CONFIRMED"][seen_at.len()];
+        if status == want {
+            seen_at.push(sent.elapsed());
+        }
+        assert!(Instant::now() < deadline, "{id} stuck at {status}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (mined, confirmed) = (seen_at[0], seen_at[1]);
+    assert!(
+        mined >= delay,
+        "MINED after {mined:?}: sooner than the delay"
+    );
+    assert!(
+        confirmed >= 2 * delay,
+        "CONFIRMED after {confirmed:?}: sooner than two delays"
+    );
+    // Late by a little (timers that fall due together fire together, and a poll's answer
+    // takes its time), never by a large part of the delay.
+    let slack = Duration::from_millis(250);
+    assert!(mined <= delay + slack, "MINED only after {mined:?}");
+    assert!(
+        confirmed <= 2 * delay + 2 * slack,
+        "CONFIRMED only after {confirmed:?}"
+    );
+}
+
+#[test]
 fn a_failed_batch_is_reversed_and_the_orders_stay_filled() {
     let service = Service::start(&[
         "--settlement-delay-ms",
