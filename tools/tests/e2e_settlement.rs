@@ -36,7 +36,9 @@ fn wait_for(trader: &mut Trader, id: &str, want: &str, within: Duration) -> Vec<
     }
 }
 
-fn trade(service: &Service) -> (Trader, Trader, String) {
+/// Alice's resting bid taken by Bob: both traders, the trade's id, and an instant before the
+/// taker order was sent (so before the match).
+fn trade(service: &Service) -> (Trader, Trader, String, Instant) {
     let mut alice = service.trader(0);
     let mut bob = service.trader(1);
     assert_eq!(
@@ -46,18 +48,19 @@ fn trade(service: &Service) -> (Trader, Trader, String) {
             .status,
         200
     );
+    let sent = Instant::now();
     let taken = bob
         .place(yes(), Side::Sell, 5_000, 10, OrderType::Gtc)
         .unwrap()
         .json();
     let id = taken["tradeIds"][0].as_str().unwrap().to_string();
-    (alice, bob, id)
+    (alice, bob, id, sent)
 }
 
 #[test]
 fn a_trade_is_mined_then_confirmed() {
     let service = Service::start(&["--settlement-delay-ms", "300"]);
-    let (mut alice, _bob, id) = trade(&service);
+    let (mut alice, _bob, id, _) = trade(&service);
     let seen = wait_for(&mut alice, &id, "CONFIRMED", Duration::from_secs(10));
     assert_eq!(seen, vec!["MATCHED", "MINED", "CONFIRMED"]);
     let t = alice
@@ -71,35 +74,26 @@ fn a_trade_is_mined_then_confirmed() {
 fn each_step_comes_one_delay_after_the_last_never_sooner() {
     let delay = Duration::from_millis(300);
     let service = Service::start(&["--settlement-delay-ms", "300"]);
-    let mut alice = service.trader(0);
-    let mut bob = service.trader(1);
-    assert_eq!(
-        alice
-            .place(yes(), Side::Buy, 5_000, 10, OrderType::Gtc)
-            .unwrap()
-            .status,
-        200
-    );
-    // The match happens after this instant, so a status seen at `t` came at most `t - sent`
-    // after it: never sooner than the delay is a strict check.
-    let sent = Instant::now();
-    let taken = bob
-        .place(yes(), Side::Sell, 5_000, 10, OrderType::Gtc)
-        .unwrap()
-        .json();
-    let id = taken["tradeIds"][0].as_str().unwrap().to_string();
-    let mut seen_at = Vec::new();
+    // The match happens after `sent`, so a status seen at `t` came at most `t - sent` after
+    // it: never sooner than the delay is a strict check.
+    let (mut alice, _bob, id, sent) = trade(&service);
+    let (mut mined, mut confirmed) = (None, None);
     let deadline = sent + Duration::from_secs(10);
-    while seen_at.len() < 2 {
+    while confirmed.is_none() {
         let status = trade_status(&mut alice, &id);
-        let want = ["MINED", "CONFIRMED"][seen_at.len()];
-        if status == want {
-            seen_at.push(sent.elapsed());
+        let at = sent.elapsed();
+        // A slow poll may miss MINED: CONFIRMED then stands for both (still a strict check
+        // of MINED's lower bound).
+        if matches!(status.as_str(), "MINED" | "CONFIRMED") && mined.is_none() {
+            mined = Some(at);
+        }
+        if status == "CONFIRMED" {
+            confirmed = Some(at);
         }
         assert!(Instant::now() < deadline, "{id} stuck at {status}");
         std::thread::sleep(Duration::from_millis(2));
     }
-    let (mined, confirmed) = (seen_at[0], seen_at[1]);
+    let (mined, confirmed) = (mined.unwrap_or_default(), confirmed.unwrap_or_default());
     assert!(
         mined >= delay,
         "MINED after {mined:?}: sooner than the delay"
@@ -109,8 +103,8 @@ fn each_step_comes_one_delay_after_the_last_never_sooner() {
         "CONFIRMED after {confirmed:?}: sooner than two delays"
     );
     // Late by a little (timers that fall due together fire together, and a poll's answer
-    // takes its time), never by a large part of the delay.
-    let slack = Duration::from_millis(250);
+    // takes its time, more on a loaded test machine), never by whole delays.
+    let slack = Duration::from_millis(600);
     assert!(mined <= delay + slack, "MINED only after {mined:?}");
     assert!(
         confirmed <= 2 * delay + 2 * slack,
@@ -126,7 +120,7 @@ fn a_failed_batch_is_reversed_and_the_orders_stay_filled() {
         "--settlement-fail-percent",
         "100",
     ]);
-    let (mut alice, mut bob, id) = trade(&service);
+    let (mut alice, mut bob, id, _) = trade(&service);
     let seen = wait_for(&mut alice, &id, "FAILED", Duration::from_secs(10));
     assert_eq!(seen, vec!["MATCHED", "RETRYING", "FAILED"]);
     let collateral = alice
@@ -159,7 +153,7 @@ fn a_failed_batch_is_reversed_and_the_orders_stay_filled() {
 #[test]
 fn settlement_timers_re_arm_after_a_restart() {
     let mut service = Service::start(&["--settlement-delay-ms", "400"]);
-    let (mut alice, _bob, id) = trade(&service);
+    let (mut alice, _bob, id, _) = trade(&service);
     service.kill_and_restart();
     let seen = wait_for(&mut alice, &id, "CONFIRMED", Duration::from_secs(10));
     assert_eq!(seen.last().map(String::as_str), Some("CONFIRMED"));
