@@ -51,6 +51,15 @@ impl Service for Echo {
             _ => Outcome::error(Status::NotFound, "not found"),
         }
     }
+
+    fn refusal(&self, reason: &'static str) -> Option<Response> {
+        (reason == ladder_sequencer::STANDBY_REFUSAL).then(|| {
+            Response::json(
+                Status::Unavailable,
+                br#"{"error":"standby: not primary","leader":"http://leader"}"#.to_vec(),
+            )
+        })
+    }
 }
 
 fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
@@ -59,6 +68,13 @@ fn serve(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir) {
 }
 
 fn serve_shared(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir, Arc<ServerShared>) {
+    serve_with(limits, SequencerConfig::default())
+}
+
+fn serve_with(
+    limits: ServerLimits,
+    config: SequencerConfig,
+) -> (SocketAddr, tempfile::TempDir, Arc<ServerShared>) {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = Journal::open(
         dir.path(),
@@ -80,8 +96,7 @@ fn serve_shared(limits: ServerLimits) -> (SocketAddr, tempfile::TempDir, Arc<Ser
         replication: None,
         board: None,
     };
-    let (handle, submitters) =
-        ladder_sequencer::start(SequencerConfig::default(), parts, 2).unwrap();
+    let (handle, submitters) = ladder_sequencer::start(config, parts, 2).unwrap();
     std::mem::forget(handle);
     let shared = Arc::new(ServerShared::default());
     spawn(loops, submitters, Arc::new(Echo), limits, shared.clone()).unwrap();
@@ -121,6 +136,29 @@ fn last_body_complete(text: &str) -> bool {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
     text.len() >= head_end + 4 + len
+}
+
+#[test]
+fn a_refusal_the_service_words_itself_replaces_the_completer_answer() {
+    // A follower's sequencer refuses clients' commands: the service's own wording of that
+    // refusal is the answer, not what the request's completer would make of it.
+    let config = SequencerConfig::default();
+    config
+        .follower
+        .store(true, std::sync::atomic::Ordering::Release);
+    let (addr, _dir, _) = serve_with(ServerLimits::default(), config);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"POST /cmd HTTP/1.1\r\nContent-Length: 0\r\n\r\nGET /seq?q HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let text = read_responses(&mut s, 2);
+    let (first, second) = text.split_at(text.rfind("HTTP/1.1 ").unwrap());
+    assert!(first.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        first.ends_with(r#"{"error":"standby: not primary","leader":"http://leader"}"#),
+        "{text}"
+    );
+    // A query is no write: a follower answers it.
+    assert!(second.starts_with("HTTP/1.1 200"), "{text}");
 }
 
 #[test]

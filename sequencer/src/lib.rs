@@ -39,7 +39,7 @@ pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNA
 pub use sequencer::{
     rings, start, start_with, BatchEvents, EventConsumer, FlushTimes, Published, PublishedBatch,
     Publisher, Rings, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
-    FLUSH_BUCKETS_NS,
+    FLUSH_BUCKETS_NS, STANDBY_REFUSAL,
 };
 pub use submission::{
     query, Answer, BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query,

@@ -951,7 +951,8 @@ const TIMERS_BLOCKED_WAIT: Duration = Duration::from_millis(100);
 
 /// Why a client's write reaches a standby's sequencer refused (the gateway refuses writes on
 /// a standby before they get here; this guards what it does not see, such as a
-/// cancel-on-disconnect).
+/// cancel-on-disconnect, and a write that passed the gateway just before a demotion). The
+/// text of API.md §19, shared with the gateway.
 pub const STANDBY_REFUSAL: &str = "standby: not primary";
 
 /// Room a journal record of an ordinary command takes at most (frame included); an order

@@ -160,8 +160,8 @@ pub struct SnapshotTaken {
 /// loop: it waits for the sequencer and the disk).
 pub type SnapshotHook = Arc<dyn Fn() -> Result<SnapshotTaken, String> + Send + Sync>;
 
-/// The text of a write refused by a standby (API.md §19).
-pub const STANDBY_REFUSAL: &str = "standby: not primary";
+/// The text of a write refused by a standby (API.md §19), the sequencer's own.
+pub use ladder_sequencer::STANDBY_REFUSAL;
 
 impl App {
     /// An application over `keys`, reporting into `metrics`, answering as `state` says.
@@ -383,21 +383,27 @@ impl App {
         })
     }
 
+    /// A standby's 503: `standby: not primary`, naming the leader when a coordinator decides
+    /// who leads (CONTRACT 22).
+    fn standby_refusal(&self) -> Response {
+        let leader = self.state.leader_status();
+        let response = match leader.coordinated {
+            false => Response::error(Status::Unavailable, STANDBY_REFUSAL),
+            true => Response::json(
+                Status::Unavailable,
+                serde_json::to_vec(
+                    &serde_json::json!({ "error": STANDBY_REFUSAL, "leader": leader.url }),
+                )
+                .unwrap_or_default(),
+            ),
+        };
+        response.retry_after(1)
+    }
+
     /// Refuses writes on a standby.
     fn writable(&self) -> Result<(), Outcome> {
         if self.state.standby.load(Ordering::Acquire) {
-            let leader = self.state.leader_status();
-            let response = match leader.coordinated {
-                false => Response::error(Status::Unavailable, STANDBY_REFUSAL),
-                true => Response::json(
-                    Status::Unavailable,
-                    serde_json::to_vec(
-                        &serde_json::json!({ "error": STANDBY_REFUSAL, "leader": leader.url }),
-                    )
-                    .unwrap_or_default(),
-                ),
-            };
-            return Err(Outcome::Respond(response.retry_after(1)));
+            return Err(Outcome::Respond(self.standby_refusal()));
         }
         if let Some(hub) = self.state.replication.read().as_ref() {
             if hub.connected() < hub.required() {
@@ -412,6 +418,12 @@ impl App {
 }
 
 impl crate::server::Service for App {
+    /// A write the sequencer refused because this node no longer leads (it passed
+    /// [`App::writable`] just before) gets the same answer as one refused at the door.
+    fn refusal(&self, reason: &'static str) -> Option<Response> {
+        (reason == STANDBY_REFUSAL).then(|| self.standby_refusal())
+    }
+
     fn ws_ready(&self) -> bool {
         self.state.ready.load(Ordering::Acquire)
     }
@@ -621,6 +633,39 @@ mod tests {
                     route.allow
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_late_standby_refusal_names_the_leader_as_one_at_the_door_does() {
+        use crate::server::Service;
+        let app = app();
+        assert!(app
+            .refusal("journal full: no space left on device")
+            .is_none());
+        // Without a coordinator: the plain text, as the door says it.
+        let plain = app.refusal(STANDBY_REFUSAL).expect("worded by the app");
+        assert_eq!(plain.status, Status::Unavailable);
+        let body: serde_json::Value = serde_json::from_slice(&plain.body).unwrap();
+        assert_eq!(body, serde_json::json!({ "error": STANDBY_REFUSAL }));
+        // With one: the leader's URL too.
+        *app.state.leader.write() = Some(LeaderLookup(Arc::new(|| LeaderStatus {
+            node_id: Some("b".into()),
+            url: Some("http://10.0.0.2:8080".into()),
+            term: 3,
+            leading: false,
+            coordinated: true,
+        })));
+        let named = app.refusal(STANDBY_REFUSAL).expect("worded by the app");
+        let body: serde_json::Value = serde_json::from_slice(&named.body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({ "error": STANDBY_REFUSAL, "leader": "http://10.0.0.2:8080" })
+        );
+        app.state.standby.store(true, Ordering::Release);
+        match app.writable() {
+            Err(Outcome::Respond(door)) => assert_eq!(door.body, named.body),
+            _ => panic!("a standby refuses writes at the door"),
         }
     }
 

@@ -351,10 +351,19 @@ impl Worker {
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {
             return;
         };
+        // A refusal the service words itself ends the request, whatever step it was at.
+        let refusal = match &completion {
+            Completion::Refused { reason, .. } => self.service.refusal(reason),
+            _ => None,
+        };
         if let Some(continuation) = self.continuations.remove(&token) {
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| continuation(completion)))
-                    .unwrap_or_else(|_| Outcome::error(Status::Internal, "internal error"));
+            let outcome = match refusal {
+                Some(response) => Outcome::Respond(response),
+                None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    continuation(completion)
+                }))
+                .unwrap_or_else(|_| Outcome::error(Status::Internal, "internal error")),
+            };
             self.carry_out(index, generation, serial, outcome);
             touched.push(index);
             return;
@@ -362,10 +371,15 @@ impl Worker {
         let Some(conn) = self.live_conn(index, generation) else {
             return;
         };
-        conn.complete(serial, |completer| {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| completer(completion))) {
-                Ok(response) => response,
-                Err(_) => Response::error(Status::Internal, "internal error"),
+        conn.complete(serial, |completer| match refusal {
+            Some(response) => response,
+            None => {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    completer(completion)
+                })) {
+                    Ok(response) => response,
+                    Err(_) => Response::error(Status::Internal, "internal error"),
+                }
             }
         });
         touched.push(index);

@@ -97,6 +97,13 @@ pub trait Service: Send + Sync + 'static {
         Err("the user channel is not served here".into())
     }
 
+    /// The response to a submission the sequencer refused for `reason`, when the service
+    /// words that refusal itself (`None`: the plain 503 `{"error": reason}`). A standby's
+    /// refusal names the leader, however late in a request's life it comes.
+    fn refusal(&self, _reason: &'static str) -> Option<Response> {
+        None
+    }
+
     /// Whether WebSocket upgrades are accepted now (a service still recovering says no).
     fn ws_ready(&self) -> bool {
         true
