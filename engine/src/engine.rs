@@ -4,12 +4,11 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap;
-
-use crate::key_hash::KeySet;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{ApiKeySpec, Asset, Command, MarketSpec, Resolution};
 use crate::event::{Event, MarketChange, OrderStatus};
+use crate::key_hash::KeySet;
 use crate::ledger::Ledger;
 use crate::market::{MarketState, Markets};
 use crate::orders::OrderTable;

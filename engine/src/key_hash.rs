@@ -53,16 +53,6 @@ impl Hasher for KeyHasher {
     }
 
     #[inline]
-    fn write_u8(&mut self, value: u8) {
-        self.fold(u64::from(value));
-    }
-
-    #[inline]
-    fn write_u32(&mut self, value: u32) {
-        self.fold(u64::from(value));
-    }
-
-    #[inline]
     fn write_u64(&mut self, value: u64) {
         self.fold(value);
     }

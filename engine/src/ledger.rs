@@ -4,9 +4,9 @@
 //! A balance is `free + reserved - debt`. Debt arises only when a failed settlement takes
 //! back tokens or collateral the holder has already moved on; later credits repay it first.
 
-use crate::key_hash::KeyMap;
 use serde::{Deserialize, Serialize};
 
+use crate::key_hash::KeyMap;
 use crate::orders::{Slot, NIL};
 use crate::positions::PositionTable;
 use crate::reject::Reject;

@@ -1,10 +1,10 @@
 //! Markets: their definitions, states, books and the lookup from condition and token ids.
 
-use crate::key_hash::KeyMap;
 use serde::{Deserialize, Serialize};
 
 use crate::book::Book;
 use crate::command::{MarketSpec, Resolution};
+use crate::key_hash::KeyMap;
 use crate::reject::Reject;
 use crate::types::{ConditionId, Outcome, PriceTicks, Side, TokenId, Units, PRICE_SCALE};
 

@@ -7,9 +7,9 @@
 
 use std::collections::VecDeque;
 
-use crate::hash_slots::{HashSlots, Vacancy};
 use serde::{Deserialize, Serialize};
 
+use crate::hash_slots::{HashSlots, Vacancy};
 use crate::types::Hash32;
 
 /// Records a forgotten order's hash is still refused by the engine itself. A protocol
