@@ -183,6 +183,16 @@ fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError>
     Ok(())
 }
 
+/// Whom a `/ws/user` subscription speaks for: the account, and the API key it authenticated
+/// with (the subscription ends when that key is deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserAuth {
+    /// The key's address.
+    pub address: Address,
+    /// The key.
+    pub key_id: Uuid,
+}
+
 /// Checks the `auth` object of a `/ws/user` subscription (API.md §16): `apiKey` and
 /// `passphrase`, and either `timestamp` + `signature` (the L2 HMAC of
 /// `timestamp + "GET" + "/ws/user"`) or the `secret` itself.
@@ -190,7 +200,7 @@ pub fn authenticate_ws_user(
     keys: &KeyTable,
     auth: &serde_json::Value,
     now_s: u64,
-) -> Result<Address, AuthError> {
+) -> Result<UserAuth, AuthError> {
     let field = |name: &str| auth.get(name).and_then(serde_json::Value::as_str);
     let (Some(api_key), Some(passphrase)) = (field("apiKey"), field("passphrase")) else {
         return Err(AuthError::new("auth: apiKey and passphrase are required"));
@@ -233,5 +243,8 @@ pub fn authenticate_ws_user(
             ))
         }
     }
-    Ok(entry.address)
+    Ok(UserAuth {
+        address: entry.address,
+        key_id,
+    })
 }

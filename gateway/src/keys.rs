@@ -223,6 +223,11 @@ impl KeyTable {
         self.keys.read().get(key_id).cloned()
     }
 
+    /// Whether `key_id` is a live key (not deleted).
+    pub fn contains(&self, key_id: &Uuid) -> bool {
+        self.keys.read().contains_key(key_id)
+    }
+
     /// Number of live keys.
     pub fn len(&self) -> usize {
         self.keys.read().len()

@@ -257,3 +257,113 @@ fn ladder_client_heartbeat_beats_with_chained_ids() {
     let out = client(&["stop-heartbeats"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"stopped\": true"));
 }
+
+#[test]
+fn a_user_connection_ends_when_its_key_is_deleted_and_its_orders_go_with_it() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    rest(&mut bob, yes(), Side::Buy, 1_100, 1);
+    let mut ws = user_ws(&service, &alice, true);
+    // The subscription is live: alice's next order reaches it.
+    rest(&mut alice, yes(), Side::Buy, 1_050, 1);
+    let placed = loop {
+        let Message::Text(text) = ws.read().expect("the placement") else {
+            continue;
+        };
+        if text.as_str().contains("PLACEMENT") {
+            break text;
+        }
+    };
+    assert!(placed.as_str().contains("\"order\""), "{placed}");
+
+    let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A deleted key fails at once on every channel: the connection is told and closed
+    // (within the loop's half-second sweep when no event comes for it)...
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let (mut told, mut closed) = (false, None);
+    while closed.is_none() && Instant::now() < deadline {
+        match ws.read() {
+            Ok(Message::Text(text)) => told |= text.as_str().contains("API key deleted"),
+            Ok(Message::Close(frame)) => closed = Some(frame.map(|f| u16::from(f.code))),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert!(told, "an error frame names the deleted key");
+    assert_eq!(closed, Some(Some(1008)), "closed as a policy violation");
+    // The client's reply to the close ends the connection.
+    let _ = ws.flush();
+    drop(ws);
+    // ...and, as with any end of a cancel-on-disconnect connection, alice's orders are
+    // cancelled (read with a new key); bob's stay.
+    let created = alice.create_api_key(1).unwrap();
+    assert_eq!(created.status, 200, "{}", created.body);
+    alice.credentials = serde_json::from_value(created.json()).ok();
+    wait_until_no_orders(&mut alice, Duration::from_secs(3));
+    assert_eq!(open_ids(&mut bob).len(), 1);
+}
+
+/// Trader `i` of `service` once writes are taken (with `--replicas`, only once a standby is
+/// connected).
+fn trader_when_writable(service: &Service, i: usize) -> Trader {
+    let (key, account) = KEYS[i];
+    let mut t = Trader::new(
+        &service.url,
+        ladder_client::Wallet::from_hex(key).unwrap(),
+        ladder_protocol::Address::parse(account).unwrap(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = t.create_api_key(0).unwrap();
+        if r.status == 200 {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "writes never taken: {}", r.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_back() {
+    let replication = free_port();
+    let service = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+    ]);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = start_standby_in(replication, standby_dir.path());
+    let mut alice = trader_when_writable(&service, 0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    let ws = user_ws(&service, &alice, true);
+    std::thread::sleep(Duration::from_millis(200));
+
+    // The standby goes: writes are refused...
+    drop(standby);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = alice.send("POST", "/heartbeats", Some("{}")).unwrap();
+        if r.status == 503 {
+            assert_eq!(r.json(), json!({ "error": "replica unavailable" }));
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes still taken: {}", r.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ...so the cancel of the connection that now ends is refused, and kept: over several
+    // of the loop's half-second sweeps the order stays, and nothing is counted.
+    drop(ws);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(open_ids(&mut alice).len(), 1, "no write can be taken yet");
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "0");
+
+    // A standby is back: the cancel is carried out without anyone asking again.
+    let _standby = start_standby_in(replication, standby_dir.path());
+    wait_until_no_orders(&mut alice, Duration::from_secs(15));
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+}

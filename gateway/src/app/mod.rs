@@ -437,8 +437,12 @@ impl crate::server::Service for App {
         self.ip_limiter.take_n(&peer, units, Instant::now())
     }
 
-    fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
+    fn ws_user_auth(&self, auth: &serde_json::Value) -> Result<crate::auth::UserAuth, String> {
         crate::auth::authenticate_ws_user(&self.keys, auth, now_s()).map_err(|e| e.0)
+    }
+
+    fn api_key_live(&self, key_id: &uuid::Uuid) -> bool {
+        self.keys.contains(key_id)
     }
 
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {

@@ -343,6 +343,9 @@ impl Worker {
     /// Hands one completion to the request or subscription waiting for it; notes the
     /// connection in `touched` when a response was queued on it.
     pub(super) fn take_completion(&mut self, completion: Completion, touched: &mut Vec<usize>) {
+        if self.disconnect_cancel_answered(&completion) {
+            return;
+        }
         let token = completion.ticket().token;
         if let Some((index, generation, books)) = self.ws_tickets.remove(&token) {
             self.socket_snapshot((index, generation), books, completion);

@@ -92,9 +92,16 @@ pub trait Service: Send + Sync + 'static {
     /// Handles one request from `peer`.
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome;
 
-    /// Checks the `auth` object of a `/ws/user` subscription; the account it speaks for.
-    fn ws_user_auth(&self, _auth: &serde_json::Value) -> Result<ladder_engine::Address, String> {
+    /// Checks the `auth` object of a `/ws/user` subscription; the account it speaks for and
+    /// the key it authenticated with.
+    fn ws_user_auth(&self, _auth: &serde_json::Value) -> Result<crate::auth::UserAuth, String> {
         Err("the user channel is not served here".into())
+    }
+
+    /// Whether the API key a `/ws/user` subscription authenticated with is still live: a
+    /// deleted key fails at once, so its subscriptions end.
+    fn api_key_live(&self, _key_id: &uuid::Uuid) -> bool {
+        true
     }
 
     /// The response to a submission the sequencer refused for `reason`, when the service
@@ -566,6 +573,8 @@ pub fn spawn(
             routes: FeedRoutes::default(),
             ws_tickets: HashMap::new(),
             disconnect_cancels: Vec::new(),
+            disconnect_cancels_in_flight: HashMap::new(),
+            disconnect_cancels_later: Vec::new(),
             held: Vec::new(),
             parse_later: Vec::new(),
             held_feed: Vec::new(),
@@ -606,6 +615,11 @@ struct Worker {
     ws_tickets: HashMap<u64, (usize, u32, ladder_sequencer::Answer<ws_conns::BookAnswer>)>,
     /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
     disconnect_cancels: Vec<ladder_engine::Address>,
+    /// Cancel-on-disconnect cancels submitted and not yet answered, by ticket token.
+    disconnect_cancels_in_flight: HashMap<u64, ladder_engine::Address>,
+    /// Cancel-on-disconnect cancels the sequencer refused for a while (too few standbys, a
+    /// full journal): submitted again at the next sweep.
+    disconnect_cancels_later: Vec<ladder_engine::Address>,
     /// Completions another thread took while the loop slept that must be carried out here
     /// (continuations, book snapshots).
     held: Vec<Completion>,

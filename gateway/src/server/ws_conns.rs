@@ -208,8 +208,14 @@ impl Worker {
         let mut touched = std::collections::BTreeSet::new();
         for batch in batches {
             for item in batch.iter() {
+                let for_user = matches!(item, crate::ws::feed::FeedItem::User { .. });
                 for slot in self.routes.slots_for(item) {
                     if let Some(socket) = self.sockets[slot].as_mut() {
+                        // A user subscription's key is looked at once per delivery round: a
+                        // deleted key's subscription ends before it is sent anything more.
+                        if for_user && touched.insert(slot) {
+                            end_if_key_deleted(&*self.service, socket);
+                        }
                         socket.deliver(item);
                         touched.insert(slot);
                     }
@@ -241,9 +247,6 @@ impl Worker {
                 // Every way a connection ends counts but a service shutdown (API.md §16).
                 if let Some(address) = socket.cancel_on_disconnect() {
                     if !self.shared.stop.load(Ordering::Acquire) {
-                        self.shared
-                            .cancels_on_disconnect
-                            .fetch_add(1, Ordering::Relaxed);
                         self.disconnect_cancels.push(address);
                         // In a sleeping loop's seat the loop is woken to submit it.
                         if !self.in_seat {
@@ -258,8 +261,9 @@ impl Worker {
     }
 
     /// Submits the cancels of accounts whose cancel-on-disconnect connection ended: one
-    /// journaled cancel-all each, answered to no one; kept for the next turn of the loop
-    /// while the ring is full.
+    /// journaled cancel-all each, whose answer comes back to this loop
+    /// ([`Worker::disconnect_cancel_answered`]); kept for the next turn of the loop while the
+    /// ring is full.
     pub(super) fn submit_disconnect_cancels(&mut self) {
         while let Some(&requester) = self.disconnect_cancels.first() {
             let token = self.next_ticket;
@@ -276,6 +280,7 @@ impl Worker {
                 Ok(()) => {
                     self.next_ticket += 1;
                     self.disconnect_cancels.remove(0);
+                    self.disconnect_cancels_in_flight.insert(token, requester);
                 }
                 Err(ladder_sequencer::SubmitError::Full(_)) => return,
                 Err(ladder_sequencer::SubmitError::Stopped(_)) => {
@@ -286,7 +291,38 @@ impl Worker {
         }
     }
 
+    /// Takes the answer to a cancel-on-disconnect cancel, if `completion` is one: counted
+    /// when carried out; submitted again at the next sweep when the sequencer refused it for a
+    /// while (too few standbys for `--replicas`, a full journal), so that the orders still go
+    /// once writes are taken again (API.md §16); dropped when this service is no longer the
+    /// one that writes (a standby, or a primary that lost its lease). Whether it was one.
+    pub(super) fn disconnect_cancel_answered(&mut self, completion: &Completion) -> bool {
+        let token = completion.ticket().token;
+        let Some(requester) = self.disconnect_cancels_in_flight.remove(&token) else {
+            return false;
+        };
+        match completion {
+            Completion::Refused { reason, .. } if refusal_passes(reason) => {
+                self.disconnect_cancels_later.push(requester);
+            }
+            Completion::Refused { reason, .. } => {
+                tracing::warn!(%requester, reason, "cancel-on-disconnect not carried out here");
+            }
+            _ => {
+                self.shared
+                    .cancels_on_disconnect
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
     pub(super) fn sweep_sockets(&mut self) {
+        // Cancels refused for a while are tried again at each sweep, not at each turn.
+        if !self.shared.stop.load(Ordering::Acquire) {
+            let later = std::mem::take(&mut self.disconnect_cancels_later);
+            self.disconnect_cancels.extend(later);
+        }
         let limit = Duration::from_secs(crate::ws::SUBSCRIBE_TIMEOUT_S);
         let ping_after = self.limits.ws_ping_after;
         for slot in 0..self.sockets.len() {
@@ -294,11 +330,34 @@ impl Worker {
                 if !socket.subscribed() && socket.opened.elapsed() > limit {
                     socket.fail(CloseCode::Policy, "no subscribe message within 10 s");
                 } else if socket.subscribed() {
+                    end_if_key_deleted(&*self.service, socket);
                     socket.keep_alive(ping_after);
                 }
             }
             self.flush_socket(slot);
         }
+    }
+}
+
+/// Whether the sequencer's refusal `reason` passes once the service takes writes again (too
+/// few standbys, a full journal), rather than saying this service no longer writes.
+fn refusal_passes(reason: &str) -> bool {
+    [
+        ladder_sequencer::REPLICA_UNAVAILABLE,
+        ladder_sequencer::REPLICA_LOST,
+        ladder_sequencer::JOURNAL_FULL,
+    ]
+    .contains(&reason)
+}
+
+/// Ends `socket`'s user subscription if the API key it authenticated with was deleted
+/// (API.md §16: a deleted key fails at once, on every channel).
+fn end_if_key_deleted(service: &dyn Service, socket: &mut WsConn) {
+    if socket
+        .user_key()
+        .is_some_and(|key_id| !service.api_key_live(&key_id))
+    {
+        socket.end_for_deleted_key();
     }
 }
 

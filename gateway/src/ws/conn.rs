@@ -68,6 +68,8 @@ pub struct Interests {
 #[derive(Clone, Debug)]
 struct UserSub {
     address: ladder_engine::Address,
+    /// The API key it authenticated with.
+    key_id: uuid::Uuid,
     markets: Vec<Bytes32>,
     next_seq: u64,
     cancel_on_disconnect: bool,
@@ -324,14 +326,15 @@ impl WsConn {
     /// The user subscription was checked: follow `address`'s events (or refuse).
     pub fn authenticated(
         &mut self,
-        result: Result<ladder_engine::Address, String>,
+        result: Result<crate::auth::UserAuth, String>,
         markets: Vec<Bytes32>,
         cancel_on_disconnect: bool,
     ) {
         match result {
-            Ok(address) => {
+            Ok(auth) => {
                 self.user = Some(UserSub {
-                    address,
+                    address: auth.address,
+                    key_id: auth.key_id,
                     markets,
                     next_seq: 1,
                     cancel_on_disconnect,
@@ -369,6 +372,16 @@ impl WsConn {
                 self.deliver_market(market, seq, &frame);
             }
         }
+    }
+
+    /// The API key of its user subscription, if it has one.
+    pub fn user_key(&self) -> Option<uuid::Uuid> {
+        self.user.as_ref().map(|sub| sub.key_id)
+    }
+
+    /// Ends a user subscription whose API key was deleted (a deleted key fails at once).
+    pub fn end_for_deleted_key(&mut self) {
+        self.fail(CloseCode::Policy, "auth: API key deleted");
     }
 
     /// Offers a feed frame to this connection.
