@@ -65,6 +65,11 @@ pub(crate) struct Releaser {
     board: Option<Arc<BookBoard>>,
     stats: Arc<SequencerStats>,
     fence: Arc<AckFence>,
+    /// Events of batches the required standbys did not hold when they were released (too
+    /// few stayed connected; their writes were answered as lost), with the last sequence of
+    /// their release: consumers see them, in order, only once standbys hold them (API.md
+    /// §19), before any later batch's.
+    withheld: Vec<(u64, PublishedBatch)>,
 }
 
 impl Releaser {
@@ -83,6 +88,28 @@ impl Releaser {
             board,
             stats,
             fence,
+            withheld: Vec::new(),
+        }
+    }
+
+    /// Hands the withheld events to their consumers if the required standbys now hold
+    /// them (a standby came back and caught up); called while the sequencer is idle.
+    pub(crate) fn publish_withheld_if_held(&mut self) {
+        let Some(&(last_seq, _)) = self.withheld.last() else {
+            return;
+        };
+        if self
+            .replication
+            .as_ref()
+            .is_none_or(|hub| hub.holds(last_seq))
+        {
+            self.publish_withheld();
+        }
+    }
+
+    fn publish_withheld(&mut self) {
+        for (_, batch) in std::mem::take(&mut self.withheld) {
+            self.publish(batch);
         }
     }
 
@@ -135,7 +162,8 @@ impl Releaser {
         }
         self.stats.last_seq.store(last_seq, Ordering::Release);
         // Answers, settlement and the feeds wait for the required standbys for as long as
-        // they stay connected; a batch they did not all live to hold is answered as lost.
+        // they stay connected; a batch they did not all live to hold is answered as lost, and
+        // its events wait until standbys hold it (`withheld`).
         let held = self
             .replication
             .as_ref()
@@ -157,7 +185,17 @@ impl Releaser {
                     sink.deliver(completions);
                 }
             }
-            if !published.is_empty() {
+            if published.is_empty() {
+                continue;
+            }
+            if !held && any_writes {
+                self.withheld.push((last_seq, Arc::new(published)));
+            } else {
+                // Standbys that hold this batch hold every one before it (a follower's
+                // replicated batches wait for no standby).
+                if held {
+                    self.publish_withheld();
+                }
                 self.publish(Arc::new(published));
             }
         }
@@ -266,6 +304,19 @@ impl Releases {
                         tracing::error!("the committer thread is gone; stopping the service");
                         std::process::exit(1);
                     }
+                }
+            }
+        }
+    }
+
+    /// Hands withheld events to their consumers once the required standbys hold them (see
+    /// [`Releaser::publish_withheld_if_held`]); never waits for the committer.
+    pub(crate) fn publish_withheld_if_held(&mut self) {
+        match self {
+            Releases::Inline(releaser) => releaser.publish_withheld_if_held(),
+            Releases::Committer { releaser, .. } => {
+                if let Some(mut releaser) = releaser.try_lock() {
+                    releaser.publish_withheld_if_held();
                 }
             }
         }

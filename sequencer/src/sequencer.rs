@@ -485,6 +485,8 @@ impl Rounds for Writer {
             if self.stop.load(Ordering::Acquire) {
                 Round::Stop
             } else {
+                // Events withheld for want of standbys go out once they are back.
+                self.releases.publish_withheld_if_held();
                 Round::Idle(self.idle_wait())
             }
         } else {

@@ -418,3 +418,128 @@ fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+type MarketWs = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+/// A `/ws/market` subscription to the Yes token, past its first `book`.
+fn market_ws(url: &str) -> MarketWs {
+    let (mut ws, _) =
+        tungstenite::connect(format!("{}/ws/market", url.replace("http://", "ws://"))).unwrap();
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+    }
+    let subscribe = serde_json::json!({ "type": "market", "assets_ids": [YES] });
+    ws.send(tungstenite::Message::text(subscribe.to_string()))
+        .unwrap();
+    assert!(next_event(&mut ws, "book", Duration::from_secs(5)).is_some());
+    ws
+}
+
+/// The next event of type `event_type` on `ws` within `within`, if one comes.
+fn next_event(ws: &mut MarketWs, event_type: &str, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let Ok(tungstenite::Message::Text(text)) = ws.read() else {
+            continue;
+        };
+        let value: Value = serde_json::from_str(text.as_str()).unwrap();
+        let events = match value {
+            Value::Array(list) => list,
+            one => vec![one],
+        };
+        if let Some(event) = events.into_iter().find(|e| e["event_type"] == event_type) {
+            return Some(event);
+        }
+    }
+    None
+}
+
+/// With `--replicas 1`, a batch its standby did not live to hold is answered as lost and its
+/// events stay off the feeds (CONTRACT 18 (17): the feeds see a batch only once the standbys
+/// hold it); a standby that comes back and holds it lets them out.
+#[test]
+fn a_batch_no_standby_held_reaches_the_feeds_only_once_a_standby_holds_it() {
+    use ladder_protocol::wire::OrderType;
+    use ladder_protocol::Side;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 1);
+    // A standby that acknowledges every record, until told to withhold; told to quit while
+    // withholding, it hangs up.
+    let (withhold, quit) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let read = Arc::new(AtomicU64::new(0));
+    let mut fake = HandmadeStandby::connect(replication, "leaver");
+    {
+        let (withhold, quit, read) = (withhold.clone(), quit.clone(), read.clone());
+        std::thread::spawn(move || {
+            while let Ok(seq) = fake.next_record() {
+                read.store(seq, Ordering::Release);
+                while withhold.load(Ordering::Acquire) {
+                    if quit.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if fake
+                    .writer
+                    .write_all(format!("ACK {seq}\n").as_bytes())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+    let alice = primary.trader(0);
+    let mut ws = market_ws(&primary.url);
+    let before = read.load(Ordering::Acquire);
+
+    withhold.store(true, Ordering::Release);
+    let placing = std::thread::spawn(move || {
+        let mut alice = alice;
+        let r = alice
+            .place(yes(), Side::Buy, 4_000, 10, OrderType::Gtc)
+            .unwrap();
+        (r.status, r.json())
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read.load(Ordering::Acquire) <= before {
+        assert!(Instant::now() < deadline, "the order's record never left");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    quit.store(true, Ordering::Release);
+    let (status, body) = placing.join().unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body,
+        serde_json::json!({ "error": "replica lost: applied on the primary, not confirmed by a standby" })
+    );
+    assert_eq!(
+        next_event(&mut ws, "price_change", Duration::from_secs(1)),
+        None,
+        "the feed showed a batch no standby holds"
+    );
+
+    // A standby comes back and acknowledges everything: the level change goes out.
+    let mut returner = HandmadeStandby::connect(replication, "returner");
+    std::thread::spawn(move || {
+        while let Ok(seq) = returner.next_record() {
+            if returner
+                .writer
+                .write_all(format!("ACK {seq}\n").as_bytes())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let change = next_event(&mut ws, "price_change", Duration::from_secs(10))
+        .expect("the withheld level change, once a standby holds it");
+    assert!(change.to_string().contains("\"0.4\""), "{change}");
+}

@@ -180,6 +180,12 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
+    /// Whether `required` standbys hold `seq` now (without waiting).
+    pub fn holds(&self, seq: u64) -> bool {
+        let required = self.required();
+        required == 0 || self.lock().acks.values().filter(|&&a| a >= seq).count() >= required
+    }
+
     /// Waits until `required` standbys hold `seq` (true), for as long as that many stay
     /// connected, however slow they are; false as soon as fewer are connected.
     pub fn wait_held(&self, seq: u64) -> bool {
@@ -207,6 +213,19 @@ impl ReplicationHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holding_is_told_without_waiting() {
+        let hub = ReplicationHub::new(1, 0);
+        assert!(!hub.holds(1), "no standby holds anything");
+        let id = hub.register(1);
+        hub.ack(id, 4);
+        assert!(hub.holds(4));
+        assert!(!hub.holds(5), "not yet acknowledged");
+        hub.unregister(id);
+        assert!(!hub.holds(4), "gone with its standby");
+        assert!(ReplicationHub::new(0, 0).holds(9), "none required");
+    }
 
     #[test]
     fn answers_wait_for_the_required_acknowledgements() {
