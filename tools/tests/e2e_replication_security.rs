@@ -8,6 +8,8 @@ mod support;
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ladder_client::{HttpClient, Trader, Wallet};
@@ -74,6 +76,17 @@ fn wait_until_caught_up(primary: &Service, standby_url: &str) {
     }
 }
 
+/// How a test steers a [`HandmadeStandby`] acknowledging in the background.
+#[derive(Default)]
+struct AckControl {
+    /// Hold acknowledgements back.
+    withhold: AtomicBool,
+    /// Hang up (while withholding).
+    quit: AtomicBool,
+    /// The last record read.
+    read: AtomicU64,
+}
+
 /// A peer that holds the secret and speaks the protocol by hand.
 struct HandmadeStandby {
     reader: BufReader<SecureReader>,
@@ -122,6 +135,30 @@ impl HandmadeStandby {
     /// Reads records up to `seq`.
     fn read_through(&mut self, seq: u64) {
         while self.next_record().unwrap() < seq {}
+    }
+
+    /// Acknowledges every record it reads on a thread of its own, noting the last one read
+    /// in `ack.read`; while `ack.withhold` is set it holds the acknowledgement back, and if
+    /// `ack.quit` is set meanwhile it hangs up.
+    fn acknowledge_in_background(mut self, ack: Arc<AckControl>) {
+        std::thread::spawn(move || {
+            while let Ok(seq) = self.next_record() {
+                ack.read.store(seq, Ordering::Release);
+                while ack.withhold.load(Ordering::Acquire) {
+                    if ack.quit.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if self
+                    .writer
+                    .write_all(format!("ACK {seq}\n").as_bytes())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
     }
 
     /// Whether the primary ended the session (the link reads to its end or fails).
@@ -326,8 +363,6 @@ fn a_replayed_first_message_takes_no_session_and_gets_no_key() {
 fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
     use ladder_protocol::wire::OrderType;
     use ladder_protocol::Side;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
     let replication = free_port();
@@ -343,27 +378,8 @@ fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
         "20",
     ]);
     // A standby that reads every record and acknowledges it, unless told to withhold.
-    let withhold = Arc::new(AtomicBool::new(false));
-    let read = Arc::new(AtomicU64::new(0));
-    let mut fake = HandmadeStandby::connect(replication, "withholder");
-    {
-        let (withhold, read) = (withhold.clone(), read.clone());
-        std::thread::spawn(move || {
-            while let Ok(seq) = fake.next_record() {
-                read.store(seq, Ordering::Release);
-                while withhold.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                if fake
-                    .writer
-                    .write_all(format!("ACK {seq}\n").as_bytes())
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-    }
+    let ack = Arc::new(AckControl::default());
+    HandmadeStandby::connect(replication, "withholder").acknowledge_in_background(ack.clone());
     let mut alice = primary.trader(0);
     let bob = primary.trader(1);
     let r = alice
@@ -378,7 +394,7 @@ fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
     // Settlement of nothing pending: the sequence stands still.
     let before = seq_now();
 
-    withhold.store(true, Ordering::Release);
+    ack.withhold.store(true, Ordering::Release);
     let taker = std::thread::spawn(move || {
         let mut bob = bob;
         let r = bob
@@ -387,16 +403,16 @@ fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
         (r.status, r.json())
     });
     let deadline = Instant::now() + Duration::from_secs(10);
-    while read.load(Ordering::Acquire) <= before {
+    while ack.read.load(Ordering::Acquire) <= before {
         assert!(Instant::now() < deadline, "the trade's record never left");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let matched_at = read.load(Ordering::Acquire);
+    let matched_at = ack.read.load(Ordering::Acquire);
     // Well past the settlement delay: still nothing settled (a settlement record would be
     // sent to the standby as soon as it was written), and no answer.
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
-        read.load(Ordering::Acquire),
+        ack.read.load(Ordering::Acquire),
         matched_at,
         "settlement journaled before a standby held the trade"
     );
@@ -405,7 +421,7 @@ fn a_trade_no_standby_holds_yet_waits_unanswered_and_unsettled_then_settles() {
         "answered before a standby held the batch"
     );
 
-    withhold.store(false, Ordering::Release);
+    ack.withhold.store(false, Ordering::Release);
     let (status, body) = taker.join().unwrap();
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "matched", "{body}");
@@ -462,45 +478,18 @@ fn next_event(ws: &mut MarketWs, event_type: &str, within: Duration) -> Option<V
 fn a_batch_no_standby_held_reaches_the_feeds_only_once_a_standby_holds_it() {
     use ladder_protocol::wire::OrderType;
     use ladder_protocol::Side;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
     let (primary, replication) = primary(dir.path(), 1);
     // A standby that acknowledges every record, until told to withhold; told to quit while
     // withholding, it hangs up.
-    let (withhold, quit) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let read = Arc::new(AtomicU64::new(0));
-    let mut fake = HandmadeStandby::connect(replication, "leaver");
-    {
-        let (withhold, quit, read) = (withhold.clone(), quit.clone(), read.clone());
-        std::thread::spawn(move || {
-            while let Ok(seq) = fake.next_record() {
-                read.store(seq, Ordering::Release);
-                while withhold.load(Ordering::Acquire) {
-                    if quit.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                if fake
-                    .writer
-                    .write_all(format!("ACK {seq}\n").as_bytes())
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-    }
+    let ack = Arc::new(AckControl::default());
+    HandmadeStandby::connect(replication, "leaver").acknowledge_in_background(ack.clone());
     let alice = primary.trader(0);
     let mut ws = market_ws(&primary.url);
-    let before = read.load(Ordering::Acquire);
+    let before = ack.read.load(Ordering::Acquire);
 
-    withhold.store(true, Ordering::Release);
+    ack.withhold.store(true, Ordering::Release);
     let placing = std::thread::spawn(move || {
         let mut alice = alice;
         let r = alice
@@ -509,11 +498,11 @@ fn a_batch_no_standby_held_reaches_the_feeds_only_once_a_standby_holds_it() {
         (r.status, r.json())
     });
     let deadline = Instant::now() + Duration::from_secs(10);
-    while read.load(Ordering::Acquire) <= before {
+    while ack.read.load(Ordering::Acquire) <= before {
         assert!(Instant::now() < deadline, "the order's record never left");
         std::thread::sleep(Duration::from_millis(5));
     }
-    quit.store(true, Ordering::Release);
+    ack.quit.store(true, Ordering::Release);
     let (status, body) = placing.join().unwrap();
     assert_eq!(status, 503, "{body}");
     assert_eq!(
@@ -527,18 +516,8 @@ fn a_batch_no_standby_held_reaches_the_feeds_only_once_a_standby_holds_it() {
     );
 
     // A standby comes back and acknowledges everything: the level change goes out.
-    let mut returner = HandmadeStandby::connect(replication, "returner");
-    std::thread::spawn(move || {
-        while let Ok(seq) = returner.next_record() {
-            if returner
-                .writer
-                .write_all(format!("ACK {seq}\n").as_bytes())
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
+    HandmadeStandby::connect(replication, "returner")
+        .acknowledge_in_background(Arc::new(AckControl::default()));
     let change = next_event(&mut ws, "price_change", Duration::from_secs(10))
         .expect("the withheld level change, once a standby holds it");
     assert!(change.to_string().contains("\"0.4\""), "{change}");
