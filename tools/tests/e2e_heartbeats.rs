@@ -306,27 +306,6 @@ fn a_user_connection_ends_when_its_key_is_deleted_and_its_orders_go_with_it() {
     assert_eq!(open_ids(&mut bob).len(), 1);
 }
 
-/// Trader `i` of `service` once writes are taken (with `--replicas`, only once a standby is
-/// connected).
-fn trader_when_writable(service: &Service, i: usize) -> Trader {
-    let (key, account) = KEYS[i];
-    let mut t = Trader::new(
-        &service.url,
-        ladder_client::Wallet::from_hex(key).unwrap(),
-        ladder_protocol::Address::parse(account).unwrap(),
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = t.create_api_key(0).unwrap();
-        if r.status == 200 {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "writes never taken: {}", r.body);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_back() {
     let replication = free_port();
@@ -338,7 +317,7 @@ fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_
     ]);
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, standby_dir.path());
-    let mut alice = trader_when_writable(&service, 0);
+    let mut alice = service.trader_when_writable(0);
     rest(&mut alice, yes(), Side::Buy, 1_000, 1);
     let ws = user_ws(&service, &alice, true);
     std::thread::sleep(Duration::from_millis(200));

@@ -6,9 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ladder_client::{HttpClient, Trader, Wallet};
+use ladder_client::{HttpClient, Trader};
 use ladder_protocol::wire::OrderType;
-use ladder_protocol::{Address, Side};
+use ladder_protocol::Side;
 use serde_json::json;
 
 use support::*;
@@ -26,34 +26,8 @@ fn a_promoted_standby_holds_every_acknowledged_order() {
     ]);
     let standby = start_standby(replication);
     // Writes are refused until the standby is connected; then keys can be made.
-    let connect = |i: usize| {
-        let (key, account) = KEYS[i];
-        let mut t = Trader::new(
-            &primary.url,
-            Wallet::from_hex(key).unwrap(),
-            Address::parse(account).unwrap(),
-        )
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = t.create_api_key(0).unwrap();
-            if r.status == 200 {
-                return t;
-            }
-            // A creation applied on the primary while the standby was still connecting was
-            // answered 503 without being undone: its key is derived, not created again.
-            if r.status == 400 && r.body.contains("SVC_NONCE") {
-                let d = t.derive_api_key(0).unwrap();
-                assert_eq!(d.status, 200, "{}", d.body);
-                return t;
-            }
-            assert_eq!(r.json(), json!({ "error": "replica unavailable" }));
-            assert!(Instant::now() < deadline, "the standby never connected");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    let mut alice = connect(0);
-    let mut bob = connect(1);
+    let mut alice = primary.trader_when_writable(0);
+    let mut bob = primary.trader_when_writable(1);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut acked = Vec::new();
     for i in 0..60u32 {

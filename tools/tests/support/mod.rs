@@ -230,6 +230,39 @@ impl Service {
         HttpClient::new(&self.url).expect("client")
     }
 
+    /// Trader `i`, with an API key made once writes are taken (with `--replicas`, only once
+    /// a standby is connected; until then creations are refused).
+    pub fn trader_when_writable(&self, i: usize) -> Trader {
+        let (key, account) = KEYS[i];
+        let mut t = Trader::new(
+            &self.url,
+            Wallet::from_hex(key).expect("key"),
+            Address::parse(account).expect("address"),
+        )
+        .expect("trader");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let r = t.create_api_key(0).expect("create key");
+            if r.status == 200 {
+                return t;
+            }
+            // A creation applied on the primary while the standby was still connecting was
+            // answered 503 without being undone: its key is derived, not created again.
+            if r.status == 400 && r.body.contains("SVC_NONCE") {
+                let d = t.derive_api_key(0).expect("derive key");
+                assert_eq!(d.status, 200, "{}", d.body);
+                return t;
+            }
+            assert_eq!(
+                r.json(),
+                serde_json::json!({ "error": "replica unavailable" }),
+                "while writes are refused"
+            );
+            assert!(Instant::now() < deadline, "writes never taken");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Demo trader `i` (0 or 1) with fresh API credentials.
     pub fn trader(&self, i: usize) -> Trader {
         let (key, account) = KEYS[i];
