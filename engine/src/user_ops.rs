@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::claims::ClaimReason;
 use crate::engine::Engine;
 use crate::market::MarketState;
 use crate::reject::Reject;
@@ -101,23 +102,26 @@ impl Engine {
     }
 
     /// Whether `sender` has something to redeem in `condition_id`: the market is known and
-    /// resolved (or voided), and `sender` holds a position in it. What a redeem needs of the
-    /// ledger, whoever carries it out (the built-in bundler, or the chain's EntryPoint).
+    /// resolved (or voided), and `sender` has a claimable position in it (a winning token, or
+    /// either token of a voided market: what `claimable` lists; losing tokens alone are
+    /// nothing to redeem). What a redeem needs of the ledger, whoever carries it out (the
+    /// built-in bundler, or the chain's EntryPoint).
     pub fn check_redeemable(
         &self,
         sender: &Address,
         condition_id: &ConditionId,
     ) -> Result<(), Reject> {
         let index = self.known_market_index(condition_id)?;
-        if !matches!(self.markets.get(index).state, MarketState::Resolved(_)) {
+        let MarketState::Resolved(resolution) = self.markets.get(index).state else {
             return Err(Reject::MarketNotResolved);
-        }
+        };
         let account = self.ledger.find(sender).ok_or(Reject::NothingToRedeem)?;
-        let held: u64 = [Outcome::Yes, Outcome::No]
+        let claimable: u64 = [Outcome::Yes, Outcome::No]
             .into_iter()
+            .filter(|&outcome| ClaimReason::of(resolution, outcome).is_some())
             .map(|outcome| self.ledger.position(account, index, outcome).free)
             .sum();
-        if held == 0 {
+        if claimable == 0 {
             return Err(Reject::NothingToRedeem);
         }
         Ok(())

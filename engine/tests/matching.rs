@@ -616,6 +616,28 @@ fn a_voided_market_refunds_both_outcomes() {
 }
 
 #[test]
+fn losing_tokens_alone_are_nothing_to_redeem() {
+    let mut h = Harness::new();
+    // An account holding only the token that loses.
+    h.ok(Command::Deposit {
+        address: account(42),
+        asset: Asset::Token(NO),
+        amount: 7 * SHARE,
+    });
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Yes,
+    });
+    assert!(h.engine.claimable(&account(42)).is_empty());
+    assert_eq!(
+        h.engine.check_redeemable(&account(42), &CONDITION),
+        Err(Reject::NothingToRedeem)
+    );
+    // A holder of the winning token has something to redeem.
+    assert_eq!(h.engine.check_redeemable(&account(3), &CONDITION), Ok(()));
+}
+
+#[test]
 fn a_paused_market_keeps_resting_orders_refuses_new_ones_and_accepts_cancels() {
     let mut h = Harness::new();
     let p = h.gtc(1, YES, Side::Buy, 4_000, 1);
