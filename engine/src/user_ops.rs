@@ -111,7 +111,11 @@ impl Engine {
         sender: &Address,
         condition_id: &ConditionId,
     ) -> Result<(), Reject> {
-        let index = self.known_market_index(condition_id)?;
+        // A market the service does not know holds no claimable entry (CONTRACT 20 lists no
+        // other refusal for it).
+        let index = self
+            .known_market_index(condition_id)
+            .map_err(|_| Reject::NothingToRedeem)?;
         let MarketState::Resolved(resolution) = self.markets.get(index).state else {
             return Err(Reject::MarketNotResolved);
         };

@@ -616,7 +616,7 @@ fn a_voided_market_refunds_both_outcomes() {
 }
 
 #[test]
-fn losing_tokens_alone_are_nothing_to_redeem() {
+fn losing_tokens_alone_or_an_unknown_market_are_nothing_to_redeem() {
     let mut h = Harness::new();
     // An account holding only the token that loses.
     h.ok(Command::Deposit {
@@ -635,6 +635,12 @@ fn losing_tokens_alone_are_nothing_to_redeem() {
     );
     // A holder of the winning token has something to redeem.
     assert_eq!(h.engine.check_redeemable(&account(3), &CONDITION), Ok(()));
+    // A condition id no market has holds no claimable entry either.
+    assert_eq!(
+        h.engine
+            .check_redeemable(&account(3), &FixedBytes([0x77; 32])),
+        Err(Reject::NothingToRedeem)
+    );
 }
 
 #[test]
