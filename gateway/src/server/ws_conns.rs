@@ -297,6 +297,10 @@ impl Worker {
     /// once writes are taken again (API.md §16); dropped when this service is no longer the
     /// one that writes (a standby, or a primary that lost its lease). Whether it was one.
     pub(super) fn disconnect_cancel_answered(&mut self, completion: &Completion) -> bool {
+        // Looked at for every completion: nothing to hash while none is in flight.
+        if self.disconnect_cancels_in_flight.is_empty() {
+            return false;
+        }
         let token = completion.ticket().token;
         let Some(requester) = self.disconnect_cancels_in_flight.remove(&token) else {
             return false;

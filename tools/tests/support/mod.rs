@@ -233,13 +233,7 @@ impl Service {
     /// Trader `i`, with an API key made once writes are taken (with `--replicas`, only once
     /// a standby is connected; until then creations are refused).
     pub fn trader_when_writable(&self, i: usize) -> Trader {
-        let (key, account) = KEYS[i];
-        let mut t = Trader::new(
-            &self.url,
-            Wallet::from_hex(key).expect("key"),
-            Address::parse(account).expect("address"),
-        )
-        .expect("trader");
+        let mut t = demo_trader_at(&self.url, i);
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let r = t.create_api_key(0).expect("create key");
@@ -265,13 +259,7 @@ impl Service {
 
     /// Demo trader `i` (0 or 1) with fresh API credentials.
     pub fn trader(&self, i: usize) -> Trader {
-        let (key, account) = KEYS[i];
-        let mut t = Trader::new(
-            &self.url,
-            Wallet::from_hex(key).expect("key"),
-            Address::parse(account).expect("address"),
-        )
-        .expect("trader");
+        let mut t = demo_trader_at(&self.url, i);
         let r = t.create_api_key(0).expect("create key");
         if r.status != 200 {
             let r = t.derive_api_key(0).expect("derive key");
@@ -362,15 +350,20 @@ pub fn wait_for_hash(url: &str, want: &serde_json::Value) {
 
 /// Demo trader `i` on the service at `url` (a standby), with `from`'s API credentials.
 pub fn trader_on(url: &str, i: usize, from: &Trader) -> Trader {
+    let mut t = demo_trader_at(url, i);
+    t.credentials = from.credentials.clone();
+    t
+}
+
+/// Demo trader `i` of the service at `url`, without API credentials.
+pub fn demo_trader_at(url: &str, i: usize) -> Trader {
     let (key, account) = KEYS[i];
-    let mut t = Trader::new(
+    Trader::new(
         url,
         Wallet::from_hex(key).expect("key"),
         Address::parse(account).expect("address"),
     )
-    .expect("trader");
-    t.credentials = from.credentials.clone();
-    t
+    .expect("trader")
 }
 
 /// A `u64` from the environment variable `name`, when set and a number.
