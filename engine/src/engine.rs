@@ -411,6 +411,7 @@ impl Engine {
         let market = self.markets.get_mut(index);
         market.state = MarketState::Resolved(resolution);
         market.book.release_empty_sides();
+        self.settle_token_debts_in(index);
         self.push_market_event(index, MarketChange::Resolved { resolution });
         Ok(())
     }

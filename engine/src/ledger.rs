@@ -196,6 +196,16 @@ impl Ledger {
             .get_or_insert(position_key(account, market, outcome))
     }
 
+    /// Every `(account, outcome)` owing tokens of `market`, sorted (a walk of every
+    /// position: for the rare moment a market ends).
+    pub fn debtors_in(&self, market: u32) -> Vec<(u32, Outcome)> {
+        self.positions_sorted()
+            .into_iter()
+            .filter(|&(_, m, _, balance)| m == market && balance.debt > 0)
+            .map(|(account, _, outcome, _)| (account, outcome))
+            .collect()
+    }
+
     /// Every non-empty position as `(account, market, outcome, balance)`, sorted.
     pub fn positions_sorted(&self) -> Vec<(u32, u32, Outcome, Balance)> {
         let mut all: Vec<_> = self

@@ -27,6 +27,7 @@ mod book;
 mod cancel;
 mod claims;
 mod command;
+mod ended_market_debts;
 mod engine;
 mod event;
 mod fill;

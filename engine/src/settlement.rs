@@ -90,7 +90,8 @@ impl Engine {
     }
 
     /// Undoes a trade's ledger movement for both sides; what a side no longer holds
-    /// becomes debt. The orders stay filled.
+    /// becomes debt (settled in collateral at once if the market has ended: see
+    /// `ended_market_debts`). The orders stay filled.
     fn reverse_trade(&mut self, trade: &TradeView) {
         let market = self
             .markets
@@ -132,6 +133,7 @@ impl Engine {
                 self.ledger
                     .position_mut(account, market, party.outcome)
                     .debit_forced(size_units);
+                self.settle_token_debt(account, market, party.outcome);
             }
             Side::Sell => {
                 self.ledger

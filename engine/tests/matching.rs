@@ -729,6 +729,78 @@ fn tokens_owed_after_a_failed_settlement_are_repaid_when_an_order_releases_them(
 }
 
 #[test]
+fn tokens_redeemed_before_their_trade_failed_are_paid_out_once() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 10);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Yes,
+    });
+    // The buyer redeems the ten while the trade is still MATCHED...
+    h.ok(Command::RecordRedemption {
+        address: account(2),
+        condition_id: CONDITION,
+    });
+    assert_eq!(h.collateral(2), free(995 * USDC + 510 * USDC));
+    // ...and then the trade fails: its price comes back, and the ten Yes it no longer has
+    // are owed in a market that no longer trades, so they cost it their payout.
+    for status in [TradeStatus::Retrying, TradeStatus::Failed] {
+        h.ok(Command::SettlementUpdate {
+            transaction_hash: taker.transaction_hash.unwrap(),
+            status,
+        });
+    }
+    assert_eq!(h.tokens(2, YES), free(0));
+    assert_eq!(
+        h.collateral(2),
+        free(1_500 * USDC),
+        "its own 1,000 and 500 Yes"
+    );
+    // The seller has its ten back and redeems 500, not a share more.
+    assert_eq!(h.tokens(1, YES), free(500 * SHARE));
+    h.ok(Command::RecordRedemption {
+        address: account(1),
+        condition_id: CONDITION,
+    });
+    assert_eq!(h.collateral(1), free(1_500 * USDC));
+}
+
+#[test]
+fn a_token_debt_left_when_a_market_ends_is_settled_at_its_payout() {
+    for (resolution, owed_worth) in [
+        (Resolution::Yes, 10 * USDC),
+        (Resolution::No, 0),
+        (Resolution::Void, 5 * USDC),
+    ] {
+        let mut h = Harness::new();
+        h.gtc(1, YES, Side::Sell, 5_000, 10);
+        let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+        // Trader 2 sells every Yes share it has, the ten just bought included.
+        h.gtc(3, YES, Side::Buy, 6_000, 510);
+        h.gtc(2, YES, Side::Sell, 6_000, 510);
+        for status in [TradeStatus::Retrying, TradeStatus::Failed] {
+            h.ok(Command::SettlementUpdate {
+                transaction_hash: taker.transaction_hash.unwrap(),
+                status,
+            });
+        }
+        assert_eq!(h.tokens(2, YES).debt, 10 * SHARE);
+        let before = h.collateral(2);
+        h.ok(Command::ResolveMarket {
+            condition_id: CONDITION,
+            resolution,
+        });
+        assert_eq!(h.tokens(2, YES), free(0), "{resolution:?}");
+        assert_eq!(
+            h.collateral(2),
+            free(before.free - owed_worth),
+            "{resolution:?}"
+        );
+    }
+}
+
+#[test]
 fn settlement_moves_matched_to_mined_to_confirmed() {
     let mut h = Harness::new();
     h.gtc(1, YES, Side::Sell, 5_000, 1);

@@ -257,7 +257,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(trader, linked)| Op::Link { trader, linked }),
         6 => any::<u8>().prop_map(Op::Pause),
         40 => any::<u8>().prop_map(Op::Resume),
-        1 => (any::<u8>(), 0u8..3)
+        3 => (any::<u8>(), 0u8..3)
             .prop_map(|(market, resolution)| Op::Resolve { market, resolution }),
     ]
 }
@@ -1233,6 +1233,7 @@ const EXPECTED_PATHS: &[&str] = &[
     "batch retrying",
     "reversal into debt",
     "debt repaid",
+    "token debt settled in an ended market",
     "cancel some",
     "unchanged",
     "not canceled NotFound",

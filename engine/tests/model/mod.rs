@@ -303,6 +303,9 @@ pub struct Model {
     /// Full sets (one Yes and one No, backed by one unit of collateral) minted by MINT
     /// fills and not merged back.
     full_sets: i128,
+    /// Collateral taken from debtors to settle token debts in ended markets: it backs the
+    /// tokens the failed trades gave back.
+    debts_settled: i128,
     /// Counter of book entries (FIFO within a level).
     entered: u64,
     now_ns: u64,
@@ -459,10 +462,11 @@ impl Model {
             .filter(|((_, h), _)| *h == Holding::Collateral)
             .map(|(_, b)| i128::from(b.free) + i128::from(b.reserved) - i128::from(b.debt))
             .sum();
-        if held + i128::from(self.fees) + self.full_sets != self.collateral_in {
+        if held + i128::from(self.fees) + self.full_sets + self.debts_settled != self.collateral_in
+        {
             return Err(format!(
-                "collateral not conserved: held {held} + fees {} + sets {} != in {}",
-                self.fees, self.full_sets, self.collateral_in
+                "collateral not conserved: held {held} + fees {} + sets {} + settled debts {} != in {}",
+                self.fees, self.full_sets, self.debts_settled, self.collateral_in
             ));
         }
         for market in 0..self.markets.len() {
@@ -572,6 +576,17 @@ impl Model {
                     self.cancel(id);
                 }
                 self.markets[market].state = MState::Resolved(*resolution);
+                for outcome in [Outcome::Yes, Outcome::No] {
+                    let debtors: Vec<Address> = self
+                        .balances
+                        .iter()
+                        .filter(|((_, h), b)| *h == Holding::Token(market, outcome) && b.debt > 0)
+                        .map(|((a, _), _)| *a)
+                        .collect();
+                    for address in debtors {
+                        self.settle_ended_debt(address, market, outcome);
+                    }
+                }
                 MReply::Ok
             }
             Command::SettlementUpdate {
@@ -1148,7 +1163,9 @@ impl Model {
         let into_debt = match side {
             Side::Buy => {
                 self.bal(address, Holding::Collateral).credit(cash + fee);
-                self.bal(address, token).debit_forced(size)
+                let into_debt = self.bal(address, token).debit_forced(size);
+                self.settle_ended_debt(address, market, outcome);
+                into_debt
             }
             Side::Sell => {
                 self.bal(address, token).credit(size);
@@ -1159,6 +1176,31 @@ impl Model {
         if into_debt {
             self.count("reversal into debt");
         }
+    }
+}
+
+impl Model {
+    /// Once a market has ended no trade can repay a token debt in it, and the seller's
+    /// tokens given back are claimable: the debtor pays what the owed tokens are worth
+    /// (the winner's one unit each, a voided market's half rounded up against the debtor,
+    /// nothing for the loser) out of collateral, and owes no tokens.
+    fn settle_ended_debt(&mut self, address: Address, market: usize, outcome: Outcome) {
+        let MState::Resolved(resolution) = self.markets[market].state else {
+            return;
+        };
+        let owed = self.balance(&address, Holding::Token(market, outcome)).debt;
+        if owed == 0 {
+            return;
+        }
+        let worth = match (resolution, outcome) {
+            (Resolution::Void, _) => owed.div_ceil(2),
+            (Resolution::Yes, Outcome::Yes) | (Resolution::No, Outcome::No) => owed,
+            _ => 0,
+        };
+        self.count("token debt settled in an ended market");
+        self.bal(address, Holding::Token(market, outcome)).debt = 0;
+        self.bal(address, Holding::Collateral).debit_forced(worth);
+        self.debts_settled += i128::from(worth);
     }
 }
 
