@@ -298,3 +298,32 @@ fn a_standby_promotes_within_5_s_while_its_primary_is_frozen() {
     primary.signal("CONT");
     primary.kill();
 }
+
+#[test]
+fn a_standby_stopped_and_continued_keeps_its_link_and_the_write_it_held_up_is_acknowledged() {
+    let replication = free_port();
+    let primary = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+    ]);
+    let standby = start_standby(replication);
+    let mut alice = primary.trader_when_writable(0);
+    // Frozen as a debugger or a paused VM freezes it: its read of the stream, which has a
+    // timeout, comes back interrupted once it runs again.
+    standby.signal("STOP");
+    let continued = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1_500));
+        standby.signal("CONT");
+        standby
+    });
+    let r = alice
+        .place(yes(), Side::Buy, 4_000, 1, OrderType::Gtc)
+        .unwrap();
+    let standby = continued.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["success"], json!(true), "{}", r.body);
+    let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
+    wait_for_hash(&standby.url, &hash);
+}

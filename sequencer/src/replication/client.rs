@@ -13,7 +13,7 @@ use crossbeam_channel::Receiver;
 use ladder_engine::{Command, Reply};
 use ladder_journal::RecordRef;
 
-use super::patient::{is_timeout, PatientReader};
+use super::patient::{nothing_yet, PatientReader};
 use super::secure::{self, LinkSecret, SecureReader, SecureWriter};
 use super::{Hello, RecordMark, ACCEPTED, READY, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
@@ -269,7 +269,7 @@ fn read_record(
     match reader.fill_buf() {
         Ok([]) => return Err("the primary closed the stream".into()),
         Ok(_) => {}
-        Err(e) if is_timeout(&e) => return Ok(None),
+        Err(e) if nothing_yet(&e) => return Ok(None),
         Err(e) => return Err(format!("read: {e}")),
     }
     let mut head = [0u8; 22];

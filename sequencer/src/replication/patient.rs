@@ -25,9 +25,14 @@ impl<'a, R: Read> PatientReader<'a, R> {
     }
 }
 
-/// Whether a read error is the socket's read timeout.
-pub fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+/// Whether a read error only means that nothing arrived yet: the socket's read timeout, or
+/// a read cut short by a signal (a read with a timeout is not restarted after the process
+/// was stopped and continued, as a debugger or a frozen VM does).
+pub fn nothing_yet(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
 }
 
 impl<R: Read> Read for PatientReader<'_, R> {
@@ -35,7 +40,7 @@ impl<R: Read> Read for PatientReader<'_, R> {
         let started = Instant::now();
         loop {
             match self.inner.read(buf) {
-                Err(e) if is_timeout(&e) || e.kind() == ErrorKind::Interrupted => {
+                Err(e) if nothing_yet(&e) => {
                     if self.stop.load(Ordering::Acquire) {
                         return Err(io::Error::new(ErrorKind::TimedOut, "stopped"));
                     }
