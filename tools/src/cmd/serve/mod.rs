@@ -446,6 +446,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         roles,
         redemption_watch,
         follow_target,
+        position.0,
     );
     let end = supervisor.run();
 

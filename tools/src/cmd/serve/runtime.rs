@@ -23,6 +23,11 @@ use ladder_sequencer::{
 
 /// When the runtime journals a `ForgetHistory`: once the history store holds records past
 /// the last one, and either `FORGET_EVERY_RECORDS` more or `FORGET_INTERVAL` has passed.
+///
+/// The first one waits for the store to hold a record journaled by this run: start-up
+/// journals nothing (CONTRACT 18 (17)), so what an earlier run stored but did not forget
+/// (it was killed within a second of storing it) leaves the engine with the first
+/// `ForgetHistory` after the next command.
 #[derive(Debug)]
 pub(super) struct Forgetting {
     through: u64,
@@ -35,16 +40,15 @@ const FORGET_EVERY_RECORDS: u64 = 8_192;
 /// The longest wait between two `ForgetHistory` while the store gains anything.
 const FORGET_INTERVAL: Duration = Duration::from_secs(1);
 
-impl Default for Forgetting {
-    fn default() -> Self {
+impl Forgetting {
+    /// For a run whose journal ended at `started_at_seq`.
+    pub(super) fn after_start_at(started_at_seq: u64) -> Forgetting {
         Forgetting {
-            through: 0,
+            through: started_at_seq,
             at: Instant::now(),
         }
     }
-}
 
-impl Forgetting {
     /// Journals a `ForgetHistory` through `stored` when one is due. The engine answers one
     /// that would forget nothing without a journal record, so an idle service writes none.
     pub(super) fn when_due(&mut self, stored: u64, internal: &mut Internal) {

@@ -98,6 +98,7 @@ impl<'a> Supervisor<'a> {
         roles: super::roles::RoleThreads,
         redemption_watch: Option<RedemptionWatch>,
         follow_target: Option<FollowTarget>,
+        started_at_seq: u64,
     ) -> Supervisor<'a> {
         Supervisor {
             context,
@@ -107,7 +108,7 @@ impl<'a> Supervisor<'a> {
             settlement: roles.settlement,
             redemption_watch,
             follow_target,
-            forgetting: Forgetting::default(),
+            forgetting: Forgetting::after_start_at(started_at_seq),
             promotion_asked: None,
         }
     }
