@@ -246,6 +246,9 @@ fn head_length(buf: &[u8], head: httparse::Result<usize>) -> Result<Option<usize
             return Err(HttpError::HeadersTooLarge)
         }
         Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::Version) if names_another_http_version(buf) => {
+            return Err(HttpError::Version)
+        }
         Err(httparse::Error::Version) => {
             return Err(HttpError::Malformed(
                 "malformed request line: expected METHOD /path HTTP/1.1",
@@ -257,6 +260,17 @@ fn head_length(buf: &[u8], head: httparse::Result<usize>) -> Result<Option<usize
         return Err(HttpError::HeadersTooLarge);
     }
     Ok(Some(head_len))
+}
+
+/// Whether the request line's third word is an HTTP version (`HTTP/` and a digit) that
+/// httparse refused: a well-formed request in another version (505), not garbage (400).
+fn names_another_http_version(buf: &[u8]) -> bool {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let version = line.split(|&b| b == b' ').nth(2).unwrap_or_default();
+    version
+        .strip_prefix(b"HTTP/")
+        .and_then(|rest| rest.first())
+        .is_some_and(u8::is_ascii_digit)
 }
 
 /// A request's header lines and what they say about its framing.
@@ -333,6 +347,27 @@ fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_http_version_is_505_and_a_garbled_one_400() {
+        for line in [
+            &b"GET /time HTTP/2.0\r\n\r\n"[..],
+            b"GET /time HTTP/1.2\r\n\r\n",
+            b"GET /time HTTP/0.9\r\n\r\n",
+            b"GET /time HTTP/3",
+        ] {
+            assert_eq!(parse_request(line), Err(HttpError::Version), "{line:?}");
+        }
+        for line in [
+            &b"GET /time FOO/1.1\r\n\r\n"[..],
+            b"GET /time HTTP/x\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_request(line), Err(HttpError::Malformed(_))),
+                "{line:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_partial_request_asks_for_more_bytes() {
