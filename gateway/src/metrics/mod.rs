@@ -232,7 +232,7 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
             (vec!["full".into()], count(&s.refused_full)),
         ]),
         from_server(sources, counter, "ladder_connection_first_bytes_timeouts_total", "Connections closed for finishing no TLS handshake or sending no request byte in time.", &[], |s| unlabelled(count(&s.first_bytes_timeouts))),
-        from_server(sources, counter, "ladder_cancel_on_disconnect_total", "/ws/user connections with cancel_on_disconnect that ended.", &[], |s| unlabelled(count(&s.cancels_on_disconnect))),
+        from_server(sources, counter, "ladder_cancel_on_disconnect_total", "Cancels carried out for /ws/user connections with cancel_on_disconnect that ended (one per connection, counted when journaled and applied).", &[], |s| unlabelled(count(&s.cancels_on_disconnect))),
         from_server(sources, counter, "ladder_answers_in_seat_total", "Completions a releasing thread carried out for a sleeping gateway loop, which was not woken for them.", &[], |s| unlabelled(count(&s.answered_while_asleep))),
         from_server(sources, gauge, "ladder_connection_addresses", "Client addresses with an open connection.", &[], |s| unlabelled(s.peers.addresses() as f64)),
     ];
