@@ -574,7 +574,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
         server::Primary {
             data_dir: primary_dir,
             hub: hub.clone(),
-            master_key: [7; 32],
+            master_key: std::sync::Arc::new(|| [7; 32]),
             secret: secret.clone(),
             stop: stop.clone(),
             history_copy: None,

@@ -222,6 +222,10 @@ fn a_killed_leader_is_replaced_within_three_leases_by_a_standby_that_holds_every
     );
     wait_for_leader(&c.url, "b", Duration::from_secs(10));
     wait_for_hash(&c.url, &state_hash(&b.url));
+    // Credentials made on the old leader still work on the new leader's standby (an L2
+    // read): the new leader hands on the master key it took from the old one, not the key
+    // its data directory started with.
+    assert_eq!(open_order_ids(&c.url, &alice), open);
     // A standby refuses writes and names the leader.
     let mut on_c = trader_on(&c.url, 0, &alice);
     on_c.http.follow_leader = false;

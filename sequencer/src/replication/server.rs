@@ -71,14 +71,20 @@ pub const HANDSHAKES_MAX: usize = 32;
 /// Most handshakes under way at once from one address.
 pub const HANDSHAKES_PER_IP_MAX: usize = 4;
 
+/// Reads the service's master key as it is at the moment.
+pub type MasterKeySource = Arc<dyn Fn() -> [u8; 32] + Send + Sync>;
+
 /// What the primary's replication listener serves.
 pub struct Primary {
     /// Where the journal is.
     pub data_dir: PathBuf,
     /// Written and acknowledged sequences, shared with the sequencer.
     pub hub: Arc<ReplicationHub>,
-    /// The master key, sent to authenticated standbys inside the encrypted link.
-    pub master_key: [u8; 32],
+    /// Reads the master key as it is now, sent to authenticated standbys inside the
+    /// encrypted link. Read at each handshake, not once: a coordinated standby serves
+    /// replication from its start and takes its leader's key later, which is the key it
+    /// must hand on once it leads.
+    pub master_key: MasterKeySource,
     /// The key both ends share.
     pub secret: LinkSecret,
     /// Set to stop serving.
@@ -275,7 +281,7 @@ fn bootstrap_session(
         data_dir: &primary.data_dir,
         hub: &primary.hub,
         history_copy: primary.history_copy.as_ref(),
-        master_key: primary.master_key,
+        master_key: (primary.master_key)(),
         stop: &primary.stop,
     };
     bootstrap::serve(stream, writer, &request, &source)
@@ -352,7 +358,7 @@ fn serve_session(
     // not refused as having no standby.
     let id = hub.register(hello.from_seq);
     if let Err(e) = writer
-        .write_all(&primary.master_key)
+        .write_all(&(primary.master_key)())
         .and_then(|_| writer.flush())
     {
         hub.unregister(id);

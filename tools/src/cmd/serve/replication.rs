@@ -25,7 +25,7 @@ pub(super) fn serve_replication(
     address: &str,
     hub: &Arc<ReplicationHub>,
     data_dir: &Path,
-    keys: &KeyTable,
+    keys: &Arc<KeyTable>,
     secret: &LinkSecret,
     stop: &Arc<AtomicBool>,
 ) -> Result<(SocketAddr, std::thread::JoinHandle<()>), String> {
@@ -34,12 +34,13 @@ pub(super) fn serve_replication(
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     println!("ladder: replication on {bound}");
     let history_dir = data_dir.to_path_buf();
+    let master_keys = keys.clone();
     let thread = server::serve(
         listener,
         server::Primary {
             data_dir: data_dir.to_path_buf(),
             hub: hub.clone(),
-            master_key: keys.master_bytes(),
+            master_key: Arc::new(move || master_keys.master_bytes()),
             secret: secret.clone(),
             stop: stop.clone(),
             history_copy: Some(Arc::new(move |to: &Path| {
