@@ -978,8 +978,10 @@ fn record_room(command: &Command) -> (usize, WriteClass) {
 }
 
 /// Whether the journal has room for `work`'s records (see `Journal::admits`): on a full
-/// disk placements, key creations and admin writes are refused before anything is
-/// journaled, while cancels, timers, settlement and a standby's copies use the reserve.
+/// disk placements, key creations, admin writes and heartbeat starts and stops are refused
+/// before anything is journaled, while cancels, timers, settlement and a standby's copies
+/// use the reserve (bounded by the state there is: no client can spend it on writes that
+/// change nothing lasting). A beat journals nothing and always goes through.
 fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
     let (bytes, class) = match work {
         Work::Command(command) => record_room(command),
@@ -994,9 +996,11 @@ fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
                 (bytes + more, class)
             },
         ),
-        Work::Replicated { .. } | Work::Heartbeat(_) => {
-            (RECORD_BYTES_ESTIMATE, WriteClass::Reserved)
-        }
+        Work::Replicated { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
+        Work::Heartbeat(request) => match request.op {
+            HeartbeatOp::Beat(_) => return true,
+            HeartbeatOp::Start | HeartbeatOp::Stop => (RECORD_BYTES_ESTIMATE, WriteClass::Ordinary),
+        },
         Work::Query(_) => return true,
     };
     journal.admits(bytes, class)

@@ -87,6 +87,13 @@ fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
     (post_orders_body(&requests), requests.len())
 }
 
+/// POST /heartbeats with `id` (None: a start); (status, body).
+fn beat(trader: &mut ladder_client::Trader, id: Option<&str>) -> (u16, Value) {
+    let body = serde_json::json!({ "heartbeat_id": id }).to_string();
+    let r = trader.send("POST", "/heartbeats", Some(&body)).unwrap();
+    (r.status, r.json())
+}
+
 fn open_count(trader: &mut ladder_client::Trader) -> usize {
     let mut count = 0;
     let mut cursor = String::new();
@@ -125,12 +132,18 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
     let data_dir = disk.mount.join("data");
     let mut service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
     let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
     let filler = disk.fill();
+    // Alice's dead-man switch runs from before the disk is full.
+    let mut heartbeat = beat(&mut alice, None).1["heartbeat_id"].clone();
 
     // Orders until the journal refuses: every batch is placed whole or refused whole.
     let mut acknowledged = 0usize;
     let mut salt = 1_000;
     let refusal = loop {
+        let (status, answer) = beat(&mut alice, heartbeat.as_str());
+        assert_eq!(status, 200, "{answer}");
+        heartbeat = answer["heartbeat_id"].clone();
         let (body, n) = fifteen_bids(&alice, salt);
         salt += n as u64;
         let r = alice.send("POST", "/orders", Some(&body)).unwrap();
@@ -168,6 +181,20 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
         r.body
     );
     let kept = acknowledged - 1;
+    // Beats journal nothing and go on; a start or a stop would spend the cancels' reserve
+    // and is refused (no client can drain it).
+    let (status, answer) = beat(&mut alice, heartbeat.as_str());
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = beat(&mut bob, None);
+    assert_eq!(
+        (status, &answer["error"]),
+        (503, &Value::from(JOURNAL_FULL))
+    );
+    let r = alice.send("DELETE", "/heartbeats", None).unwrap();
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (503, Value::from(JOURNAL_FULL))
+    );
 
     // A restart on the full disk recovers, keeps every acknowledged order and refuses.
     service.kill_and_restart();
