@@ -115,6 +115,42 @@ fn dump_filters_stats_and_state_hash_agree_on_a_live_services_journal() {
         end,
         "the last order changes the state"
     );
+
+    // Output that cannot be written ends the command by its rules, never with a panic: a
+    // full disk under a redirect is exit 1 with a one-line reason; a reader that stops
+    // early (`| head -1`) is a success.
+    for args in [&["dump"][..], &["stats"], &["verify"], &["state-hash"]] {
+        let full = Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .arg("journal")
+            .args(args)
+            .arg("--data-dir")
+            .arg(&dir)
+            .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&full.stderr);
+        assert_eq!(full.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "ladder: standard output: No space left on device (os error 28)",
+            "{args:?}"
+        );
+    }
+    let mut dump = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["journal", "dump", "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(dump.stdout.take());
+    let done = dump.wait_with_output().unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
 }
 
 fn admin_state_hash(service: &Service) -> Value {

@@ -118,6 +118,20 @@ fn retired_segments_leave_and_the_service_tools_and_reads_work_on_what_is_left()
     let first_line: serde_json::Value =
         serde_json::from_str(dump.lines().next().expect("records")).unwrap();
     assert_eq!(first_line["seq"], json!(firsts[0]));
+    // Asked for records retention removed, dump says where the journal starts.
+    let early = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["journal", "dump", "--from", "1", "--to", "3", "--data-dir"])
+        .arg(service.data_dir())
+        .output()
+        .unwrap();
+    assert!(early.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&early.stderr).trim(),
+        format!(
+            "ladder: the journal starts at sequence {} (retention removed the records before it)",
+            firsts[0]
+        )
+    );
     let hash_live = ladder(&["journal", "state-hash"], service.data_dir());
     assert!(hash_live.trim().starts_with("0x"));
 

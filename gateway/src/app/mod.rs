@@ -376,6 +376,14 @@ impl App {
                 "seq": taken.seq,
                 "path": taken.path,
             }))),
+            // A full disk is a fault of the machine, not a bug: 503, as for a full journal.
+            Err(e) if e.contains("os error 28") => {
+                tracing::warn!(error = %e, "snapshot not written: the disk is full");
+                Outcome::error(
+                    Status::Unavailable,
+                    "snapshot failed: no space left on device",
+                )
+            }
             Err(e) => {
                 tracing::error!(error = %e, "snapshot failed");
                 Outcome::error(Status::Internal, "snapshot failed; see the service log")

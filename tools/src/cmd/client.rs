@@ -183,7 +183,7 @@ fn heartbeat(trader: &mut Trader, every_s: f64, count: Option<u64>) -> Result<()
         std::time::Duration::from_secs_f64(every_s),
         count,
         &stop,
-        |response| println!("{}", response.body),
+        |response| crate::cmd::stdout::print_line(&response.body),
     )
 }
 
@@ -218,9 +218,8 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
         ClientAction::StopHeartbeats => trader.send("DELETE", "/heartbeats", None)?,
         ClientAction::Redeem { market } => {
             let receipt = trader.redeem(market)?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&receipt).unwrap_or_default()
+            crate::cmd::stdout::print_line(
+                serde_json::to_string_pretty(&receipt).unwrap_or_default(),
             );
             return Ok(());
         }
@@ -253,7 +252,7 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
     } else {
         serde_json::to_string_pretty(&json).unwrap_or_default()
     };
-    println!("{shown}");
+    crate::cmd::stdout::print_line(shown);
     if response.status != 200 {
         return Err(format!("HTTP {}", response.status));
     }

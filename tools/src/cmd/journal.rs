@@ -123,7 +123,7 @@ fn verify(data_dir: &Path) -> Result<(), String> {
             t.segment.display(), t.offset, t.reason, t.bytes_dropped
         )),
     });
-    println!("{summary}");
+    crate::cmd::stdout::print_line(summary);
     Ok(())
 }
 
@@ -168,6 +168,15 @@ fn for_each_record(
     mut visit: impl FnMut(&RecordRef<'_>) -> bool,
 ) -> Result<(), String> {
     require_journal(data_dir)?;
+    // A trimmed journal (retention) starts later than 1: say so when asked for earlier.
+    let first = ladder_journal::journal_first_seq(data_dir)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(1);
+    if from < first {
+        eprintln!(
+            "ladder: the journal starts at sequence {first} (retention removed the records before it)"
+        );
+    }
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     if from > 1 {
         reader.seek(from).map_err(|e| e.to_string())?;
@@ -192,7 +201,7 @@ fn dump(args: &DumpArgs) -> Result<(), String> {
             .as_deref()
             .is_none_or(|t| json["type"] == t)
         {
-            println!("{json}");
+            crate::cmd::stdout::print_line(json);
         }
         true
     })
@@ -227,20 +236,17 @@ fn stats(data_dir: &Path) -> Result<(), String> {
         .into_iter()
         .map(|(k, (n, b))| (k, serde_json::json!({ "records": n, "payload_bytes": b })))
         .collect();
-    println!(
-        "{}",
-        serde_json::json!({
-            "records": records,
-            "payload_bytes": bytes,
-            "first_seq": first.map(|f| f.0),
-            "last_seq": last.map(|l| l.0),
-            "first_timestamp": first.map(|f| unix_ms(f.1)),
-            "last_timestamp": last.map(|l| unix_ms(l.1)),
-            "span_s": span_ns as f64 / 1e9,
-            "records_per_s": rate,
-            "by_type": types,
-        })
-    );
+    crate::cmd::stdout::print_line(serde_json::json!({
+        "records": records,
+        "payload_bytes": bytes,
+        "first_seq": first.map(|f| f.0),
+        "last_seq": last.map(|l| l.0),
+        "first_timestamp": first.map(|f| unix_ms(f.1)),
+        "last_timestamp": last.map(|l| unix_ms(l.1)),
+        "span_s": span_ns as f64 / 1e9,
+        "records_per_s": rate,
+        "by_type": types,
+    }));
     Ok(())
 }
 
@@ -260,7 +266,7 @@ fn tail(args: &TailArgs) -> Result<(), String> {
     reader.seek(from).map_err(|e| e.to_string())?;
     loop {
         while let Some(record) = reader.poll().map_err(|e| e.to_string())? {
-            println!("{}", record_json(&record));
+            crate::cmd::stdout::print_line(record_json(&record));
         }
         if !args.follow {
             return Ok(());
@@ -280,7 +286,7 @@ fn state_hash(data_dir: &Path, at: Option<u64>) -> Result<(), String> {
             ));
         }
     }
-    println!("{:?}", engine.state_hash());
+    crate::cmd::stdout::print_line(format_args!("{:?}", engine.state_hash()));
     Ok(())
 }
 
@@ -293,9 +299,8 @@ fn quarantine(data_dir: &Path, seq: u64) -> Result<(), String> {
     require_journal(data_dir)?;
     let kept = ladder_journal::quarantine_after(data_dir, seq)
         .map_err(|e| format!("repair --truncate-after {seq} failed: {e}"))?;
-    println!(
-        "{}",
-        serde_json::json!({ "truncated_after": seq, "kept": paths(&kept) })
+    crate::cmd::stdout::print_line(
+        serde_json::json!({ "truncated_after": seq, "kept": paths(&kept) }),
     );
     Ok(())
 }
@@ -304,28 +309,22 @@ fn repair(data_dir: &Path) -> Result<(), String> {
     require_journal(data_dir)?;
     let report = ladder_journal::repair(data_dir).map_err(|e| format!("repair failed: {e}"))?;
     match report.repaired {
-        None => println!(
-            "{}",
-            serde_json::json!({
-                "repaired": false,
-                "last_seq": report.last_seq,
-                "snapshots_set_aside": paths(&report.snapshots_set_aside),
-            })
-        ),
-        Some(damage) => println!(
-            "{}",
-            serde_json::json!({
-                "repaired": true,
-                "segment": damage.segment.display().to_string(),
-                "offset": damage.offset,
-                "reason": damage.reason.to_string(),
-                "valid_records_dropped": damage.valid_records_dropped,
-                "bytes_dropped": damage.bytes_dropped,
-                "backups": paths(&damage.backups),
-                "last_seq": report.last_seq,
-                "snapshots_set_aside": paths(&report.snapshots_set_aside),
-            })
-        ),
+        None => crate::cmd::stdout::print_line(serde_json::json!({
+            "repaired": false,
+            "last_seq": report.last_seq,
+            "snapshots_set_aside": paths(&report.snapshots_set_aside),
+        })),
+        Some(damage) => crate::cmd::stdout::print_line(serde_json::json!({
+            "repaired": true,
+            "segment": damage.segment.display().to_string(),
+            "offset": damage.offset,
+            "reason": damage.reason.to_string(),
+            "valid_records_dropped": damage.valid_records_dropped,
+            "bytes_dropped": damage.bytes_dropped,
+            "backups": paths(&damage.backups),
+            "last_seq": report.last_seq,
+            "snapshots_set_aside": paths(&report.snapshots_set_aside),
+        })),
     }
     Ok(())
 }

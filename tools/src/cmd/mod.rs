@@ -16,6 +16,7 @@ mod journal;
 mod loadgen;
 mod redemption_watch;
 mod serve;
+pub mod stdout;
 mod ws_client;
 
 use std::path::PathBuf;
@@ -515,7 +516,7 @@ fn admin_call(args: &AdminCallArgs, path: &str, what: &str) -> Result<(), String
     let mut http = ladder_client::HttpClient::new(&format!("http://{}", args.listen))?;
     let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
     let response = http.request("POST", path, &headers, Some(""))?;
-    println!("{}", response.body);
+    stdout::print_line(&response.body);
     if response.status == 200 {
         Ok(())
     } else {

@@ -1,0 +1,19 @@
+//! What the commands print for a reader (JSON lines, answers): a write to standard output
+//! that fails ends the command by its own rules, never with a panic (CONTRACT 17: exit 1 and
+//! a one-line reason; CONTRACT 21: no command dies on a full disk).
+
+use std::io::Write;
+
+/// Prints `line` and a newline to standard output. A reader that went away (`| head`) ends
+/// the command at once with success: it has all it asked for. Any other failure (a full disk
+/// under a redirect) ends it with exit code 1 and the reason on standard error.
+pub fn print_line(line: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("ladder: standard output: {e}");
+        std::process::exit(1);
+    }
+}
