@@ -107,6 +107,11 @@ struct RetiredSegment {
     end_offset: usize,
 }
 
+/// Room above the cancel reserve within which a journal that cannot reserve its next
+/// segment counts as full before any write was refused: the largest client write (a batch
+/// of 15 orders) needs about this much.
+const FULL_MARGIN_BYTES: usize = 16 << 10;
+
 impl Journal {
     /// Opens (or creates) the journal in `<data_dir>/journal` for writing: takes the writer
     /// lock, scans every segment, cuts away a torn tail (reported in the `RecoveryReport` and
@@ -370,10 +375,28 @@ impl Journal {
         admitted
     }
 
-    /// Whether ordinary writes were refused at the last ask, and no segment has been
-    /// reserved since: the journal is full.
+    /// Starts making the next segment once the active one is past half full (a journal
+    /// reopened past half, with no write since, learns this way whether the disk has room).
+    pub fn make_next_segment_if_due(&mut self) {
+        let past_half = self
+            .active
+            .as_ref()
+            .is_some_and(|active| active.write_offset * 2 > active.frames_end);
+        if past_half && !self.spare.is_started() {
+            self.spare
+                .start(&self.journal_dir, self.options.segment_size_bytes);
+        }
+        self.spare.poll(false);
+    }
+
+    /// Whether the journal is full: no next segment is reserved and ordinary writes are
+    /// refused (at the last ask, or, before any was asked, because the disk had no room for
+    /// the next segment and the active one is down to the cancel reserve, as after a
+    /// restart on a full disk or on a standby, whose copies are never ordinary writes).
     pub fn is_full(&self) -> bool {
-        self.refusing && !self.spare.has_ready()
+        let down_to_the_reserve = self.spare.is_short()
+            && self.active_room() < self.cancel_reserve_bytes() + FULL_MARGIN_BYTES;
+        !self.spare.has_ready() && (self.refusing || down_to_the_reserve)
     }
 
     /// Whether the last try to reserve the next segment found the disk full.
@@ -413,17 +436,10 @@ impl Journal {
     /// The active segment with room for a frame of `frame_len_max` bytes, rolling over to a
     /// new segment that starts at `seq` when the current one is full.
     fn reserve(&mut self, seq: u64, frame_len_max: usize) -> Result<&mut ActiveSegment> {
-        let (fits, past_half) = match &self.active {
-            Some(active) => (
-                !active.sealed && active.write_offset + frame_len_max <= active.frames_end,
-                active.write_offset * 2 > active.frames_end,
-            ),
-            None => (false, false),
-        };
-        if past_half && !self.spare.is_started() {
-            self.spare
-                .start(&self.journal_dir, self.options.segment_size_bytes);
-        }
+        let fits = self.active.as_ref().is_some_and(|active| {
+            !active.sealed && active.write_offset + frame_len_max <= active.frames_end
+        });
+        self.make_next_segment_if_due();
         if !fits {
             // A half-done rollover (a segment file created but not installed) cannot be
             // retried, so any failure here is fatal like a failed flush.

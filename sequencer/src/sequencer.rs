@@ -465,7 +465,10 @@ pub(crate) struct Writer {
 impl Rounds for Writer {
     fn round(&mut self) -> Round {
         // While the next segment cannot be reserved (ordinary writes refused, or a standby's
-        // copies short of room), try again: writes resume by themselves.
+        // copies short of room), try again: writes resume by themselves. A journal reopened
+        // past half of its segment starts making the next one now, so that a restart on a
+        // full disk shows it at once (`ladder_journal_full`).
+        self.journal.make_next_segment_if_due();
         if self.journal.is_short() {
             self.journal.retry_space();
             self.publish_gauges();

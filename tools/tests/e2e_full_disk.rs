@@ -198,6 +198,12 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
 
     // A restart on the full disk recovers, keeps every acknowledged order and refuses.
     service.kill_and_restart();
+    // The gauge says so before any write is refused.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while metric(&service, "ladder_journal_full") != "1" {
+        assert!(Instant::now() < deadline, "ladder_journal_full stayed 0");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(open_count(&mut alice), kept);
     let (body, _) = fifteen_bids(&alice, salt);
     let r = alice.send("POST", "/orders", Some(&body)).unwrap();
