@@ -96,8 +96,15 @@ impl Historian {
         let opened = Run::open(&config).map_err(|e| {
             tracing::warn!(error = %e, "history store cannot be opened; trying again");
         });
-        if let Ok((writer, _, _)) = &opened {
-            stored_through.store(writer.applied_seq(), Ordering::Release);
+        match &opened {
+            Ok((writer, _, _)) => stored_through.store(writer.applied_seq(), Ordering::Release),
+            // Not writable (a full disk), but what it holds is there to read: reads of
+            // records the engine forgot answer from it while the writer waits for room.
+            Err(()) => {
+                if let Some(held) = crate::schema::stored_through_read_only(&path) {
+                    stored_through.store(held.min(config.journal_last_seq), Ordering::Release);
+                }
+            }
         }
         let (flag, stored) = (stop.clone(), stored_through.clone());
         let thread = std::thread::Builder::new()

@@ -230,6 +230,23 @@ pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The last sequence an existing store holds, read without writing to it (`None`: no
+/// store, or it cannot be read either).
+pub fn stored_through_read_only(path: &Path) -> Option<u64> {
+    if !path.exists() {
+        return None;
+    }
+    let applied: i64 = open_for_reading(path)
+        .and_then(|c| {
+            c.query_row("SELECT applied_seq FROM progress WHERE id = 0", [], |r| {
+                r.get(0)
+            })
+        })
+        .map_err(|e| tracing::warn!(error = %e, "history store not readable either"))
+        .ok()?;
+    u64::try_from(applied).ok()
+}
+
 /// Opens a read-only connection (the database must exist).
 pub fn open_for_reading(path: &Path) -> rusqlite::Result<Connection> {
     let connection = Connection::open_with_flags(

@@ -133,6 +133,21 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
     let mut service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
     let mut alice = service.trader(0);
     let mut bob = service.trader(1);
+    // A trade that becomes final and leaves the engine for history.db before the disk fills.
+    alice
+        .place(yes(), Side::Buy, 5_500, 4, OrderType::Gtc)
+        .unwrap();
+    let r = bob
+        .place(yes(), Side::Sell, 5_000, 4, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.json()["status"], "matched", "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while metric(&service, "ladder_engine_trades_held") != "0" {
+        assert!(Instant::now() < deadline, "the trade never left the engine");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let trades_before = alice.send("GET", "/trades", None).unwrap();
+    assert_eq!(trades_before.status, 200, "{}", trades_before.body);
     let filler = disk.fill();
     // Alice's dead-man switch runs from before the disk is full.
     let mut heartbeat = beat(&mut alice, None).1["heartbeat_id"].clone();
@@ -205,6 +220,12 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(open_count(&mut alice), kept);
+    // Reads of what only history.db holds answer as before, though it cannot be written.
+    let trades_after = alice.send("GET", "/trades", None).unwrap();
+    assert_eq!(
+        (trades_after.status, trades_after.json()),
+        (200, trades_before.json())
+    );
     let (body, _) = fifteen_bids(&alice, salt);
     let r = alice.send("POST", "/orders", Some(&body)).unwrap();
     assert_eq!(
