@@ -327,3 +327,35 @@ fn a_standby_stopped_and_continued_keeps_its_link_and_the_write_it_held_up_is_ac
     let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
 }
+
+#[test]
+fn a_standby_takes_the_serving_flags_of_serve() {
+    let replication = free_port();
+    let _primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let dir = tempfile::tempdir().unwrap();
+    // CONTRACT 22: serve and standby differ only in how a node starts; its limits apply to
+    // its reads at once.
+    let standby = start_standby_with(
+        replication,
+        &dir.path().join("data"),
+        &[
+            "--rate-limit-ip",
+            "40",
+            "--rate-limit-key",
+            "0",
+            "--max-keys-per-user",
+            "3",
+            "--gateway-threads",
+            "1",
+            "--sequencer-core",
+            "none",
+            "--durability",
+            "async",
+        ],
+    );
+    let mut http = HttpClient::new(&standby.url).unwrap();
+    let statuses: Vec<u16> = (0..80)
+        .map(|_| http.request("GET", "/time", &[], None).unwrap().status)
+        .collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+}

@@ -122,9 +122,8 @@ pub enum Command {
 pub struct ServeArgs {
     #[command(flatten)]
     pub service: ServiceFlags,
-    /// `sync`: answer only once the journal is on disk; `async`: page cache only.
-    #[arg(long, default_value = "sync")]
-    pub durability: ladder_journal::Durability,
+    #[command(flatten)]
+    pub node: NodeFlags,
     /// Create a demo market and funded demo accounts on an empty data directory.
     #[arg(long)]
     pub demo: bool,
@@ -132,15 +131,6 @@ pub struct ServeArgs {
     pub chain: ChainFlags,
     #[command(flatten)]
     pub tls: TlsFlags,
-    /// API keys per address.
-    #[arg(long, default_value_t = 5)]
-    pub max_keys_per_user: u32,
-    /// Requests per 10 s per API key (0: no limit).
-    #[arg(long, default_value_t = 3500)]
-    pub rate_limit_key: u32,
-    /// Requests per 10 s per client IP (0: no limit).
-    #[arg(long, default_value_t = 9000)]
-    pub rate_limit_ip: u32,
     /// Where standbys connect for replication.
     #[arg(long, value_parser = flags::host_port)]
     pub replication_listen: Option<String>,
@@ -156,6 +146,27 @@ pub struct ServeArgs {
     /// Built-in settlement: share of batches sent through RETRYING to FAILED (0 to 100).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub settlement_fail_percent: u8,
+    #[command(flatten)]
+    pub coordinator: CoordinatorFlags,
+}
+
+/// How a node serves, whether it starts as `serve` or `standby` (CONTRACT 22: the two differ
+/// only in how a node starts on an empty coordinator; a standby uses these once it leads,
+/// and for its reads before).
+#[derive(Args, Debug, Clone)]
+pub struct NodeFlags {
+    /// `sync`: answer only once the journal is on disk; `async`: page cache only.
+    #[arg(long, default_value = "sync")]
+    pub durability: ladder_journal::Durability,
+    /// API keys per address.
+    #[arg(long, default_value_t = 5)]
+    pub max_keys_per_user: u32,
+    /// Requests per 10 s per API key (0: no limit).
+    #[arg(long, default_value_t = 3500)]
+    pub rate_limit_key: u32,
+    /// Requests per 10 s per client IP (0: no limit).
+    #[arg(long, default_value_t = 9000)]
+    pub rate_limit_ip: u32,
     /// Gateway event-loop threads (1 to 64).
     #[arg(long, default_value_t = 2,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
@@ -167,8 +178,6 @@ pub struct ServeArgs {
     /// Serve the admin surface and /metrics to any address, not only loopback.
     #[arg(long)]
     pub admin_public: bool,
-    #[command(flatten)]
-    pub coordinator: CoordinatorFlags,
 }
 
 /// Automatic failover through etcd (CONTRACT 22).
@@ -265,6 +274,8 @@ pub struct StandbyArgs {
     pub replication_secret: ReplicationSecretFlag,
     #[command(flatten)]
     pub service: ServiceFlags,
+    #[command(flatten)]
+    pub node: NodeFlags,
     #[command(flatten)]
     pub tls: TlsFlags,
     /// Built-in settlement after promotion (as `serve`).
@@ -390,6 +401,17 @@ impl ReplicationSecretFlag {
 }
 
 /// What `ladder standby`'s flags cannot mean together.
+/// Why `--durability async` and `--replicas` cannot go together.
+const ASYNC_WITH_REPLICAS: &str = "--durability async with --replicas: the primary would \
+     acknowledge what its own disk may lose; use --durability sync";
+
+impl NodeFlags {
+    /// Whether answers leave before the journal is on disk.
+    fn is_async(&self) -> bool {
+        self.durability == ladder_journal::Durability::Async
+    }
+}
+
 fn standby_usage_problem(args: &StandbyArgs) -> Option<String> {
     let coordinated = !args.coordinator.coordinator.is_empty();
     if !coordinated && (args.replication_listen.is_some() || args.replicas > 0) {
@@ -401,6 +423,9 @@ fn standby_usage_problem(args: &StandbyArgs) -> Option<String> {
     }
     if args.replicas > 0 && args.replication_listen.is_none() {
         return Some("--replicas needs --replication-listen (where standbys connect)".into());
+    }
+    if args.replicas > 0 && args.node.is_async() {
+        return Some(ASYNC_WITH_REPLICAS.into());
     }
     let secret = &args.replication_secret;
     args.primary
@@ -443,14 +468,8 @@ pub fn usage_problem(cli: &Cli) -> Option<String> {
         Command::Serve(args) if args.replicas > 0 && args.replication_listen.is_none() => {
             Some("--replicas needs --replication-listen (where standbys connect)".into())
         }
-        Command::Serve(args)
-            if args.replicas > 0 && args.durability == ladder_journal::Durability::Async =>
-        {
-            Some(
-                "--durability async with --replicas: the primary would acknowledge what its own \
-                 disk may lose; use --durability sync"
-                    .into(),
-            )
+        Command::Serve(args) if args.replicas > 0 && args.node.is_async() => {
+            Some(ASYNC_WITH_REPLICAS.into())
         }
         Command::Serve(args) => args.replication_listen.as_deref().and_then(|address| {
             args.replication_secret
