@@ -140,6 +140,7 @@ impl Coordinator {
             changes: tx,
             lease: None,
             renewed_at: None,
+            warned_long_lease: false,
             leading: None,
             following: None,
             unled_ticks: 0,
@@ -226,6 +227,8 @@ struct Campaign {
     following: Option<LeaderRecord>,
     /// Ticks in a row that found no leader.
     unled_ticks: u32,
+    /// Whether etcd's raising of a short lease was logged (once per run).
+    warned_long_lease: bool,
 }
 
 impl Campaign {
@@ -318,6 +321,17 @@ impl Campaign {
         match self.lease {
             None => match self.etcd.grant(self.config.ttl_s()) {
                 Ok(lease) => {
+                    if lease.ttl_s > self.config.ttl_s() && !self.warned_long_lease {
+                        // etcd has a floor (about 1.5 times its election timeout, 2 s with
+                        // its defaults): the lease outlives a dead node for that long.
+                        tracing::warn!(
+                            asked_s = self.config.ttl_s(),
+                            granted_s = lease.ttl_s,
+                            "etcd granted a longer lease than --lease-ms asks: a dead leader's \
+                             lease lasts the granted time, and failover takes up to 3 times it"
+                        );
+                        self.warned_long_lease = true;
+                    }
                     self.lease = Some(lease);
                     self.renewed_at = Some(sent);
                 }
