@@ -87,13 +87,6 @@ fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
     (post_orders_body(&requests), requests.len())
 }
 
-/// POST /heartbeats with `id` (None: a start); (status, body).
-fn beat(trader: &mut ladder_client::Trader, id: Option<&str>) -> (u16, Value) {
-    let body = serde_json::json!({ "heartbeat_id": id }).to_string();
-    let r = trader.send("POST", "/heartbeats", Some(&body)).unwrap();
-    (r.status, r.json())
-}
-
 fn open_count(trader: &mut ladder_client::Trader) -> usize {
     let mut count = 0;
     let mut cursor = String::new();

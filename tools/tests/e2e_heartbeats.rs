@@ -19,13 +19,6 @@ use tungstenite::{connect, Message, WebSocket};
 
 type Ws = WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
 
-/// POST /heartbeats with `id` (None: a start); (status, body).
-fn beat(trader: &mut Trader, id: Option<&str>) -> (u16, Value) {
-    let body = json!({ "heartbeat_id": id }).to_string();
-    let r = trader.send("POST", "/heartbeats", Some(&body)).unwrap();
-    (r.status, r.json())
-}
-
 fn start(trader: &mut Trader) -> String {
     let (status, body) = beat(trader, None);
     assert_eq!(status, 200, "{body}");

@@ -14,6 +14,13 @@ use serde_json::{json, Value};
 
 use crate::support::Service;
 
+/// POST /heartbeats with `id` (None: a start); (status, body).
+pub fn beat(trader: &mut Trader, id: Option<&str>) -> (u16, Value) {
+    let body = json!({ "heartbeat_id": id }).to_string();
+    let r = trader.send("POST", "/heartbeats", Some(&body)).unwrap();
+    (r.status, r.json())
+}
+
 /// A public (unauthenticated) request.
 pub fn public(service: &Service, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
     service
