@@ -149,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
                 log.info("trade %s: %s %s @ %s (%s)", event["id"][:10], event["side"], event["size"], event["price"], event["status"])
             if quoter.is_our_fill(event):
                 log.info("filled: %s %s/%s @ %s", event["side"], event["size_matched"], event["original_size"], event["price"])
-                if event["status"] == "matched":
-                    quoter.requote("fill")
-                    last_quote = time.monotonic()
+                # Every fill, partial or whole, moves the inventory: quote afresh.
+                quoter.requote("fill")
+                last_quote = time.monotonic()
             if heartbeater.expiries:
                 quoter.requote("after expiry")
                 heartbeater.expiries = 0

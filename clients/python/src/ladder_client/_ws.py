@@ -53,9 +53,10 @@ class EventSocket:
         return self._ws
 
     def next_event(self, timeout: Optional[float]) -> dict[str, Any]:
-        """The next event object. Raises ``TimeoutError`` when none comes within ``timeout``
-        seconds, :class:`StreamError` on an ``{"error": ...}`` frame or when the connection
-        closes."""
+        """The next event object (an ``{"error": ...}`` frame is returned like any other:
+        the stream classes above raise :class:`StreamError` for it). Raises ``TimeoutError``
+        when none comes within ``timeout`` seconds, and :class:`StreamClosed` when the
+        connection closes."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._pending:
             ws = self._require()
@@ -77,7 +78,8 @@ class EventSocket:
         return self._pending.popleft()
 
     def events(self, timeout: Optional[float] = None) -> Iterator[dict[str, Any]]:
-        """Events until the connection closes (or ``timeout`` passes with none)."""
+        """Events until the connection closes; ``TimeoutError`` when ``timeout`` seconds pass
+        with none."""
         while True:
             try:
                 yield self.next_event(timeout)
