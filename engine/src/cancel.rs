@@ -86,8 +86,9 @@ impl Engine {
     }
 
     /// The reply of a cancel command that would change nothing (no order to take off the
-    /// book), or of a user operation that would be refused, without applying it; `None` for
-    /// any other command. The sequencer answers such a command without journaling it: a
+    /// book), of a key creation or deletion or a user operation that would be refused, or of
+    /// a stop of heartbeats that do not run, without applying it; `None` for any other
+    /// command. The sequencer answers such a command without journaling it: a
     /// replay without it reaches the same state, and a client cannot fill the journal with
     /// cancels of orders that are not theirs.
     pub fn unchanged_by(&self, command: &Command) -> Option<Reply> {
@@ -129,6 +130,32 @@ impl Engine {
             }
             // A term no newer than the one held begins nothing.
             Command::BeginTerm { term } => (*term <= self.term.0).then_some(Reply::Ok),
+            // Nor does a refused key creation or deletion: its L1 or L2 signature was checked
+            // by the gateway, but whether the signer controls the address is the engine's
+            // to say, and anyone can sign for an address that is not theirs.
+            Command::CreateApiKey(spec) => self
+                .check_create_api_key(spec, None)
+                .err()
+                .map(Reply::Rejected),
+            Command::CreateCountedApiKey {
+                spec,
+                creations_before,
+            } => self
+                .check_create_api_key(spec, Some(*creations_before))
+                .err()
+                .map(Reply::Rejected),
+            Command::DeleteApiKey {
+                address,
+                signer,
+                key_id,
+            } => self
+                .check_delete_api_key(address, signer, key_id)
+                .err()
+                .map(Reply::Rejected),
+            // Stopping heartbeats that do not run stops nothing.
+            Command::StopHeartbeats { key_id } => {
+                (!self.heartbeats.contains_key(key_id)).then_some(Reply::Ok)
+            }
             // A refused user operation changes nothing either (nor fills the journal).
             Command::RedeemUserOp {
                 sender,

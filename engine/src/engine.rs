@@ -464,11 +464,37 @@ impl Engine {
         spec: &ApiKeySpec,
         creations_before: Option<u32>,
     ) -> Result<(), Reject> {
+        self.check_create_api_key(spec, creations_before)?;
+        let account = self.ledger.find_or_open(spec.address);
+        let creations = self
+            .api_key_creations
+            .entry((spec.address, spec.nonce))
+            .or_insert(0);
+        *creations = creations.saturating_add(1);
+        let keys = &mut self.ledger.account_mut(account).api_keys;
+        keys.push(spec.key_id);
+        self.api_keys.insert(
+            spec.key_id,
+            ApiKeyRecord {
+                address: spec.address,
+                nonce: spec.nonce,
+            },
+        );
+        Ok(())
+    }
+
+    /// Why a key creation would be refused, changing nothing (`Ok`: it would be made).
+    pub(crate) fn check_create_api_key(
+        &self,
+        spec: &ApiKeySpec,
+        creations_before: Option<u32>,
+    ) -> Result<(), Reject> {
         if !self.may_sign_for(&spec.address, &spec.signer) {
             return Err(Reject::SignerNotController);
         }
-        let account = self.ledger.find_or_open(spec.address);
-        let keys = &mut self.ledger.account_mut(account).api_keys;
+        let keys = self.ledger.find(&spec.address).map_or(&[][..], |account| {
+            &self.ledger.account(account).api_keys[..]
+        });
         // API.md §7: an address at its limit hears about the limit, whatever nonce it sent.
         if keys.len() >= spec.max_keys_per_address as usize {
             return Err(Reject::ApiKeyLimit);
@@ -488,28 +514,18 @@ impl Engine {
         }
         let creations = self
             .api_key_creations
-            .entry((spec.address, spec.nonce))
-            .or_insert(0);
-        if creations_before.is_some_and(|before| before != *creations) {
-            return Err(Reject::ApiKeyRaced {
-                creations: *creations,
-            });
+            .get(&(spec.address, spec.nonce))
+            .copied()
+            .unwrap_or(0);
+        if creations_before.is_some_and(|before| before != creations) {
+            return Err(Reject::ApiKeyRaced { creations });
         }
-        *creations = creations.saturating_add(1);
-        let keys = &mut self.ledger.account_mut(account).api_keys;
-        keys.push(spec.key_id);
-        self.api_keys.insert(
-            spec.key_id,
-            ApiKeyRecord {
-                address: spec.address,
-                nonce: spec.nonce,
-            },
-        );
         Ok(())
     }
 
-    fn delete_api_key(
-        &mut self,
+    /// Why a key deletion would be refused, changing nothing (`Ok`: it would be deleted).
+    pub(crate) fn check_delete_api_key(
+        &self,
         address: &Address,
         signer: &Address,
         key_id: &[u8; 16],
@@ -518,9 +534,18 @@ impl Engine {
             return Err(Reject::SignerNotController);
         }
         match self.api_keys.get(key_id) {
-            Some(record) if record.address == *address => {}
-            _ => return Err(Reject::UnknownApiKey),
+            Some(record) if record.address == *address => Ok(()),
+            _ => Err(Reject::UnknownApiKey),
         }
+    }
+
+    fn delete_api_key(
+        &mut self,
+        address: &Address,
+        signer: &Address,
+        key_id: &[u8; 16],
+    ) -> Result<(), Reject> {
+        self.check_delete_api_key(address, signer, key_id)?;
         self.api_keys.remove(key_id);
         // A deleted key's heartbeats end with it (its orders stay).
         self.heartbeats.remove(key_id);

@@ -851,7 +851,7 @@ impl Writer {
             HeartbeatOp::Stop => {
                 self.heartbeats.remove(key_id);
                 let stop = Command::StopHeartbeats { key_id: *key_id };
-                self.apply(now_ns, &stop, published);
+                self.apply_if_it_changes(now_ns, &stop, published);
                 HeartbeatAnswer::Stopped
             }
         }

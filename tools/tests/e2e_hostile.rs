@@ -699,3 +699,25 @@ fn a_request_for_many_books_costs_a_token_per_book() {
     let r = public(&service, "POST", "/books", Some(&body));
     assert_eq!(r.status, 429, "{}", r.body);
 }
+
+#[test]
+fn refused_key_creations_and_stops_of_idle_heartbeats_journal_nothing() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let seq_before = state_seq(&service);
+    // Anyone can sign L1 headers naming alice's account with a key of their own: the engine
+    // refuses them (the signer does not control the account), and nothing is journaled.
+    let mut impostor =
+        ladder_client::Trader::new(&service.url, ladder_client::Wallet::random(), alice.account)
+            .unwrap();
+    for nonce in 0..20 {
+        let r = impostor.create_api_key(nonce).unwrap();
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    // Stopping heartbeats that do not run stops nothing.
+    for _ in 0..5 {
+        let r = alice.send("DELETE", "/heartbeats", None).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(state_seq(&service), seq_before, "nothing was journaled");
+}
