@@ -170,7 +170,7 @@ pub fn authenticate_l1(
 }
 
 fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError> {
-    let ts: u64 = text.parse().map_err(|_| {
+    let ts = crate::http::decimal_u64(text).ok_or_else(|| {
         AuthError::new(format!(
             "invalid {layer} SVC_TIMESTAMP: expected Unix seconds"
         ))

@@ -228,6 +228,21 @@ fn refusals_are_json_rpc_errors_that_change_nothing() {
     let refused = rpc(&service, "eth_sendUserOperation", json!([bad, ENTRY_POINT]));
     assert_eq!(error_of(&refused).0, -32602);
     assert!(error_of(&refused).1.starts_with("nonce"), "{refused}");
+    // A signature that is not 65 bytes is a malformed parameter, not a wrong signer.
+    let mut short = wrong.clone();
+    short["signature"] = json!("0x01");
+    let refused = rpc(
+        &service,
+        "eth_sendUserOperation",
+        json!([short, ENTRY_POINT]),
+    );
+    assert_eq!(
+        error_of(&refused),
+        (
+            -32602,
+            "signature: expected 65 bytes (r, s, v), found 1".into()
+        )
+    );
     let refused = rpc(
         &service,
         "eth_sendUserOperation",

@@ -449,11 +449,14 @@ fn parse_operation(app: &App, params: &Value) -> Result<Checked, (i64, String, O
     } = parse_form(app, params)?;
     let (_, nonce) = op.nonce_key_and_sequence();
     let hash = op.hash(&entry_point, CHAIN_ID);
-    let signature: [u8; 65] = op
-        .signature
-        .as_slice()
-        .try_into()
-        .map_err(|_| (REJECTED, Reject::UserOpSignature.words().to_string(), None))?;
+    // A signature of another length is a malformed parameter (CONTRACT 20), not a wrong
+    // signer: an estimate may carry a placeholder, a sent operation must be signed.
+    let signature: [u8; 65] = op.signature.as_slice().try_into().map_err(|_| {
+        params_error(format!(
+            "signature: expected 65 bytes (r, s, v), found {}",
+            op.signature.len()
+        ))
+    })?;
     let signer = Signature::from_bytes(signature)
         .recover_address(&eip191_digest(&hash))
         .map_err(|_| (REJECTED, Reject::UserOpSignature.words().to_string(), None))?;

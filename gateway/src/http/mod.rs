@@ -11,3 +11,12 @@ pub use request::{
     BATCH_CANCEL_BODY_BYTES_MAX, BODY_BYTES_MAX, HEADERS_MAX, HEADER_BYTES_MAX,
 };
 pub use response::{Response, Status};
+
+/// A header or query value that must be a plain decimal number: ASCII digits only (no sign,
+/// no spaces: Rust's `parse` would take a leading `+`), within `u64`.
+pub fn decimal_u64(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}

@@ -300,9 +300,9 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
         let name = h.name.to_ascii_lowercase();
         match name.as_str() {
             "content-length" => {
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| HttpError::Malformed("bad Content-Length"))?;
+                let n = super::decimal_u64(&value)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or(HttpError::Malformed("bad Content-Length"))?;
                 if read.content_length.is_some_and(|c| c != n) {
                     return Err(HttpError::Malformed("conflicting Content-Length"));
                 }
@@ -347,6 +347,22 @@ fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_content_length_is_digits_only() {
+        for value in ["+2", " 2x", "-2", "", "0x2", "99999999999999999999999"] {
+            let req = format!("POST /order HTTP/1.1\r\nContent-Length: {value}\r\n\r\n{{}}");
+            assert_eq!(
+                parse_request(req.as_bytes()),
+                Err(HttpError::Malformed("bad Content-Length")),
+                "{value:?}"
+            );
+        }
+        let (r, used) = parse_request(b"POST /order HTTP/1.1\r\nContent-Length: 02\r\n\r\n{}")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.body.as_slice(), used), (&b"{}"[..], 46));
+    }
 
     #[test]
     fn another_http_version_is_505_and_a_garbled_one_400() {

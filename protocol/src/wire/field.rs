@@ -377,6 +377,16 @@ impl<T: FromJson> ReadBody for ArrayOf<'_, T> {
     }
 }
 
+/// Why `body` is not JSON, in words a client can act on: serde_json's message (a stable
+/// text with line and column), not simd-json's internal error names. Run only for a body
+/// already refused, so the second parse costs nothing on the accepted path.
+fn readable_json_error(body: &[u8], simd_error: &simd_json::Error) -> String {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Err(error) => error.to_string(),
+        Ok(_) => format!("at character {}", simd_error.index()),
+    }
+}
+
 /// Parses a whole body and reads it with `reader`; errors of the JSON itself have the path
 /// `body`. A plain body (see [`scan`]) is parsed with simd-json's borrowed DOM (into a copy,
 /// which simd-json rewrites in place), an unusual one with serde_json.
@@ -389,7 +399,8 @@ fn with_json<R: ReadBody>(body: &[u8], reader: R) -> Result<R::Output, FieldErro
         ))),
         Shape::Plain => {
             let mut scratch = body.to_vec();
-            let value = simd_json::to_borrowed_value(&mut scratch).map_err(|e| invalid(&e))?;
+            let value = simd_json::to_borrowed_value(&mut scratch)
+                .map_err(|e| invalid(&readable_json_error(body, &e)))?;
             reader.read(&value)
         }
         Shape::Unusual => {
@@ -996,6 +1007,13 @@ mod tests {
         // A lone surrogate is not JSON; a whole escaped character is.
         let error = read(r#"{"x":1,"y":"\ud800"}"#).unwrap_err();
         assert!(error.rule.starts_with("not valid JSON ("), "{error}");
+        // What is wrong is said in words with where, never simd-json's internal names.
+        assert_eq!(
+            read(r#"{"x":1}{"#).unwrap_err().rule,
+            "not valid JSON (trailing characters at line 1 column 8)"
+        );
+        let error = read("\u{feff}{\"x\":1}").unwrap_err();
+        assert!(!error.rule.contains("Error("), "{error}");
         assert_eq!(
             read(r#"{"x":"\u0031\u0032"}"#).unwrap().uint,
             Ok(U256::from_u64(12))
