@@ -123,12 +123,19 @@ impl Markets {
         if !TICK_SIZES_ALLOWED.contains(&spec.tick_size_ticks) {
             return Err(Reject::InvalidTickSize);
         }
-        if self.by_condition.contains_key(&spec.condition_id)
-            || self.by_token.contains_key(&spec.yes_token_id)
-            || self.by_token.contains_key(&spec.no_token_id)
-            || spec.yes_token_id == spec.no_token_id
-        {
+        if self.by_condition.contains_key(&spec.condition_id) {
             return Err(Reject::MarketExists);
+        }
+        if spec.yes_token_id == spec.no_token_id {
+            return Err(Reject::TokenIdsEqual);
+        }
+        for (outcome, token) in [
+            (Outcome::Yes, &spec.yes_token_id),
+            (Outcome::No, &spec.no_token_id),
+        ] {
+            if self.by_token.contains_key(token) {
+                return Err(Reject::TokenInUse { outcome });
+            }
         }
         let index = self.markets.len() as u32;
         self.by_condition.insert(spec.condition_id, index);

@@ -1,7 +1,7 @@
 //! Why a command was refused: one variant per cause, with the values that explain it (the
 //! offending value and the allowed one). Wording them for clients is the gateway's job.
 
-use crate::types::{PriceTicks, Units};
+use crate::types::{Outcome, PriceTicks, Units};
 
 /// A refusal: the placement result's `errorMsg`, an admin error or a bundler error once the
 /// gateway words it.
@@ -22,8 +22,15 @@ pub enum Reject {
     UnknownToken,
     /// No market has this condition id.
     UnknownMarket,
-    /// A market with this condition id or token already exists.
+    /// A market with this condition id already exists.
     MarketExists,
+    /// A new market's two token ids are the same.
+    TokenIdsEqual,
+    /// A new market's token id already belongs to a market.
+    TokenInUse {
+        /// Which of the new market's tokens.
+        outcome: Outcome,
+    },
     /// The market refuses orders.
     MarketNotActive {
         /// Why: paused, resolved or voided.

@@ -101,6 +101,35 @@ fn a_new_market_and_a_new_funded_trader_work_end_to_end() {
     );
     let text = error_text(&r, 400);
     assert!(text.contains("yes_token_id"), "{text}");
+    // Values no market can serve are refused, naming the field and the rule.
+    let fresh = format!("0x{}", "94".repeat(32));
+    for (fields, want) in [
+        (
+            json!({ "yes_token_id": "77", "no_token_id": "77" }),
+            "no_token_id: must differ from yes_token_id".to_string(),
+        ),
+        (
+            json!({ "yes_token_id": m.yes, "no_token_id": "78" }),
+            "yes_token_id: already a token of another market".to_string(),
+        ),
+        (
+            json!({ "yes_token_id": "0", "no_token_id": "78" }),
+            "yes_token_id: must not be 0".to_string(),
+        ),
+        (
+            json!({ "yes_token_id": "77", "no_token_id": "78", "taker_delay_ms": 3_600_001 }),
+            "taker_delay_ms: at most 3600000 (an hour), found 3600001".to_string(),
+        ),
+        (
+            json!({ "yes_token_id": "77", "no_token_id": "78", "min_order_size": 1_000_000_001u64 }),
+            "min_order_size: at most 1000000000 (the largest order), found 1000000001".to_string(),
+        ),
+    ] {
+        let mut body = fields.clone();
+        body["condition_id"] = json!(fresh);
+        let r = service.admin("POST", "/admin/markets", Some(&body.to_string()));
+        assert_eq!(error_text(&r, 400), want, "{fields}");
+    }
 
     let mut carol = new_trader(&service, 100_000_000);
     let mut dave = new_trader(&service, 0);

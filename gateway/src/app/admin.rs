@@ -156,18 +156,39 @@ impl Body {
     }
 }
 
+/// The longest taker delay a market may have: an hour (sports markets use seconds).
+pub const TAKER_DELAY_MS_MAX: u64 = 3_600_000;
+
 fn create_market(body: &Body) -> Result<Command, String> {
+    let order_shares_max =
+        ladder_engine::EngineLimits::default().order_size_units_max / UNITS_PER_SHARE;
     let min_shares = body.count("min_order_size", Some(1))?;
+    if min_shares > order_shares_max {
+        return Err(format!(
+            "min_order_size: at most {order_shares_max} (the largest order), found {min_shares}"
+        ));
+    }
+    let token = |name: &str| -> Result<_, String> {
+        let id = body.u256(name)?;
+        if id == U256::ZERO {
+            return Err(format!("{name}: must not be 0"));
+        }
+        Ok(engine_token(&id))
+    };
+    let taker_delay_ms = body.count("taker_delay_ms", Some(0))?;
+    if taker_delay_ms > TAKER_DELAY_MS_MAX {
+        return Err(format!(
+            "taker_delay_ms: at most {TAKER_DELAY_MS_MAX} (an hour), found {taker_delay_ms}"
+        ));
+    }
     Ok(Command::CreateMarket(MarketSpec {
         condition_id: body.b256("condition_id")?,
-        yes_token_id: engine_token(&body.u256("yes_token_id")?),
-        no_token_id: engine_token(&body.u256("no_token_id")?),
+        yes_token_id: token("yes_token_id")?,
+        no_token_id: token("no_token_id")?,
         tick_size_ticks: body.tick("minimum_tick_size")?,
-        min_order_size_units: min_shares
-            .checked_mul(UNITS_PER_SHARE)
-            .ok_or("min_order_size: too large")?,
+        min_order_size_units: min_shares * UNITS_PER_SHARE,
         neg_risk: body.flag("neg_risk")?,
-        taker_delay_ms: body.count("taker_delay_ms", Some(0))?,
+        taker_delay_ms,
         fee_rate_bps: u32::try_from(body.count("fee_rate_bps", Some(0))?)
             .ok()
             .filter(|b| *b <= 10_000)

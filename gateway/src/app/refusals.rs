@@ -48,6 +48,15 @@ impl fmt::Display for RefusalText<'_> {
             Reject::UnknownToken => f.write_str("unknown token: no market has this tokenId"),
             Reject::UnknownMarket => f.write_str("unknown market: no market has this condition id"),
             Reject::MarketExists => f.write_str("market already exists"),
+            Reject::TokenIdsEqual => f.write_str("no_token_id: must differ from yes_token_id"),
+            Reject::TokenInUse { outcome } => write!(
+                f,
+                "{}_token_id: already a token of another market",
+                match outcome {
+                    ladder_engine::Outcome::Yes => "yes",
+                    ladder_engine::Outcome::No => "no",
+                }
+            ),
             Reject::MarketNotActive { state } => write!(f, "market not active: it is {state}"),
             Reject::PriceOffTick { price_ticks, tick_ticks } => {
                 f.write_str(&off_tick_message(&price(price_ticks), tick_ticks))
