@@ -79,13 +79,13 @@ pub fn authenticate_l2(
         ));
     }
     if let Some(claimed) = credential(request, "svc_address") {
-        match Address::parse(claimed) {
-            Ok(address) if address == entry.address => {}
-            _ => {
-                return Err(AuthError::new(
-                    "SVC_ADDRESS does not match the API key's address",
-                ))
-            }
+        // Worded as L1 words a malformed one; a well-formed other address is a mismatch.
+        let address = Address::parse(claimed)
+            .map_err(|e| AuthError::new(format!("invalid SVC_ADDRESS: {e}")))?;
+        if address != entry.address {
+            return Err(AuthError::new(
+                "SVC_ADDRESS does not match the API key's address",
+            ));
         }
     }
     Ok(L2Principal {

@@ -580,6 +580,32 @@ fn l2_bad_passphrase_signature_timestamp_or_address_is_401() {
         assert_eq!(r.status, 401, "{what}: {}", r.body);
         error_text(&r, 401);
     }
+    // A malformed SVC_ADDRESS is called malformed, as L1 calls it; another one a mismatch.
+    let r = http
+        .request(
+            "GET",
+            "/orders",
+            &with_header(&good, "SVC_ADDRESS", "0xzz"),
+            None,
+        )
+        .unwrap();
+    assert!(
+        error_text(&r, 401).starts_with("invalid SVC_ADDRESS: "),
+        "{}",
+        r.body
+    );
+    let r = http
+        .request(
+            "GET",
+            "/orders",
+            &with_header(&good, "SVC_ADDRESS", KEYS[1].1),
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        error_text(&r, 401),
+        "SVC_ADDRESS does not match the API key's address"
+    );
     // The body is signed: a different body with the same headers fails.
     let signed_for = r#"{"orderType":"GTC"}"#;
     let headers = alice.l2("POST", "/order", signed_for).unwrap();
