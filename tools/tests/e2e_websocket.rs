@@ -603,3 +603,72 @@ fn an_open_websocket_costs_the_service_kilobytes_not_a_read_buffer_of_128_kib() 
     );
     drop((warm, measured));
 }
+
+#[test]
+fn a_client_that_floods_tiny_frames_does_not_hold_up_its_loops_other_connections() {
+    // One gateway loop: the flooder and the other client share it.
+    let service = Service::start(&["--gateway-threads", "1"]);
+    let ws = open(&service, "/ws/market");
+    let tungstenite::stream::MaybeTlsStream::Plain(stream) = ws.get_ref() else {
+        panic!("a plain stream");
+    };
+    let mut raw = stream.try_clone().unwrap();
+    let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flood = {
+        let flooding = flooding.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            // Empty masked pong frames, a thousand to a write, for four seconds.
+            let batch: Vec<u8> = [0x8A, 0x80, 1, 2, 3, 4].repeat(1000);
+            let until = std::time::Instant::now() + Duration::from_secs(4);
+            while std::time::Instant::now() < until {
+                if raw.write_all(&batch).is_err() {
+                    break;
+                }
+            }
+            flooding.store(false, std::sync::atomic::Ordering::Release);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // Another client is served while the flood goes on, not after it.
+    let mut http = ladder_client::HttpClient::new(&service.url).unwrap();
+    let r = http.request("GET", "/time", &[], None).unwrap();
+    assert_eq!(r.status, 200);
+    assert!(
+        flooding.load(std::sync::atomic::Ordering::Acquire),
+        "GET /time was answered only once the flood stopped"
+    );
+    flood.join().unwrap();
+    drop(ws);
+}
+
+#[test]
+fn a_frame_the_protocol_forbids_is_answered_with_a_close_frame() {
+    let service = Service::start(&[]);
+    // (the frame's bytes, the close code expected)
+    let cases: [(&[u8], u16); 3] = [
+        // RSV1 set on a text frame.
+        (&[0xC1, 0x80, 1, 2, 3, 4], 1002),
+        // An unmasked client frame.
+        (&[0x81, 0x01, b'x'], 1002),
+        // Text that is not UTF-8 (0xC3 0x28 masked with 0).
+        (&[0x81, 0x82, 0, 0, 0, 0, 0xC3, 0x28], 1007),
+    ];
+    for (frame, code) in cases {
+        let mut ws = open(&service, "/ws/market");
+        if let tungstenite::stream::MaybeTlsStream::Plain(stream) = ws.get_mut() {
+            use std::io::Write;
+            stream.write_all(frame).unwrap();
+        }
+        let mut raw = match ws.get_ref() {
+            tungstenite::stream::MaybeTlsStream::Plain(s) => s.try_clone().unwrap(),
+            _ => panic!("a plain stream"),
+        };
+        // The server's close frame: 0x88, a length, then the code.
+        let mut head = [0u8; 4];
+        use std::io::Read;
+        raw.read_exact(&mut head).unwrap();
+        assert_eq!(head[0], 0x88, "{frame:?}: a close frame");
+        assert_eq!(u16::from_be_bytes([head[2], head[3]]), code, "{frame:?}");
+    }
+}

@@ -577,6 +577,7 @@ pub fn spawn(
             disconnect_cancels_later: Vec::new(),
             held: Vec::new(),
             parse_later: Vec::new(),
+            sockets_unread: Vec::new(),
             held_feed: Vec::new(),
             in_seat: false,
             last_sweep: Instant::now(),
@@ -627,6 +628,8 @@ struct Worker {
     held_feed: Vec<FeedBatch>,
     /// Connections (slot, generation) answered while the loop slept that hold input to parse.
     parse_later: Vec<(usize, u32)>,
+    /// WebSocket connections (slot, generation) whose last read stopped at its frame budget.
+    sockets_unread: Vec<(usize, u32)>,
     /// Whether a releasing thread is running this worker in its seat.
     in_seat: bool,
     /// When the timeouts were last swept.
@@ -697,6 +700,9 @@ impl Worker {
                 Token(t) => self.serve(t - FIRST_CONNECTION, Readiness::of(event)),
             }
         }
+        if !self.sockets_unread.is_empty() {
+            self.serve_unread_sockets();
+        }
         self.take_completions();
         if !self.disconnect_cancels.is_empty() {
             self.submit_disconnect_cancels();
@@ -717,7 +723,8 @@ impl Worker {
             && lp.deferred_rx.is_empty()
             && self.held.is_empty()
             && self.parse_later.is_empty()
-            && self.held_feed.is_empty())
+            && self.held_feed.is_empty()
+            && self.sockets_unread.is_empty())
     }
 }
 

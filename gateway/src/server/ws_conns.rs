@@ -101,10 +101,26 @@ impl Worker {
         };
         let (service, peer) = (&self.service, socket.peer_ip);
         let actions = socket.read(&|units| service.admit_ws_message(peer, units));
+        if socket.has_unread() {
+            self.sockets_unread.push((slot, socket.generation));
+        }
         for action in actions {
             self.act(slot, action);
         }
         self.flush_socket(slot);
+    }
+
+    /// Reads on from the sockets whose last read stopped at its budget (a client sending
+    /// without pause): one more turn's worth each, after the loop served everything else.
+    pub(super) fn serve_unread_sockets(&mut self) {
+        for (slot, generation) in std::mem::take(&mut self.sockets_unread) {
+            let same = self.sockets[slot]
+                .as_ref()
+                .is_some_and(|socket| socket.generation == generation);
+            if same {
+                self.serve_socket(slot);
+            }
+        }
     }
 
     pub(super) fn act(&mut self, slot: usize, action: Action) {

@@ -103,6 +103,26 @@ pub struct WsConn {
     last_heard: Instant,
     /// When the server's ping went out, while its pong is awaited.
     ping_sent: Option<Instant>,
+    /// The last read stopped at its frame budget with frames perhaps left.
+    unread: bool,
+}
+
+/// Frames one connection's read handles before the event loop turns to its other connections.
+pub const READ_FRAMES_PER_TURN: usize = 64;
+
+/// The close code and reason for a read that broke the protocol, if it is one to tell the
+/// client: 1009 for a message over the inbound limit, 1007 for text that is not UTF-8, 1002
+/// for any other protocol violation.
+fn violation_close_code(error: &WsError) -> Option<(CloseCode, &'static str)> {
+    match error {
+        WsError::Capacity(_) => Some((
+            CloseCode::Size,
+            "message too big: inbound messages are limited to 64 KiB",
+        )),
+        WsError::Utf8 => Some((CloseCode::Invalid, "text frame is not valid UTF-8")),
+        WsError::Protocol(_) => Some((CloseCode::Protocol, "protocol violation")),
+        _ => None,
+    }
 }
 
 impl WsConn {
@@ -136,6 +156,7 @@ impl WsConn {
             slow_close_uncounted: false,
             last_heard: Instant::now(),
             ping_sent: None,
+            unread: false,
         }
     }
 
@@ -205,7 +226,16 @@ impl WsConn {
     /// charges a message's units of work to the client's rate limit (`Err`: seconds to wait).
     pub fn read(&mut self, admit: &dyn Fn(usize) -> Result<(), u64>) -> Vec<Action> {
         let mut actions = Vec::new();
+        self.unread = false;
+        let mut frames = 0;
         while self.phase != Phase::Closed {
+            // A client that sends without pause (a flood of tiny frames) gets a turn's worth,
+            // then the loop serves its other connections and comes back (`has_unread`).
+            if frames == READ_FRAMES_PER_TURN {
+                self.unread = true;
+                break;
+            }
+            frames += 1;
             let open = self.is_open();
             let frame = self.ws.read();
             if frame.is_ok() {
@@ -220,10 +250,37 @@ impl WsConn {
                 Ok(Message::Close(_)) if open => self.phase = Phase::Closed,
                 Ok(_) => {}
                 Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if open => match violation_close_code(&error) {
+                    // Told why before the connection goes (RFC 6455 7.1.7), not a bare FIN.
+                    Some((code, reason)) => self.fail_without_reading(code, reason),
+                    None => self.phase = Phase::Closed,
+                },
                 Err(_) => self.phase = Phase::Closed,
             }
         }
         actions
+    }
+
+    /// Whether frames may be left to read: the last [`WsConn::read`] stopped at its budget.
+    pub fn has_unread(&self) -> bool {
+        self.unread && self.phase != Phase::Closed
+    }
+
+    /// Closes with `code` after a frame the protocol forbids: nothing more is read from the
+    /// client (its stream cannot be trusted), the close frame is written as the socket takes
+    /// it, and the connection ends after the grace.
+    fn fail_without_reading(&mut self, code: CloseCode, reason: &str) {
+        self.ws
+            .set_config(|config| config.max_write_buffer_size = usize::MAX);
+        let _ = self.ws.close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        self.phase = Phase::Closing {
+            deadline: Instant::now() + CLOSE_GRACE,
+            sent: false,
+        };
+        self.flush();
     }
 
     fn on_text(
