@@ -62,6 +62,15 @@ pub fn handshake_response(request: &Request) -> Result<Vec<u8>, &'static str> {
     let key = request
         .header("sec-websocket-key")
         .ok_or("Sec-WebSocket-Key is required")?;
+    // RFC 6455 4.1: a base64 nonce of 16 bytes, which encodes to 24 characters.
+    let nonce_like = key.len() == 24
+        && key.ends_with("==")
+        && key[..22]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/');
+    if !nonce_like {
+        return Err("Sec-WebSocket-Key must be a base64-encoded 16-byte nonce");
+    }
     let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
     Ok(format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
@@ -131,6 +140,11 @@ pub fn parse_market_message(text: &str) -> Result<MarketMessage, String> {
                     .map_err(|e| format!("assets_ids[{i}]: unknown asset id {text:?}: {e}"))
             });
         match parsed {
+            // An id named twice is one subscription (and one book); a snapshot sends a book
+            // per id named (API.md §17).
+            Ok(token)
+                if operation != MarketOperation::Snapshot
+                    && message.tokens.contains(&engine_token(&token)) => {}
             Ok(token) => message.tokens.push(engine_token(&token)),
             Err(e) => message.rejected.push(e),
         }
@@ -192,6 +206,45 @@ mod tests {
         assert_eq!(message.rejected.len(), 2);
         assert!(message.rejected[0].starts_with("assets_ids[1]: "));
         assert!(message.rejected[1].starts_with("assets_ids[2]: "));
+    }
+
+    #[test]
+    fn an_id_named_twice_is_one_subscription() {
+        let message = parse_market_message(r#"{"type":"market","assets_ids":["12","34","12"]}"#)
+            .expect("the message parses");
+        assert_eq!(
+            message.tokens,
+            vec![
+                engine_token(&U256::from(12u64)),
+                engine_token(&U256::from(34u64))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_upgrade_key_must_be_a_16_byte_base64_nonce() {
+        let upgrade = |key: &str| {
+            let text = format!(
+                "GET /ws/market HTTP/1.1\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n"
+            );
+            let (request, _) = crate::http::parse_request(text.as_bytes())
+                .unwrap()
+                .unwrap();
+            handshake_response(&request).map(|_| ())
+        };
+        assert_eq!(upgrade("dGhlIHNhbXBsZSBub25jZQ=="), Ok(()));
+        for key in [
+            "abc",
+            "",
+            "dGhlIHNhbXBsZSBub25jZQ",
+            "dGhlIHNhbXBsZSBub25j!Q==",
+        ] {
+            assert_eq!(
+                upgrade(key),
+                Err("Sec-WebSocket-Key must be a base64-encoded 16-byte nonce"),
+                "{key:?}"
+            );
+        }
     }
 
     #[test]
