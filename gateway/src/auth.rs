@@ -60,7 +60,7 @@ pub fn authenticate_l2(
     else {
         return Err(AuthError::new(L2_REQUIRED));
     };
-    check_timestamp(timestamp, now_s, "L2")?;
+    check_timestamp(timestamp, now_s, "L2 SVC_TIMESTAMP")?;
     let key_id = Uuid::parse_str(api_key)
         .map_err(|_| AuthError::new("invalid L2 credentials: SVC_API_KEY is not a UUID"))?;
     let entry = keys
@@ -146,7 +146,7 @@ pub fn authenticate_l1(
     };
     let address =
         Address::parse(address).map_err(|e| AuthError::new(format!("invalid SVC_ADDRESS: {e}")))?;
-    check_timestamp(timestamp, now_s, "L1")?;
+    check_timestamp(timestamp, now_s, "L1 SVC_TIMESTAMP")?;
     let nonce = match credential(request, "svc_nonce") {
         None => U256::ZERO,
         Some(text) => U256::from_dec_str(text)
@@ -169,15 +169,14 @@ pub fn authenticate_l1(
     })
 }
 
-fn check_timestamp(text: &str, now_s: u64, layer: &str) -> Result<(), AuthError> {
-    let ts = crate::http::decimal_u64(text).ok_or_else(|| {
-        AuthError::new(format!(
-            "invalid {layer} SVC_TIMESTAMP: expected Unix seconds"
-        ))
-    })?;
+/// Checks a signed timestamp; `name` is what the client called it (`L1 SVC_TIMESTAMP`,
+/// `L2 SVC_TIMESTAMP`, `auth.timestamp`).
+fn check_timestamp(text: &str, now_s: u64, name: &str) -> Result<(), AuthError> {
+    let ts = crate::http::decimal_u64(text)
+        .ok_or_else(|| AuthError::new(format!("invalid {name}: expected Unix seconds")))?;
     if ts.abs_diff(now_s) > TIMESTAMP_SKEW_MAX_S {
         return Err(AuthError::new(format!(
-            "{layer} SVC_TIMESTAMP {ts} is more than {TIMESTAMP_SKEW_MAX_S} s from server time {now_s}"
+            "{name} {ts} is more than {TIMESTAMP_SKEW_MAX_S} s from server time {now_s}"
         )));
     }
     Ok(())
@@ -201,6 +200,15 @@ pub fn authenticate_ws_user(
     auth: &serde_json::Value,
     now_s: u64,
 ) -> Result<UserAuth, AuthError> {
+    // Every field is a string; one of another type is named as such, not taken as missing.
+    for name in ["apiKey", "passphrase", "timestamp", "signature", "secret"] {
+        if auth
+            .get(name)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
+            return Err(AuthError::new(format!("auth.{name}: expected a string")));
+        }
+    }
     let field = |name: &str| auth.get(name).and_then(serde_json::Value::as_str);
     let (Some(api_key), Some(passphrase)) = (field("apiKey"), field("passphrase")) else {
         return Err(AuthError::new("auth: apiKey and passphrase are required"));
@@ -215,7 +223,7 @@ pub fn authenticate_ws_user(
     }
     match (field("timestamp"), field("signature"), field("secret")) {
         (Some(timestamp), Some(signature), _) => {
-            check_timestamp(timestamp, now_s, "auth")?;
+            check_timestamp(timestamp, now_s, "auth.timestamp")?;
             if !entry
                 .secret
                 .verify(timestamp, "GET", "/ws/user", b"", signature)

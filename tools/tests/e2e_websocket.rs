@@ -176,6 +176,14 @@ fn a_bad_user_subscription_gets_an_error_and_close_1008() {
         Ok(Message::Close(Some(frame))) => assert_eq!(u16::from(frame.code), 1008),
         other => panic!("expected close 1008, got {other:?}"),
     }
+    // A field of the wrong type is named as such, not taken for a missing one.
+    let mut ws = open(&service, "/ws/user");
+    ws.send(Message::text(json!({ "type": "user", "auth": { "apiKey": "00000000-0000-4000-8000-000000000000", "passphrase": "x", "timestamp": 1_700_000_000u64, "signature": "x" } }).to_string())).unwrap();
+    let first: Value = serde_json::from_str(ws.read().unwrap().to_text().unwrap()).unwrap();
+    assert_eq!(
+        first,
+        json!({ "error": "auth.timestamp: expected a string" })
+    );
 }
 
 fn apply(book: &mut BTreeMap<String, String>, price: &str, size: &str) {
