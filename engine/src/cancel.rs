@@ -86,13 +86,13 @@ impl Engine {
     }
 
     /// The reply of a cancel command that would change nothing (no order to take off the
-    /// book), of an order, a key creation or deletion or a user operation that would be
-    /// refused before anything changes, or of a stop of heartbeats that do not run, without
-    /// applying it; `None` for any other command. `now_ns` is the stamp the command would be
-    /// applied at. The sequencer answers such a command without journaling it: a
+    /// book), of a key creation or deletion or a user operation that would be refused, or of
+    /// a stop of heartbeats that do not run, without applying it; `None` for any other
+    /// command (an order is not asked: its checks would run twice for every order taken).
+    /// The sequencer answers such a command without journaling it: a
     /// replay without it reaches the same state, and a client cannot fill the journal with
     /// cancels of orders that are not theirs.
-    pub fn unchanged_by(&self, command: &Command, now_ns: u64) -> Option<Reply> {
+    pub fn unchanged_by(&self, command: &Command) -> Option<Reply> {
         match command {
             Command::CancelOrder {
                 requester,
@@ -153,13 +153,6 @@ impl Engine {
                 .check_delete_api_key(address, signer, key_id)
                 .err()
                 .map(Reply::Rejected),
-            // An order refused before anything changes (unknown token, a closed market, a
-            // price or size off the rules, a duplicate, a signer without control, no
-            // account...), but not for want of room: a timer firing first may make room.
-            Command::PlaceOrder(new) => match self.check_order(new, now_ns.max(self.now_ns)) {
-                Err(crate::reject::Reject::TooManyOrders) | Ok(_) => None,
-                Err(reject) => Some(Reply::Rejected(reject)),
-            },
             // Stopping heartbeats that do not run stops nothing.
             Command::StopHeartbeats { key_id } => {
                 (!self.heartbeats.contains_key(key_id)).then_some(Reply::Ok)

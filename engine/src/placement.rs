@@ -70,11 +70,7 @@ impl Engine {
 
     /// The order's market, outcome and account, and where its hash goes among those seen, or
     /// why it is refused before anything changes.
-    pub(crate) fn check_order(
-        &self,
-        new: &NewOrder,
-        now_ns: u64,
-    ) -> Result<(u32, Outcome, u32, Vacancy), Reject> {
+    fn check_order(&self, new: &NewOrder) -> Result<(u32, Outcome, u32, Vacancy), Reject> {
         let (market_index, outcome) = self
             .markets
             .find_token(&new.token_id)
@@ -96,7 +92,7 @@ impl Engine {
                 minimum_units: market.spec.min_order_size_units,
             });
         }
-        check_expiration(new, now_ns)?;
+        self.check_expiration(new)?;
         if new.post_only && !new.order_type.rests() {
             return Err(Reject::PostOnlyNeedsRestingType);
         }
@@ -117,8 +113,23 @@ impl Engine {
         Ok((market_index, outcome, account, hash_vacancy))
     }
 
+    fn check_expiration(&self, new: &NewOrder) -> Result<(), Reject> {
+        let now_s = self.now_ns / NANOS_PER_SECOND;
+        match (new.order_type, new.expiration_s) {
+            (OrderType::Gtd, 0) => Err(Reject::GtdWithoutExpiration),
+            (OrderType::Gtd, expiration_s) if expiration_s <= now_s => {
+                Err(Reject::ExpirationPast {
+                    expiration_s,
+                    now_s,
+                })
+            }
+            (OrderType::Gtd, _) | (_, 0) => Ok(()),
+            (_, _) => Err(Reject::ExpirationNotGtd),
+        }
+    }
+
     fn try_place(&mut self, new: &NewOrder) -> Result<Placement, Reject> {
-        let (market_index, outcome, account, hash_vacancy) = self.check_order(new, self.now_ns)?;
+        let (market_index, outcome, account, hash_vacancy) = self.check_order(new)?;
         let side = AxisSide::of(outcome, new.side);
         let limit_axis = axis_price(outcome, new.price_ticks);
         let market = self.markets.get(market_index);
@@ -505,19 +516,5 @@ pub(crate) fn crosses_level(
     match taker_side {
         AxisSide::Bid => level_price <= limit_axis,
         AxisSide::Ask => level_price >= limit_axis,
-    }
-}
-
-/// Whether a GTD order has an expiration after `now_ns`, and only a GTD one has any.
-fn check_expiration(new: &NewOrder, now_ns: u64) -> Result<(), Reject> {
-    let now_s = now_ns / NANOS_PER_SECOND;
-    match (new.order_type, new.expiration_s) {
-        (OrderType::Gtd, 0) => Err(Reject::GtdWithoutExpiration),
-        (OrderType::Gtd, expiration_s) if expiration_s <= now_s => Err(Reject::ExpirationPast {
-            expiration_s,
-            now_s,
-        }),
-        (OrderType::Gtd, _) | (_, 0) => Ok(()),
-        (_, _) => Err(Reject::ExpirationNotGtd),
     }
 }

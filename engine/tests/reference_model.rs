@@ -627,7 +627,7 @@ impl Run {
         // tick at that time does.
         let unchanged = self
             .engine
-            .unchanged_by(&command, stamp_ns)
+            .unchanged_by(&command)
             .map(|reply| (reply, self.engine.clone()));
         let got = self.engine.apply(self.seq, stamp_ns, &command);
         let want = self.model.apply(stamp_ns, &command);

@@ -891,7 +891,7 @@ impl Writer {
         command: &Command,
         published: &mut BatchEvents,
     ) -> (u64, ladder_engine::Reply) {
-        match self.engine.unchanged_by(command, now_ns) {
+        match self.engine.unchanged_by(command) {
             Some(reply) => {
                 if matches!(
                     command,
