@@ -252,7 +252,10 @@ impl WsConn {
                 Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if open => match violation_close_code(&error) {
                     // Told why before the connection goes (RFC 6455 7.1.7), not a bare FIN.
-                    Some((code, reason)) => self.fail_without_reading(code, reason),
+                    Some((code, reason)) => {
+                        self.fail_without_reading(code, reason);
+                        break;
+                    }
                     None => self.phase = Phase::Closed,
                 },
                 Err(_) => self.phase = Phase::Closed,
