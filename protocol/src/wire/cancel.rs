@@ -204,6 +204,21 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_signature_type_is_required_and_another_one_named() {
+        let mut body = cancel_json();
+        body.as_object_mut().unwrap().remove("signatureType");
+        assert_eq!(
+            parse(&body).unwrap_err().to_string(),
+            "signatureType: is required"
+        );
+        body["signatureType"] = json!(2);
+        assert_eq!(
+            parse(&body).unwrap_err().to_string(),
+            "signatureType: expected the integer 0 (EOA) or 3 (smart account)"
+        );
+    }
+
+    #[test]
     fn cancel_fields_are_named() {
         for (field, value) in [
             ("orderId", json!("42")),

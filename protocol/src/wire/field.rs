@@ -569,9 +569,12 @@ impl<'a, V: JsonNode> Fields<'a, V> {
     /// A cancel's signature type: the integer `0` or `3`, the two that say how to check it.
     pub(crate) fn cancel_signature_type(&self, name: &str) -> Result<SignatureType, FieldError> {
         match self.signature_type(name) {
-            Ok(SignatureType::Other(_)) | Err(_) => {
+            Ok(SignatureType::Other(_)) => {
                 Err(self.error(name, "expected the integer 0 (EOA) or 3 (smart account)"))
             }
+            // A missing field says so ("required"), as every other does.
+            Err(missing) if self.required(name).is_err() => Err(missing),
+            Err(_) => Err(self.error(name, "expected the integer 0 (EOA) or 3 (smart account)")),
             Ok(known) => Ok(known),
         }
     }
