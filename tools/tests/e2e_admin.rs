@@ -130,6 +130,18 @@ fn a_new_market_and_a_new_funded_trader_work_end_to_end() {
         let r = service.admin("POST", "/admin/markets", Some(&body.to_string()));
         assert_eq!(error_text(&r, 400), want, "{fields}");
     }
+    // An amount past 64 bits is an integer, too large; one with a sign is not an integer.
+    for (amount, want) in [
+        (
+            json!("18446744073709551616"),
+            "amount: too large (at most 18446744073709551615)",
+        ),
+        (json!("+5"), "amount: expected a non-negative integer"),
+    ] {
+        let body = json!({ "address": "0x00000000000000000000000000000000000000aa", "asset": "COLLATERAL", "amount": amount });
+        let r = service.admin("POST", "/admin/deposits", Some(&body.to_string()));
+        assert_eq!(error_text(&r, 400), want, "{amount}");
+    }
 
     let mut carol = new_trader(&service, 100_000_000);
     let mut dave = new_trader(&service, 0);

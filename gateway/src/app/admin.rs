@@ -122,15 +122,19 @@ impl Body {
 
     /// A non-negative integer given as a JSON number or a decimal string.
     fn count(&self, name: &str, default: Option<u64>) -> Result<u64, String> {
+        let expected = || format!("{name}: expected a non-negative integer");
+        // Digits past 64 bits are an integer, too large: said so, not called malformed.
+        let too_large = || format!("{name}: too large (at most {})", u64::MAX);
         match self.0.get(name) {
             None | Some(Value::Null) => default.ok_or_else(|| format!("{name}: required")),
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .ok_or_else(|| format!("{name}: expected a non-negative integer")),
-            Some(Value::String(s)) => s
-                .parse()
-                .map_err(|_| format!("{name}: expected a non-negative integer")),
-            Some(_) => Err(format!("{name}: expected a non-negative integer")),
+            Some(Value::Number(n)) if n.is_u64() => n.as_u64().ok_or_else(expected),
+            Some(Value::Number(n)) if n.to_string().bytes().all(|b| b.is_ascii_digit()) => {
+                Err(too_large())
+            }
+            Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                s.parse().map_err(|_| too_large())
+            }
+            Some(_) => Err(expected()),
         }
     }
 
