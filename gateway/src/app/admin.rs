@@ -13,7 +13,7 @@ use super::refusals::Worded;
 use super::{bad_request, command, ok_json, query, App};
 use crate::convert::engine_token;
 use crate::handler::Outcome;
-use crate::http::{Method, Request, Response, Status};
+use crate::http::{is_decimal, Method, Request, Response, Status};
 
 /// Routes `/admin/...` (`rest` is the path after `/admin`). The route and its method are
 /// settled first (404, 405), then whether this service takes writes (503 on a standby),
@@ -128,12 +128,8 @@ impl Body {
         match self.0.get(name) {
             None | Some(Value::Null) => default.ok_or_else(|| format!("{name}: required")),
             Some(Value::Number(n)) if n.is_u64() => n.as_u64().ok_or_else(expected),
-            Some(Value::Number(n)) if n.to_string().bytes().all(|b| b.is_ascii_digit()) => {
-                Err(too_large())
-            }
-            Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-                s.parse().map_err(|_| too_large())
-            }
+            Some(Value::Number(n)) if is_decimal(&n.to_string()) => Err(too_large()),
+            Some(Value::String(s)) if is_decimal(s) => s.parse().map_err(|_| too_large()),
             Some(_) => Err(expected()),
         }
     }

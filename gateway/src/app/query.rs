@@ -43,7 +43,7 @@ impl QueryString {
     pub fn page_limit(&self) -> Result<usize, String> {
         let requested = match self.get("limit").map(|t| t.strip_prefix('+').unwrap_or(t)) {
             None => None,
-            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(digits) if crate::http::is_decimal(digits) => {
                 Some(digits.parse::<u64>().unwrap_or(u64::MAX))
             }
             Some(_) => return Err("limit: expected a non-negative integer".into()),

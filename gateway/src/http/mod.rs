@@ -12,11 +12,13 @@ pub use request::{
 };
 pub use response::{Response, Status};
 
-/// A header or query value that must be a plain decimal number: ASCII digits only (no sign,
-/// no spaces: Rust's `parse` would take a leading `+`), within `u64`.
+/// Whether `text` is a plain decimal number: ASCII digits only, at least one (no sign, no
+/// spaces: Rust's `parse` would take a leading `+`), of any size.
+pub fn is_decimal(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A header or query value that must be a plain decimal number ([`is_decimal`]) within `u64`.
 pub fn decimal_u64(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
+    is_decimal(text).then(|| text.parse().ok()).flatten()
 }

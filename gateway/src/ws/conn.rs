@@ -251,9 +251,10 @@ impl WsConn {
                 Ok(_) => {}
                 Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if open => match violation_close_code(&error) {
-                    // Told why before the connection goes (RFC 6455 7.1.7), not a bare FIN.
+                    // Told why before the connection goes (RFC 6455 7.1.7), not a bare FIN;
+                    // no error frame, and nothing more is read (the stream cannot be trusted).
                     Some((code, reason)) => {
-                        self.fail_without_reading(code, reason);
+                        self.close_now(code, reason);
                         break;
                     }
                     None => self.phase = Phase::Closed,
@@ -267,23 +268,6 @@ impl WsConn {
     /// Whether frames may be left to read: the last [`WsConn::read`] stopped at its budget.
     pub fn has_unread(&self) -> bool {
         self.unread && self.phase != Phase::Closed
-    }
-
-    /// Closes with `code` after a frame the protocol forbids: nothing more is read from the
-    /// client (its stream cannot be trusted), the close frame is written as the socket takes
-    /// it, and the connection ends after the grace.
-    fn fail_without_reading(&mut self, code: CloseCode, reason: &str) {
-        self.ws
-            .set_config(|config| config.max_write_buffer_size = usize::MAX);
-        let _ = self.ws.close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }));
-        self.phase = Phase::Closing {
-            deadline: Instant::now() + CLOSE_GRACE,
-            sent: false,
-        };
-        self.flush();
     }
 
     fn on_text(
@@ -571,6 +555,14 @@ impl WsConn {
         self.ws
             .set_config(|config| config.max_write_buffer_size = usize::MAX);
         let _ = self.ws.write(Message::text(error_frame(reason)));
+        self.close_now(code, reason);
+    }
+
+    /// Queues the close frame (past the outbound bound: it always goes), writes what the
+    /// socket takes, and ends the connection after the grace.
+    fn close_now(&mut self, code: CloseCode, reason: &str) {
+        self.ws
+            .set_config(|config| config.max_write_buffer_size = usize::MAX);
         let _ = self.ws.close(Some(CloseFrame {
             code,
             reason: reason.chars().take(100).collect::<String>().into(),

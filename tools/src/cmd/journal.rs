@@ -162,16 +162,21 @@ fn unix_ms(timestamp_ns: u64) -> u64 {
     timestamp_ns / 1_000_000
 }
 
+/// The journal's first sequence: later than 1 once retention trimmed it.
+fn first_seq(data_dir: &Path) -> Result<u64, String> {
+    Ok(ladder_journal::journal_first_seq(data_dir)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(1))
+}
+
 fn for_each_record(
     data_dir: &Path,
     from: u64,
     mut visit: impl FnMut(&RecordRef<'_>) -> bool,
 ) -> Result<(), String> {
     require_journal(data_dir)?;
-    // A trimmed journal (retention) starts later than 1: say so when asked for earlier.
-    let first = ladder_journal::journal_first_seq(data_dir)
-        .map_err(|e| e.to_string())?
-        .unwrap_or(1);
+    // Say so when asked for records retention removed.
+    let first = first_seq(data_dir)?;
     if from < first {
         eprintln!(
             "ladder: the journal starts at sequence {first} (retention removed the records before it)"
@@ -257,10 +262,7 @@ fn tail(args: &TailArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .last_seq
         .unwrap_or(0);
-    // A trimmed journal (retention) starts later than 1.
-    let first = ladder_journal::journal_first_seq(data_dir)
-        .map_err(|e| e.to_string())?
-        .unwrap_or(1);
+    let first = first_seq(data_dir)?;
     let from = last.saturating_sub(args.lines.saturating_sub(1)).max(first);
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     reader.seek(from).map_err(|e| e.to_string())?;
