@@ -18,8 +18,9 @@ pub fn taker_fee_units(notional_units: Units, fee_rate_bps: u32) -> Units {
     ((u128::from(notional_units) * u128::from(fee_rate_bps)) / 10_000) as Units
 }
 
-/// What an order must hold reserved while it may take liquidity: collateral at its limit
-/// plus the largest fee for a BUY, its tokens for a SELL.
+/// What an order must hold reserved while it waits out a taker delay, whatever the book
+/// then holds: collateral at its limit plus the largest fee for a BUY, its tokens for a
+/// SELL.
 pub fn taker_reservation_units(
     side: Side,
     price_ticks: PriceTicks,
@@ -155,8 +156,14 @@ impl Engine {
             new.size_units,
         )?;
         let fee_rate_bps = market.spec.fee_rate_bps;
-        let reserve_units =
-            taker_reservation_units(new.side, new.price_ticks, new.size_units, fee_rate_bps);
+        let reserve_units = if delayed {
+            // The book may move during the delay: the largest fee covers any fills then.
+            taker_reservation_units(new.side, new.price_ticks, new.size_units, fee_rate_bps)
+        } else if new.side == Side::Buy && crosses && fee_rate_bps > 0 {
+            self.crossing_buy_reservation(market_index, outcome, account, new, fee_rate_bps)
+        } else {
+            resting_reservation_units(new.side, new.price_ticks, new.size_units)
+        };
         match new.side {
             Side::Buy => self.ledger.collateral_mut(account).reserve(reserve_units)?,
             Side::Sell => self
@@ -261,6 +268,51 @@ impl Engine {
             level_price = book.next_level(opposite, price);
         }
         total
+    }
+
+    /// What a BUY that crosses on a market with a fee reserves: its collateral at its limit,
+    /// or, when that is more, what its fills will cost with their fees plus what is left of
+    /// it at its limit. The walk is the taker phase's (best level first, FIFO within a
+    /// level, the taker's own orders skipped), so the fills it counts are the ones `take`
+    /// makes next.
+    fn crossing_buy_reservation(
+        &self,
+        market: u32,
+        outcome: Outcome,
+        account: u32,
+        new: &NewOrder,
+        fee_rate_bps: u32,
+    ) -> Units {
+        let book = &self.markets.get(market).book;
+        let side = AxisSide::of(outcome, Side::Buy);
+        let limit_axis = axis_price(outcome, new.price_ticks);
+        let opposite = side.opposite();
+        let mut remaining = new.size_units;
+        let mut fills_cost: Units = 0;
+        let mut level_price = book.best(opposite);
+        'levels: while let Some(level) = level_price {
+            if !crosses_level(side, limit_axis, level) {
+                break;
+            }
+            let taker_price = axis_price(outcome, level);
+            let mut slot = book.level(opposite, level).head;
+            while slot != NIL {
+                let order = self.orders.get(slot);
+                if order.account != account {
+                    let size_units = remaining.min(order.remaining_units());
+                    let notional = notional_units(taker_price, size_units);
+                    fills_cost += notional + taker_fee_units(notional, fee_rate_bps);
+                    remaining -= size_units;
+                    if remaining == 0 {
+                        break 'levels;
+                    }
+                }
+                slot = self.orders.links(slot).next;
+            }
+            level_price = book.next_level(opposite, level);
+        }
+        let at_limit = notional_units(new.price_ticks, new.size_units);
+        at_limit.max(fills_cost + notional_units(new.price_ticks, remaining))
     }
 
     fn insert_open_order(

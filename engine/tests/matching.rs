@@ -833,6 +833,62 @@ fn the_taker_pays_the_markets_fee_in_collateral() {
     assert_eq!(h.collateral(1), free(1_005 * USDC), "the maker pays no fee");
 }
 
+/// A market with a 1 % taker fee.
+fn fee_market() -> Harness {
+    let mut spec = market_spec();
+    spec.fee_rate_bps = 100;
+    Harness::with_market(spec)
+}
+
+#[test]
+fn a_buy_that_does_not_cross_reserves_only_its_collateral_on_a_market_with_a_fee() {
+    let mut h = fee_market();
+    // 2,000 Yes at 0.5 is all of trader 2's 1,000 USDC: a maker pays no fee.
+    let placed = h.gtc(2, YES, Side::Buy, 5_000, 2_000);
+    assert_eq!(placed.status, OrderStatus::Live);
+    let held = h.collateral(2);
+    assert_eq!((held.free, held.reserved), (0, 1_000 * USDC));
+}
+
+#[test]
+fn a_crossing_buy_on_a_market_with_a_fee_reserves_what_its_fills_cost() {
+    let mut h = fee_market();
+    h.gtc(1, YES, Side::Sell, 4_000, 500);
+    // 500 fill at 0.4 (200 USDC + a 2 USDC fee), 1,500 rest at 0.5 (750 USDC): 952 USDC,
+    // within the 1,000 USDC its limit needs.
+    let placed = h.gtc(2, YES, Side::Buy, 5_000, 2_000);
+    assert_eq!(placed.making_units, 200 * USDC);
+    let held = h.collateral(2);
+    assert_eq!((held.free, held.reserved), (48 * USDC, 750 * USDC));
+
+    // At its limit the fills' fee is on top: 500 at 0.5 (250 + 2.5) and 1,500 resting
+    // (750) is 1,002.5 USDC, more than trader 3 has.
+    let mut h = fee_market();
+    h.gtc(1, NO, Side::Buy, 5_000, 500); // a Yes ask at 0.5 (a MINT with a Yes buyer)
+    let too_much = h.order(3, YES, Side::Buy, 5_000, 2_000);
+    assert_eq!(h.reject(too_much), Reject::NotEnoughBalance);
+    // 1,995 shares: 252.5 + 747.5 = 1,000 USDC exactly.
+    let placed = h.gtc(3, YES, Side::Buy, 5_000, 1_995);
+    assert_eq!(placed.making_units, 250 * USDC);
+    let held = h.collateral(3);
+    assert_eq!((held.free, held.reserved), (0, 747_500_000));
+}
+
+#[test]
+fn a_delayed_buy_on_a_market_with_a_fee_reserves_the_largest_fee() {
+    let mut spec = market_spec();
+    spec.fee_rate_bps = 100;
+    spec.taker_delay_ms = 1_000;
+    let mut h = Harness::with_market(spec);
+    h.gtc(1, YES, Side::Sell, 4_000, 1);
+    // The book may move during the delay, so 1 % of its whole limit is held on top.
+    let crossing = h.order(2, YES, Side::Buy, 5_000, 2_000);
+    assert_eq!(h.reject(crossing), Reject::NotEnoughBalance);
+    let placed = h.gtc(2, YES, Side::Buy, 5_000, 1_980);
+    assert_eq!(placed.status, OrderStatus::Delayed);
+    assert_eq!(h.collateral(2).reserved, 999_900_000);
+}
+
 #[test]
 fn withdrawals_never_go_below_what_is_reserved() {
     let mut h = Harness::new();

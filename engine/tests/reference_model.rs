@@ -1222,6 +1222,7 @@ const EXPECTED_PATHS: &[&str] = &[
     "fill mint",
     "fill merge",
     "fill with fee",
+    "crossing buy with a fee",
     "self-trade cancel",
     "gtd expired",
     "delayed: taking",
@@ -1448,7 +1449,7 @@ fn a_delayed_order_that_rests_queues_behind_orders_already_on_the_book() {
 }
 
 #[test]
-fn a_buy_must_cover_the_fee_bound_even_when_it_will_rest() {
+fn a_buy_that_will_rest_holds_no_fee_and_a_crossing_one_holds_its_fills_fees() {
     let mut run = scenario(100, 0);
     run.send(
         1,
@@ -1458,11 +1459,14 @@ fn a_buy_must_cover_the_fee_bound_even_when_it_will_rest() {
             amount: 5 * USDC,
         },
     );
-    // 10 at 0.50 is 5 USDC plus a 1% fee bound: 5.05 needed, 5 held.
+    // 10 at 0.50 is 5 USDC, all it holds: a maker pays no fee.
+    let r = run.put(5, YES, Side::Buy, 5_000, 10, OrderType::Gtc);
+    assert_eq!(placed(&r).status, OrderStatus::Live);
+    run.cancel(5, placed(&r).order_id);
+    // Against an ask at 0.50 it would pay 5 USDC and a 0.05 fee: refused.
+    run.put(1, YES, Side::Sell, 5_000, 10, OrderType::Gtc);
     let r = run.put(5, YES, Side::Buy, 5_000, 10, OrderType::Gtc);
     assert_eq!(r, Reply::Rejected(Reject::NotEnoughBalance));
-    let r = run.put(5, YES, Side::Buy, 4_900, 10, OrderType::Gtc);
-    assert_eq!(placed(&r).status, OrderStatus::Live);
     run.check_replay();
 }
 

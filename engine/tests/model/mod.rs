@@ -849,7 +849,10 @@ impl Model {
                 return MReply::Rejected(Reject::FakNoMatch);
             }
         }
-        let need = taker_reservation(&o, spec.fee_rate_bps);
+        let need = self.placement_reservation(&o, spec.fee_rate_bps, delayed);
+        if o.side == Side::Buy && spec.fee_rate_bps > 0 && crosses_any && !delayed {
+            self.count("crossing buy with a fee");
+        }
         if self.balance(&o.maker, o.holding()).free < need {
             return MReply::Rejected(Reject::NotEnoughBalance);
         }
@@ -890,6 +893,34 @@ impl Model {
             taking: taken.taking,
             trades: taken.trades,
         }
+    }
+
+    /// What order `o` reserves when it is accepted. A delayed order: the most it could need,
+    /// since the book may move before it takes. Otherwise a SELL its tokens, a BUY its
+    /// collateral at its limit; a BUY on a market with a fee more when its fills and their
+    /// fees, plus what is left of it at its limit, cost more: found by running its taker
+    /// phase on a copy of the model.
+    fn placement_reservation(&self, o: &MOrder, fee_bps: u32, delayed: bool) -> u64 {
+        if delayed {
+            return taker_reservation(o, fee_bps);
+        }
+        let at_limit = resting_reservation(o);
+        if o.side != Side::Buy || fee_bps == 0 {
+            return at_limit;
+        }
+        let most = taker_reservation(o, fee_bps);
+        let mut trial = self.clone();
+        // Funded outside the ledger's rules (a credit would repay debt first).
+        let funds = trial.bal(o.maker, Holding::Collateral);
+        funds.free += most;
+        funds.reserve(most);
+        let mut taker = o.clone();
+        taker.reserved = most;
+        trial.orders.push(taker);
+        trial.take(o.id);
+        let after = trial.order(o.id).expect("the trial's taker");
+        let spent = most - after.reserved;
+        at_limit.max(spent + resting_reservation(after))
     }
 
     /// The taker phase of order `id`: best opposite price first, FIFO within a price,
