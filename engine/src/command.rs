@@ -320,8 +320,10 @@ pub struct ApiKeySpec {
 )]
 pub enum Asset {
     /// Collateral.
+    #[serde(rename = "COLLATERAL")]
     Collateral,
     /// An outcome token.
+    #[serde(rename = "CONDITIONAL")]
     Token(TokenId),
 }
 

@@ -72,6 +72,14 @@ fn dump_filters_stats_and_state_hash_agree_on_a_live_services_journal() {
         );
         assert!(record["type"].is_string(), "{record}");
     }
+    // Values are spelled as the API spells them.
+    let deposits: Vec<&Value> = all.iter().filter(|r| r["type"] == "deposit").collect();
+    assert!(
+        deposits
+            .iter()
+            .any(|r| r["command"]["Deposit"]["asset"] == "COLLATERAL"),
+        "{deposits:?}"
+    );
     let placed = lines(&journal(&["dump", "--type", "place_order"], &dir));
     assert_eq!(placed.len(), 3, "{placed:?}");
     assert!(placed.iter().all(|r| r["type"] == "place_order"));
