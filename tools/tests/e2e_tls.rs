@@ -159,3 +159,29 @@ fn a_standby_answers_over_https_with_the_configured_certificate() {
     let _ = standby.wait();
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
 }
+
+#[test]
+fn the_admin_commands_say_so_when_the_node_speaks_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_certified, cert_path, key_path) = self_signed(dir.path());
+    let service = Service::start(&[
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ]);
+    let address = service.url.trim_start_matches("https://").to_string();
+    for command in ["snapshot", "promote"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args([command, "--listen", &address, "--admin-token"])
+            .arg(support::ADMIN_TOKEN)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains("answered in TLS") && stderr.lines().count() == 1,
+            "{command}: {stderr}"
+        );
+    }
+}

@@ -201,6 +201,15 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> Result<HttpResponse, Stri
     {
         return Err("connection closed".into());
     }
+    // A TLS record (an alert, 0x15, or a handshake, 0x16) where a status line should be.
+    if status_line.starts_with(['\u{15}', '\u{16}']) {
+        return Err(
+            "the service answered in TLS; this client speaks plain HTTP only \
+             (reach a node started with --tls-cert over https, e.g. with curl, or promote \
+             it with SIGUSR1)"
+                .into(),
+        );
+    }
     let status: u16 = status_line
         .split_whitespace()
         .nth(1)
