@@ -219,7 +219,6 @@ fn kind_auth(conn: &Conn, kind: Kind) -> &Auth {
     }
 }
 
-/// Judges one answer and records it.
 /// Judges `response` to `request`, answered at `done_ns` (ns since the start) after reaching
 /// the socket at `arrived_ns` (the kernel's timestamp, where there is one).
 pub(super) fn settle(
@@ -228,6 +227,8 @@ pub(super) fn settle(
     stats: &ConnStats,
     (done_ns, arrived_ns): (u64, Option<u64>),
 ) {
+    // The run lasts until its last answer, whatever that answer says.
+    stats.last_done_ns.fetch_max(done_ns, Ordering::Relaxed);
     if response.status != 200 {
         let error = serde_json::from_slice::<Value>(&response.body)
             .ok()
@@ -266,7 +267,6 @@ pub(super) fn settle(
         done_ns.saturating_sub(request.planned_ns),
         lag_ns,
         arrival_ns,
-        done_ns,
     );
 }
 

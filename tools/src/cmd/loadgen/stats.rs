@@ -83,7 +83,7 @@ pub struct ConnStats {
     pub cancels_substituted: AtomicU64,
     /// Closed loop: the connection used up its pre-signed orders before the end.
     pub pool_exhausted: AtomicBool,
-    /// When the last response arrived, in ns since the start.
+    /// When the last answer arrived (a success or not), in ns since the start.
     pub last_done_ns: AtomicU64,
     /// The histograms.
     pub histograms: Mutex<Histograms>,
@@ -118,9 +118,8 @@ impl Default for ConnStats {
 impl ConnStats {
     /// A success that took `latency_ns` (`arrival_ns` to reach the socket, where the kernel
     /// timestamps), sent `lag_ns` late (open loop).
-    pub fn ok(&self, latency_ns: u64, lag_ns: Option<u64>, arrival_ns: Option<u64>, done_ns: u64) {
+    pub fn ok(&self, latency_ns: u64, lag_ns: Option<u64>, arrival_ns: Option<u64>) {
         self.ok.fetch_add(1, Ordering::Relaxed);
-        self.last_done_ns.fetch_max(done_ns, Ordering::Relaxed);
         let mut h = lock(&self.histograms);
         record(&mut h.latency, latency_ns);
         record(&mut h.interval, latency_ns);
