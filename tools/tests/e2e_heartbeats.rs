@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use helpers::*;
-use ladder_client::{unix_now_s, Trader};
+use ladder_client::{unix_now_s, OrderSpec, Trader};
 use ladder_protocol::{L2Secret, Side};
 use serde_json::{json, Value};
 use support::*;
@@ -338,4 +338,40 @@ fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_
     let _standby = start_standby_in(replication, standby_dir.path());
     wait_until_no_orders(&mut alice, Duration::from_secs(15));
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+}
+
+#[test]
+fn a_cancel_on_disconnect_subscriber_that_stops_reading_loses_its_orders_when_it_is_dropped() {
+    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+    let mut alice = service.trader(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    // A market maker's process hangs: its connection stays up but it reads nothing more.
+    let ws = user_ws(&service, &alice, true);
+    if let tungstenite::stream::MaybeTlsStream::Plain(stream) = ws.get_ref() {
+        socket2::SockRef::from(stream)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+    }
+    // Its own events pile up (each placement ~0.6 KB) until the queue passes its bound.
+    let mut batches = 0;
+    while metric(&service, "ladder_ws_slow_consumer_closes_total") == "0" {
+        assert!(batches < 400, "never dropped as a slow consumer");
+        let bodies: Vec<String> = (0..15)
+            .map(|i| {
+                let spec = OrderSpec::gtc(yes(), Side::Buy, 1_000 + 10 * i, 1);
+                alice.order_body(&spec).unwrap()
+            })
+            .collect();
+        let r = alice
+            .send("POST", "/orders", Some(&format!("[{}]", bodies.join(","))))
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        batches += 1;
+    }
+    // Dropped, it loses its orders at once, not after the close's grace.
+    let dropped = Instant::now();
+    wait_until_no_orders(&mut alice, Duration::from_secs(3));
+    assert!(dropped.elapsed() < Duration::from_secs(3));
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+    drop(ws);
 }

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The kernel send buffer asked for a WebSocket connection (Linux doubles it for its own
+/// bookkeeping): enough for a burst of frames to a client that reads, small beside the
+/// outbound queue's 1 MiB bound.
+const WEBSOCKET_KERNEL_SEND_BUFFER_BYTES: usize = 128 * 1024;
+
 /// The books of `tokens`, read on the sequencer thread for a `/ws/market` subscription.
 pub(super) type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>;
 
@@ -62,6 +67,11 @@ impl Worker {
             self.sockets.len() - 1
         });
         self.generation = self.generation.wrapping_add(1);
+        // The kernel's share of the outbound queue stays small, so the 1 MiB bound decides
+        // when a subscriber that stopped reading is dropped (autotuning would let the
+        // kernel hold megabytes more first).
+        let _ = socket2::SockRef::from(&*conn.stream.socket())
+            .set_send_buffer_size(WEBSOCKET_KERNEL_SEND_BUFFER_BYTES);
         let leftover = std::mem::take(&mut conn.read_buf);
         let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
         let token = Token(FIRST_WEBSOCKET + slot);
@@ -254,22 +264,26 @@ impl Worker {
                 .fetch_add(1, Ordering::Relaxed);
         }
         self.routes.update(slot, socket.interests());
-        if socket.is_closed() {
+        let ended_cancel = socket.take_ended_cancel();
+        let closed = socket.is_closed();
+        // Every way a connection ends counts but a service shutdown (API.md §16), and the
+        // orders go as it starts closing: a slow consumer or a client that stopped answering
+        // pings may never read its close frame, and its grace is no time to keep quotes.
+        if let Some(address) = ended_cancel {
+            if !self.shared.stop.load(Ordering::Acquire) {
+                self.disconnect_cancels.push(address);
+                // In a sleeping loop's seat the loop is woken to submit it.
+                if !self.in_seat {
+                    self.submit_disconnect_cancels();
+                }
+            }
+        }
+        if closed {
             self.routes.update(slot, Interests::default());
             if let Some(mut socket) = self.sockets[slot].take() {
                 let _ = self.lp.registry.deregister(socket.stream_mut());
                 self.count_websocket(socket.kind, false);
                 self.shared.connection_closed(socket.peer_ip);
-                // Every way a connection ends counts but a service shutdown (API.md §16).
-                if let Some(address) = socket.cancel_on_disconnect() {
-                    if !self.shared.stop.load(Ordering::Acquire) {
-                        self.disconnect_cancels.push(address);
-                        // In a sleeping loop's seat the loop is woken to submit it.
-                        if !self.in_seat {
-                            self.submit_disconnect_cancels();
-                        }
-                    }
-                }
             }
             self.sockets_free.push(slot);
             self.shared.websockets.fetch_sub(1, Ordering::Relaxed);

@@ -207,13 +207,20 @@ impl WsConn {
         }
     }
 
-    /// The account whose open orders go when this connection ends (`/ws/user` with
-    /// `"cancel_on_disconnect": true`, authenticated).
-    pub fn cancel_on_disconnect(&self) -> Option<ladder_engine::Address> {
-        self.user
-            .as_ref()
-            .filter(|user| user.cancel_on_disconnect)
-            .map(|user| user.address)
+    /// The account whose open orders go now that this connection is ending (`/ws/user`
+    /// with `"cancel_on_disconnect": true`, authenticated): once it is no longer open, and
+    /// only once. A connection ends when it starts closing, not when its close frame has
+    /// been read: a client that stopped reading is never read from again.
+    pub fn take_ended_cancel(&mut self) -> Option<ladder_engine::Address> {
+        if self.is_open() {
+            return None;
+        }
+        let user = self
+            .user
+            .as_mut()
+            .filter(|user| user.cancel_on_disconnect)?;
+        user.cancel_on_disconnect = false;
+        Some(user.address)
     }
 
     /// Whether the subscribe message has arrived.
