@@ -54,6 +54,9 @@ struct Running {
     address: Address,
     deadline_ns: u64,
     id: String,
+    /// Re-armed at a start-up or a promotion: the id the client holds was issued before
+    /// and is not known here, so its next beat is taken whatever id it names.
+    rearmed: bool,
 }
 
 /// Deadlines of the running heartbeats, by key and in time order.
@@ -97,25 +100,27 @@ impl HeartbeatTimers {
                 address,
                 deadline_ns,
                 id: id.clone(),
+                rearmed: false,
             },
         );
         id
     }
 
     /// A beat of `key` naming `id` at `now_ns`: the new id, or (the id is not the current
-    /// one, or nothing runs) the current id, and the deadline stays.
+    /// one, or nothing runs) the current id, and the deadline stays. The first beat after
+    /// a re-arm counts whatever id it names: the client holds the last id it was given
+    /// before the restart, which beats did not journal.
     pub fn beat(
         &mut self,
         key: &[u8; 16],
         id: &str,
         now_ns: u64,
     ) -> Result<String, Option<String>> {
-        let (address, current) = match self.by_key.get(key) {
-            Some(running) if running.id == id => (running.address, running.id.clone()),
+        let address = match self.by_key.get(key) {
+            Some(running) if running.id == id || running.rearmed => running.address,
             Some(running) => return Err(Some(running.id.clone())),
             None => return Err(None),
         };
-        debug_assert_eq!(current, id);
         Ok(self.start(*key, address, now_ns))
     }
 
@@ -156,6 +161,9 @@ impl HeartbeatTimers {
     pub fn arm_all(&mut self, running: Vec<([u8; 16], Address)>, now_ns: u64) {
         for (key, address) in running {
             self.start(key, address, now_ns);
+            if let Some(running) = self.by_key.get_mut(&key) {
+                running.rearmed = true;
+            }
         }
     }
 
@@ -217,5 +225,23 @@ mod tests {
         assert_eq!(due, vec![a, b]);
         timers.arm_all(vec![(a, Address([1; 20]))], 30 * SECOND);
         assert_eq!(timers.next_deadline_ns(), Some(40 * SECOND));
+    }
+
+    #[test]
+    fn the_first_beat_after_a_rearm_counts_whatever_id_it_names_and_later_ones_chain() {
+        let mut timers = HeartbeatTimers::new(10 * SECOND, 8);
+        let key = [1; 16];
+        // The id the client holds from before the restart is unknown here.
+        timers.arm_all(vec![(key, Address([1; 20]))], 0);
+        let next = timers
+            .beat(&key, "issued-before-the-restart", SECOND)
+            .unwrap();
+        assert_eq!(timers.next_deadline_ns(), Some(11 * SECOND));
+        assert_eq!(
+            timers.beat(&key, "issued-before-the-restart", 2 * SECOND),
+            Err(Some(next.clone())),
+            "only the first beat after the re-arm"
+        );
+        assert!(timers.beat(&key, &next, 3 * SECOND).is_ok());
     }
 }

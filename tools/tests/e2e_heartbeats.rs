@@ -138,10 +138,20 @@ fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_
     let mut service = Service::start(&["--heartbeat-timeout-ms", "3000"]);
     let mut alice = service.trader(0);
     rest(&mut alice, yes(), Side::Buy, 1_000, 1);
-    start(&mut alice);
+    let before = start(&mut alice);
     std::thread::sleep(Duration::from_millis(2_000));
     service.kill_and_restart();
     let ready = Instant::now();
+    // The id given before the restart still beats (beats are not journaled, so the service
+    // cannot know it), and the chain goes on from the answer.
+    let (status, body) = beat(&mut alice, Some(&before));
+    assert_eq!(status, 200, "{body}");
+    let next = body["heartbeat_id"].as_str().unwrap().to_string();
+    let (status, body) = beat(&mut alice, Some(&next));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = beat(&mut alice, Some(&before));
+    assert_eq!(status, 400, "an old id is refused again: {body}");
+    // Then the client stops beating.
     // The old deadline (3 s after the start) passes here; the fresh one is 3 s after ready.
     std::thread::sleep(Duration::from_millis(1_500));
     assert_eq!(
