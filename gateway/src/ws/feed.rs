@@ -192,7 +192,7 @@ impl Encoder {
         out: &mut Vec<FeedItem>,
     ) {
         let timestamp = (timestamp_ns / 1_000_000).to_string();
-        let mut changes: Vec<(u32, u64, Vec<PriceChange>)> = Vec::new();
+        let mut changes: Vec<(u32, u64, Vec<LevelEntries>)> = Vec::new();
         let mut later: Vec<FeedItem> = Vec::new();
         for event in events {
             match event {
@@ -248,14 +248,20 @@ impl Encoder {
                 _ => {}
             }
         }
-        for (market, seq, price_changes) in changes {
+        for (market, seq, levels) in changes {
+            let price_changes = levels
+                .into_iter()
+                .flat_map(|(_, entries)| entries)
+                .collect();
             out.extend(self.price_change(market, seq, price_changes, &timestamp));
         }
         out.extend(later);
     }
 
-    /// Adds a level's entries to its market's pending `price_change`.
-    fn level(&self, event: &Event, changes: &mut Vec<(u32, u64, Vec<PriceChange>)>) {
+    /// Adds a level's entries to its market's pending `price_change`; a level changed
+    /// again in the same batch keeps its place and takes the newer entries, so a level is
+    /// listed once, with its size at the end of the batch.
+    fn level(&self, event: &Event, changes: &mut Vec<(u32, u64, Vec<LevelEntries>)>) {
         let Event::Level {
             market,
             side,
@@ -279,9 +285,13 @@ impl Encoder {
             *best_bid,
             *best_ask,
         );
+        let key = (*side, *price_ticks);
         match changes.iter_mut().find(|(m, _, _)| m == market) {
-            Some((_, _, list)) => list.extend(entries),
-            None => changes.push((*market, *market_seq, entries.to_vec())),
+            Some((_, _, levels)) => match levels.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, listed)) => *listed = entries,
+                None => levels.push((key, entries)),
+            },
+            None => changes.push((*market, *market_seq, vec![(key, entries)])),
         }
     }
 
@@ -476,6 +486,10 @@ struct PriceChangeFrame<'a> {
     timestamp: &'a str,
     price_changes: Vec<PriceChange>,
 }
+
+/// A level of the book (side and price on the Yes axis) and its `price_change` entries,
+/// one per token.
+type LevelEntries = ((AxisSide, PriceTicks), [PriceChange; 2]);
 
 /// One level change of `price_change`, from one token's side.
 #[derive(Clone, Serialize)]
@@ -695,6 +709,50 @@ mod tests {
             market: false,
         };
         assert!(frames(&mut e, &events, nobody).is_empty());
+    }
+
+    #[test]
+    fn a_level_changed_twice_by_one_command_is_listed_once_with_its_last_size() {
+        let mut e = encoder();
+        let level = |price_ticks, shares: u64, best_ask| Event::Level {
+            market: 0,
+            side: AxisSide::Ask,
+            price_ticks,
+            total_units: shares * 1_000_000,
+            best_bid: None,
+            best_ask: Some(best_ask),
+            market_seq: 4,
+        };
+        // A taker fills two makers at 0.55, then one at 0.56, then rests nothing.
+        let events = [
+            level(5_500, 7, 5_500),
+            level(5_600, 2, 5_500),
+            level(5_500, 0, 5_600),
+        ];
+        let got = frames(&mut e, &events, ALL);
+        assert_eq!(got.len(), 1);
+        let entries: Vec<(&str, &str, &str, &str)> = got[0]["price_changes"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|c| {
+                (
+                    c["asset_id"].as_str().unwrap(),
+                    c["price"].as_str().unwrap(),
+                    c["size"].as_str().unwrap(),
+                    c["best_ask"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("11", "0.55", "0", "0.56"),
+                ("12", "0.45", "0", ""),
+                ("11", "0.56", "2", "0.55"),
+                ("12", "0.44", "2", ""),
+            ]
+        );
     }
 
     #[test]
