@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ladder_engine::{
-    Address, ConditionId, Hash32, OrderId, OrderStatus, TradeFilter, TradeView, NANOS_PER_SECOND,
+    Address, ConditionId, Hash32, OrderId, OrderStatus, Outcome, TradeFilter, TradeView,
+    NANOS_PER_SECOND,
 };
 use ladder_sequencer::{HistoryReads, PriceBucket};
 use parking_lot::Mutex;
@@ -135,6 +136,7 @@ impl HistoryReads for HistoryReader {
     fn price_buckets(
         &self,
         market: &ConditionId,
+        outcome: Outcome,
         start_s: u64,
         end_s: u64,
         bucket_s: u64,
@@ -146,7 +148,7 @@ impl HistoryReads for HistoryReader {
             let mut statement = c.prepare_cached(
                 "SELECT (time_s / ?4) * ?4 AS bucket, yes_price_ticks, MAX(trade_index) \
                  FROM prices WHERE condition_id = ?1 AND time_s BETWEEN ?2 AND ?3 \
-                 GROUP BY bucket ORDER BY bucket LIMIT ?5",
+                 AND outcomes & ?6 != 0 GROUP BY bucket ORDER BY bucket LIMIT ?5",
             )?;
             let rows = statement.query_map(
                 rusqlite::params![
@@ -154,7 +156,8 @@ impl HistoryReads for HistoryReader {
                     int(start_s),
                     int(end_s),
                     bucket_s,
-                    int(limit as u64)
+                    int(limit as u64),
+                    ladder_sequencer::outcome_bit(outcome),
                 ],
                 |row| {
                     let start: i64 = row.get(0)?;

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OpenFlags};
 pub const HISTORY_FILE_NAME: &str = "history.db";
 
 /// The schema's version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The bytes of an order hash that `orders.hash_key` and the key tables hold.
 pub const HASH_KEY_BYTES: usize = 8;
@@ -116,6 +116,22 @@ PRAGMA wal_checkpoint(TRUNCATE);
 "
 );
 
+/// Version 3 kept one price history per market: a token's history also showed the other
+/// token's trades, mirrored. Version 4 notes which tokens each trade traded (1 Yes, 2 No, 3
+/// both: a MINT or a MERGE). A final trade's row says; a price whose trade is not final yet
+/// was stored by a build that did not know and is taken for both.
+const MIGRATE_FROM_3: &str = "
+BEGIN IMMEDIATE;
+ALTER TABLE prices ADD COLUMN outcomes INTEGER NOT NULL DEFAULT 3;
+UPDATE prices SET outcomes = (
+    SELECT CASE WHEN t.taker_outcome = t.maker_outcome
+        THEN (CASE t.taker_outcome WHEN 'Yes' THEN 1 ELSE 2 END) ELSE 3 END
+    FROM trades t WHERE t.trade_index = prices.trade_index)
+WHERE EXISTS (SELECT 1 FROM trades t WHERE t.trade_index = prices.trade_index);
+PRAGMA user_version = 4;
+COMMIT;
+";
+
 /// Every table and index, created when missing.
 const SCHEMA: &str = concat!(
     "
@@ -169,7 +185,8 @@ CREATE TABLE IF NOT EXISTS prices (
     condition_id TEXT NOT NULL,
     time_s INTEGER NOT NULL,
     yes_price_ticks INTEGER NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    outcomes INTEGER NOT NULL DEFAULT 3
 );
 CREATE INDEX IF NOT EXISTS prices_by_market ON prices (condition_id, time_s);
 "
@@ -206,9 +223,21 @@ pub fn open_for_writing(path: &Path) -> rusqlite::Result<Connection> {
     if (1..=2).contains(&version) {
         connection.execute_batch(MIGRATE_FROM_2)?;
     }
+    if (1..=3).contains(&version) && prices_table_exists(&connection)? {
+        connection.execute_batch(MIGRATE_FROM_3)?;
+    }
     connection.execute_batch(SCHEMA)?;
     connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(connection)
+}
+
+/// Whether the store has its `prices` table (a store made before it had none).
+fn prices_table_exists(connection: &Connection) -> rusqlite::Result<bool> {
+    connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'prices')",
+        [],
+        |row| row.get(0),
+    )
 }
 
 /// Refuses a store written by a newer build (its schema version above this build's): the
@@ -336,6 +365,50 @@ mod tests {
         // Opening again changes nothing.
         drop(open_for_writing(&path).unwrap());
         assert!(reads.order_hash_stored(&hash(0xfe)).unwrap());
+    }
+
+    #[test]
+    fn a_version_3_stores_prices_learn_which_tokens_their_final_trades_traded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        let store = open_for_writing(&path).unwrap();
+        // Trades 1 (No with No), 2 (a MINT, Yes with No) are final; 3 is not yet.
+        for (index, taker, maker) in [(1, "No", "No"), (2, "Yes", "No")] {
+            store
+                .execute(
+                    "INSERT INTO trades VALUES (?1, '0x', '0x', '0xc', '0x', '0x', 'MINT', 1, \
+                     '0x', '0x', ?2, 'BUY', 1, 2, '0x', '0x', ?3, 'BUY', 1, 1, 0, 1, 1, \
+                     'CONFIRMED', 9)",
+                    rusqlite::params![index, taker, maker],
+                )
+                .unwrap();
+        }
+        for index in 1..=3 {
+            store
+                .execute(
+                    "INSERT INTO prices (trade_index, condition_id, time_s, yes_price_ticks, \
+                     seq) VALUES (?1, '0xc', 60, 5000, 9)",
+                    [index],
+                )
+                .unwrap();
+        }
+        store
+            .execute_batch("ALTER TABLE prices DROP COLUMN outcomes; PRAGMA user_version = 3;")
+            .unwrap();
+        drop(store);
+        let migrated = open_for_writing(&path).unwrap();
+        let outcomes: Vec<i64> = migrated
+            .prepare("SELECT outcomes FROM prices ORDER BY trade_index")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(outcomes, [2, 3, 3], "No alone, both, not known: both");
+        let version: i64 = migrated
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

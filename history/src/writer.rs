@@ -179,7 +179,7 @@ impl HistoryWriter {
             self.connection
                 .prepare_cached(
                     "INSERT OR IGNORE INTO prices (trade_index, condition_id, time_s, \
-                     yes_price_ticks, seq) VALUES (?1, ?2, ?3, ?4, ?5)",
+                     yes_price_ticks, seq, outcomes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?
                 .execute(params![
                     int(trade.index),
@@ -187,6 +187,7 @@ impl HistoryWriter {
                     int(trade.match_time_ns / 1_000_000_000),
                     yes_price,
                     int(seq),
+                    ladder_sequencer::traded_outcomes(trade),
                 ])?;
         }
         if !matches!(trade.status, TradeStatus::Confirmed | TradeStatus::Failed) {

@@ -331,32 +331,38 @@ fn the_store_answers_price_history_by_the_last_trade_of_each_bucket() {
     assert!(historian.wait_stored(last, Duration::from_secs(10)));
     let reader = historian.reader();
     let trades: Vec<TradeView> = stream.engine.held_trades().copied().collect();
-    for bucket_s in [1u64, 7, 60, 3_600] {
-        // The last trade of each bucket, by the engine's own trades.
-        let mut expected: Vec<(u64, u32, u64)> = Vec::new();
-        for t in &trades {
-            let time_s = t.match_time_ns / NANOS_PER_SECOND;
-            let start = time_s - time_s % bucket_s;
-            let yes = ladder_sequencer::token_price(t.taker.outcome, t.taker.price_ticks);
-            match expected.last_mut() {
-                Some(last) if last.0 == start => *last = (start, yes, t.index),
-                _ => expected.push((start, yes, t.index)),
+    for outcome in [Outcome::Yes, Outcome::No] {
+        for bucket_s in [1u64, 7, 60, 3_600] {
+            // The last trade of the token in each bucket, by the engine's own trades: a
+            // trade is the token's when the taker's or the maker's order is on it.
+            let mut expected: Vec<(u64, u32, u64)> = Vec::new();
+            for t in trades
+                .iter()
+                .filter(|t| t.taker.outcome == outcome || t.maker.outcome == outcome)
+            {
+                let time_s = t.match_time_ns / NANOS_PER_SECOND;
+                let start = time_s - time_s % bucket_s;
+                let yes = ladder_sequencer::token_price(t.taker.outcome, t.taker.price_ticks);
+                match expected.last_mut() {
+                    Some(last) if last.0 == start => *last = (start, yes, t.index),
+                    _ => expected.push((start, yes, t.index)),
+                }
             }
+            let stored: Vec<(u64, u32, u64)> = reader
+                .price_buckets(&CONDITION, outcome, 0, u64::MAX, bucket_s, 1_000)
+                .unwrap()
+                .iter()
+                .map(|b| (b.start_s, b.yes_price_ticks, b.trade_index))
+                .collect();
+            assert_eq!(stored, expected, "{outcome:?}, buckets of {bucket_s} s");
+            let two = reader
+                .price_buckets(&CONDITION, outcome, 0, u64::MAX, bucket_s, 2)
+                .unwrap();
+            assert_eq!(two.len(), expected.len().min(2));
         }
-        let stored: Vec<(u64, u32, u64)> = reader
-            .price_buckets(&CONDITION, 0, u64::MAX, bucket_s, 1_000)
-            .unwrap()
-            .iter()
-            .map(|b| (b.start_s, b.yes_price_ticks, b.trade_index))
-            .collect();
-        assert_eq!(stored, expected, "buckets of {bucket_s} s");
-        let two = reader
-            .price_buckets(&CONDITION, 0, u64::MAX, bucket_s, 2)
-            .unwrap();
-        assert_eq!(two.len(), expected.len().min(2));
     }
     assert!(reader
-        .price_buckets(&FixedBytes([9; 32]), 0, u64::MAX, 60, 10)
+        .price_buckets(&FixedBytes([9; 32]), Outcome::Yes, 0, u64::MAX, 60, 10)
         .unwrap()
         .is_empty());
     historian.stop();

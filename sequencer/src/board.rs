@@ -77,6 +77,9 @@ pub struct TradePrice {
     pub time_s: u64,
     /// The price on the Yes token, in ticks.
     pub yes_price_ticks: u32,
+    /// The tokens it traded ([`outcome_bit`] of each): the taker's, and the maker's too in
+    /// a MINT or a MERGE (they trade at complementary prices).
+    pub outcomes: u8,
 }
 
 /// One bucket of a price history: its start, and the Yes price of its last trade (the one of
@@ -109,6 +112,20 @@ pub fn merge_price_buckets(a: Vec<PriceBucket>, b: Vec<PriceBucket>) -> Vec<Pric
     merged.into_values().take(HISTORY_BUCKETS_MAX).collect()
 }
 
+/// `outcome`'s bit in [`TradePrice::outcomes`] (and in the history store's `outcomes`).
+pub fn outcome_bit(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Yes => 1,
+        Outcome::No => 2,
+    }
+}
+
+/// The tokens `trade` traded: the taker's and the maker's (the same one in a
+/// COMPLEMENTARY match), as [`outcome_bit`]s.
+pub fn traded_outcomes(trade: &TradeView) -> u8 {
+    outcome_bit(trade.taker.outcome) | outcome_bit(trade.maker.outcome)
+}
+
 /// A price on `outcome`'s token from a price on the Yes token.
 pub fn token_price(outcome: Outcome, yes_price_ticks: u32) -> u32 {
     match outcome {
@@ -117,8 +134,9 @@ pub fn token_price(outcome: Outcome, yes_price_ticks: u32) -> u32 {
     }
 }
 
-/// A trade's time (Unix seconds) and price on the Yes token (ticks), with its index.
-type PricePoint = (u64, u64, u32);
+/// A trade's time (Unix seconds), index, price on the Yes token (ticks) and the tokens it
+/// traded.
+type PricePoint = (u64, u64, u32, u8);
 
 /// What a batch brings to the read side.
 #[derive(Debug, Default)]
@@ -197,8 +215,9 @@ impl BookBoard {
 
     /// The price history of `token` held here (`None`: unknown token): its market's condition
     /// id, which of the market's tokens it is, and for each `bucket_s`-second bucket (aligned
-    /// to multiples of it) holding recent trades from `start_s` to `end_s` inclusive, the
-    /// bucket and its last trade, oldest first, at most `HISTORY_BUCKETS_MAX` buckets.
+    /// to multiples of it) holding recent trades of the token from `start_s` to `end_s`
+    /// inclusive, the bucket and its last such trade, oldest first, at most
+    /// `HISTORY_BUCKETS_MAX` buckets. A trade of the other token alone is not the token's.
     pub fn price_history(
         &self,
         token: &TokenId,
@@ -216,19 +235,23 @@ impl BookBoard {
         let trades = market.trades.read();
         let from = trades.partition_point(|p| p.0 < start_s);
         let to = trades.partition_point(|p| p.0 <= end_s).max(from);
+        let bit = outcome_bit(outcome);
         let mut history = Vec::new();
         let mut at = from;
         while at < to && history.len() < HISTORY_BUCKETS_MAX {
             let bucket = trades[at].0 - trades[at].0 % bucket_s;
             let next = bucket.saturating_add(bucket_s);
             // The first price at or after the next bucket (times are in order).
-            at = trades.partition_point(|p| p.0 < next).clamp(at + 1, to);
-            let (_, trade_index, yes_price_ticks) = trades[at - 1];
-            history.push(PriceBucket {
-                start_s: bucket,
-                yes_price_ticks,
-                trade_index,
-            });
+            let end = trades.partition_point(|p| p.0 < next).clamp(at + 1, to);
+            let last_of_token = trades.range(at..end).rev().find(|p| p.3 & bit != 0);
+            if let Some(&(_, trade_index, yes_price_ticks, _)) = last_of_token {
+                history.push(PriceBucket {
+                    start_s: bucket,
+                    yes_price_ticks,
+                    trade_index,
+                });
+            }
+            at = end;
         }
         Some((condition_id, outcome, history))
     }
@@ -280,7 +303,12 @@ impl BookBoard {
                 while recent.front().is_some_and(|p| p.1 < stored_below) {
                     recent.pop_front();
                 }
-                recent.push_back((price.time_s, price.trade_index, price.yes_price_ticks));
+                recent.push_back((
+                    price.time_s,
+                    price.trade_index,
+                    price.yes_price_ticks,
+                    price.outcomes,
+                ));
             }
         }
     }
@@ -294,6 +322,7 @@ pub fn price_point(engine: &Engine, trade: &TradeView) -> Option<TradePrice> {
         time_s: trade.match_time_ns / NANOS_PER_SECOND,
         // The taker's price seen from the Yes token.
         yes_price_ticks: token_price(trade.taker.outcome, trade.taker.price_ticks),
+        outcomes: traded_outcomes(trade),
     })
 }
 
@@ -420,6 +449,7 @@ mod tests {
             trade_index,
             time_s,
             yes_price_ticks,
+            outcomes: outcome_bit(Outcome::Yes) | outcome_bit(Outcome::No),
         };
         board.install(BoardUpdates {
             books: vec![(1, Arc::new(MarketBooks::read(&engine, 1).unwrap()))],
@@ -496,6 +526,25 @@ mod tests {
             .map(|b| (b.start_s, b.yes_price_ticks))
             .collect();
         assert_eq!(merged, [(120, 3_500), (180, 4_200)]);
+
+        // A trade of one token alone is not the other's: each token's last trade in the
+        // minute is its own (a Yes trade at 0.30, then a No trade at 0.30, Yes 0.70).
+        let of = |outcome, trade_index, time_s, yes_price_ticks| TradePrice {
+            outcomes: outcome_bit(outcome),
+            ..price(trade_index, time_s, yes_price_ticks)
+        };
+        board.install(BoardUpdates {
+            books: Vec::new(),
+            trades: vec![
+                of(Outcome::Yes, 4, 250, 3_000),
+                of(Outcome::No, 5, 255, 7_000),
+            ],
+        });
+        assert_eq!(history(&yes1, 240, 300, 60), Some(vec![(240, 3_000, 4)]));
+        assert_eq!(
+            history(&market(1).no_token_id, 240, 300, 60),
+            Some(vec![(240, 3_000, 5)])
+        );
         let (books, _) = board.books(&market(1).no_token_id).unwrap();
         assert_eq!(books.yes.market.condition_id, market(1).condition_id);
         assert!(board.books(&FixedBytes([0x99; 32])).is_none());

@@ -8,7 +8,9 @@
 //! `HASH_GRACE_RECORDS` later: see the engine's `seen_hashes`). The store itself lives in its own crate (`ladder-history`, SQLite); this
 //! trait is all the gateway sees of it.
 
-use ladder_engine::{Address, ConditionId, Hash32, OrderId, OrderStatus, TradeFilter, TradeView};
+use ladder_engine::{
+    Address, ConditionId, Hash32, OrderId, OrderStatus, Outcome, TradeFilter, TradeView,
+};
 
 use crate::board::PriceBucket;
 
@@ -32,12 +34,14 @@ pub trait HistoryReads: Send + Sync + std::fmt::Debug {
     /// Whether an order with this hash is stored (it was accepted, and closed since).
     fn order_hash_stored(&self, hash: &Hash32) -> Result<bool, String>;
 
-    /// The stored price history of a market: for each `bucket_s`-second bucket (aligned to
-    /// multiples of it) holding trades from `start_s` to `end_s` inclusive, its last trade's
-    /// Yes price, oldest first, at most `limit` buckets.
+    /// The stored price history of `outcome`'s token of a market: for each `bucket_s`-second
+    /// bucket (aligned to multiples of it) holding trades of that token from `start_s` to
+    /// `end_s` inclusive, its last such trade's Yes price, oldest first, at most `limit`
+    /// buckets.
     fn price_buckets(
         &self,
         market: &ConditionId,
+        outcome: Outcome,
         start_s: u64,
         end_s: u64,
         bucket_s: u64,

@@ -489,6 +489,45 @@ fn prices_history_has_polymarkets_shape() {
     error_text(&public(&service, "GET", "/prices-history", None), 400);
 }
 
+/// A token's price history is its own trades', as its last trade price is: a trade of the
+/// other token alone leaves it, a MINT or a MERGE trades both.
+#[test]
+fn prices_history_of_a_token_follows_its_own_trades() {
+    let service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let history = |token: &str| {
+        let path = format!(
+            "/prices-history?market={token}&startTs=0&endTs={}&fidelity=1",
+            unix_now_s() + 60
+        );
+        let (status, v) = get(&service, &path);
+        assert_eq!(status, 200, "{v}");
+        v["history"]
+            .as_array()
+            .expect("history")
+            .iter()
+            .map(|point| point["p"].as_f64().expect("p"))
+            .collect::<Vec<f64>>()
+    };
+    // Yes trades at 0.33; then No trades with No at 0.2 (the book's Yes ask at 0.8).
+    rest(&mut alice, yes(), Side::Buy, 3_300, 5);
+    place(&mut bob, yes(), Side::Sell, 3_300, 2, OrderType::Gtc);
+    assert_eq!(history(NO), Vec::<f64>::new(), "No has not traded");
+    rest(&mut alice, no(), Side::Buy, 2_000, 3);
+    place(&mut bob, no(), Side::Sell, 2_000, 1, OrderType::Gtc);
+    assert_eq!(history(YES).last(), Some(&0.33), "a No trade is not Yes's");
+    assert_eq!(history(NO).last(), Some(&0.2));
+    // A MINT trades both: Bob buys Yes at 0.8 from Alice's resting No bid at 0.2.
+    place(&mut bob, yes(), Side::Buy, 8_000, 1, OrderType::Gtc);
+    assert_eq!(history(YES).last(), Some(&0.8));
+    assert_eq!(history(NO).last(), Some(&0.2));
+    let body = json!([{ "token_id": YES }, { "token_id": NO }]).to_string();
+    let last = public(&service, "POST", "/last-trades-prices", Some(&body)).json();
+    assert_eq!(last[0]["price"], json!("0.8"), "{last}");
+    assert_eq!(last[1]["price"], json!("0.2"), "{last}");
+}
+
 #[test]
 fn prices_history_of_a_market_without_trades_is_empty() {
     let service = Service::start(&[]);

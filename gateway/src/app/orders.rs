@@ -1045,6 +1045,7 @@ mod tests {
         fn price_buckets(
             &self,
             _: &ladder_engine::ConditionId,
+            _: ladder_engine::Outcome,
             _: u64,
             _: u64,
             _: u64,

@@ -368,7 +368,7 @@ fn prices_history(
     };
     let stored = match history {
         Some(store) => {
-            match store.price_buckets(&market, start, end, bucket_s, HISTORY_BUCKETS_MAX) {
+            match store.price_buckets(&market, outcome, start, end, bucket_s, HISTORY_BUCKETS_MAX) {
                 Ok(stored) => stored,
                 Err(why) => {
                     tracing::warn!(error = %why, "history store read failed");
