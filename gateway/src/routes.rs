@@ -213,9 +213,13 @@ pub fn route_of(path: &str) -> Option<Route> {
     if let Some(route) = ROUTES.iter().find(|r| r.path == path) {
         return Some(*route);
     }
+    // The parameter is one path segment: `/markets/{id}/x` is no route.
     PREFIXED_ROUTES
         .iter()
-        .find(|(prefix, _)| path.starts_with(prefix))
+        .find(|(prefix, _)| {
+            path.strip_prefix(prefix)
+                .is_some_and(|parameter| !parameter.is_empty() && !parameter.contains('/'))
+        })
         .map(|(_, route)| *route)
 }
 
@@ -231,6 +235,21 @@ pub fn label(path: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parameter_is_one_path_segment() {
+        let id = format!("/markets/0x{}", "ab".repeat(32));
+        assert_eq!(
+            route_of(&id).map(|r| r.path),
+            Some("/markets/{condition_id}")
+        );
+        assert_eq!(
+            route_of(&format!("{id}/")).map(|r| r.path),
+            Some("/markets/{condition_id}")
+        );
+        assert_eq!(route_of(&format!("{id}/x")), None);
+        assert_eq!(route_of("/trades/1/2"), None);
+    }
 
     #[test]
     fn a_path_finds_its_route_label_and_methods() {
