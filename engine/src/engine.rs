@@ -380,7 +380,7 @@ impl Engine {
         if !crate::market::TICK_SIZES_ALLOWED.contains(&tick_ticks) {
             return Err(Reject::InvalidTickSize);
         }
-        let index = self.known_market_index(condition_id)?;
+        let index = self.unresolved_market_index(condition_id)?;
         let market = self.markets.get_mut(index);
         let old_tick_ticks = market.spec.tick_size_ticks;
         if old_tick_ticks == tick_ticks {

@@ -543,6 +543,15 @@ fn resolution_cancels_orders_and_lists_winners_as_claimable() {
     assert_eq!(claims[0].reason, ClaimReason::ResolvedWinner);
     let o = h.order(2, YES, Side::Buy, 4_000, 1);
     assert!(matches!(h.reject(o), Reject::MarketNotActive { .. }));
+    // An ended market's tick no longer changes, as its state does not.
+    let tick = h.apply(Command::SetTickSize {
+        condition_id: CONDITION,
+        tick_size_ticks: 10,
+    });
+    assert!(
+        matches!(tick, Reply::Rejected(Reject::MarketNotActive { .. })),
+        "{tick:?}"
+    );
     h.ok(Command::RecordRedemption {
         address: account(1),
         condition_id: CONDITION,
