@@ -30,6 +30,6 @@ pub fn engine(args: &EngineBenchArgs) -> Result<(), String> {
         }
         None => serde_json::json!(closed_loop(&stream)),
     };
-    println!("{line}");
+    crate::cmd::stdout::print_line(line);
     Ok(())
 }

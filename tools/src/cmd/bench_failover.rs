@@ -273,14 +273,11 @@ pub fn failover(args: &FailoverBenchArgs) -> Result<(), String> {
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
     let max = sorted.last().copied().unwrap_or(0.0);
-    println!(
-        "{}",
-        json!({
-            "kills": took_ms.len(),
-            "lease_ms": args.lease_ms,
-            "bound_ms": 3 * args.lease_ms,
-            "first_write_after_kill_ms": {"median": median, "max": max, "each": took_ms},
-        })
-    );
+    crate::cmd::stdout::print_line(json!({
+        "kills": took_ms.len(),
+        "lease_ms": args.lease_ms,
+        "bound_ms": 3 * args.lease_ms,
+        "first_write_after_kill_ms": {"median": median, "max": max, "each": took_ms},
+    }));
     Ok(())
 }

@@ -196,16 +196,13 @@ pub fn fanout(args: &FanoutArgs) -> Result<(), String> {
         }
     }
     let delivered: usize = all.iter().map(Vec::len).sum();
-    println!(
-        "{}",
-        json!({
-            "subscribers": args.subscribers, "reader_threads": readers, "subscribers_complete": complete, "events": args.events,
-            "frames_delivered": delivered, "fanout_frames_per_sec": delivered as f64 / elapsed,
-            "delay_to_last_subscriber_p50_us": delay.value_at_quantile(0.5) as f64 / 1e3,
-            "delay_to_last_subscriber_p99_us": delay.value_at_quantile(0.99) as f64 / 1e3,
-            "delay_to_last_subscriber_max_us": delay.max() as f64 / 1e3,
-        })
-    );
+    crate::cmd::stdout::print_line(json!({
+        "subscribers": args.subscribers, "reader_threads": readers, "subscribers_complete": complete, "events": args.events,
+        "frames_delivered": delivered, "fanout_frames_per_sec": delivered as f64 / elapsed,
+        "delay_to_last_subscriber_p50_us": delay.value_at_quantile(0.5) as f64 / 1e3,
+        "delay_to_last_subscriber_p99_us": delay.value_at_quantile(0.99) as f64 / 1e3,
+        "delay_to_last_subscriber_max_us": delay.max() as f64 / 1e3,
+    }));
     Ok(())
 }
 

@@ -109,10 +109,7 @@ fn temp_dir(parent: &Option<PathBuf>) -> Result<tempfile::TempDir, String> {
 }
 
 fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string(result).map_err(|e| e.to_string())?
-    );
+    crate::cmd::stdout::print_line(serde_json::to_string(result).map_err(|e| e.to_string())?);
     Ok(())
 }
 

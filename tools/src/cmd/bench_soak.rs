@@ -368,7 +368,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
             line["restart_s"] = json!(restart_s);
             line["rss_after_restart_mb"] = json!(service.rss_mb());
         }
-        println!("{line}");
+        crate::cmd::stdout::print_line(&line);
         lines.push(line);
         if finished {
             break;
@@ -383,20 +383,17 @@ pub fn soak(args: &SoakArgs) -> Result<(), String> {
         (Some(a), Some(b)) if a > 0.0 => json!(b / a),
         _ => Value::Null,
     };
-    println!(
-        "{}",
-        json!({
-            "summary": true,
-            "commands_first": first["commands"],
-            "commands_last": last["commands"],
-            "rss_ratio": ratio("rss_mb"),
-            "rss_anon_ratio": ratio("rss_anon_mb"),
-            "heap_in_use_ratio": ratio("heap_in_use_mb"),
-            "snapshot_ratio": ratio("snapshot_mb"),
-            "restart_s_first": first["restart_s"],
-            "restart_s_last": last["restart_s"],
-            "data_dir_mb_last": last["data_dir_mb"],
-        })
-    );
+    crate::cmd::stdout::print_line(json!({
+        "summary": true,
+        "commands_first": first["commands"],
+        "commands_last": last["commands"],
+        "rss_ratio": ratio("rss_mb"),
+        "rss_anon_ratio": ratio("rss_anon_mb"),
+        "heap_in_use_ratio": ratio("heap_in_use_mb"),
+        "snapshot_ratio": ratio("snapshot_mb"),
+        "restart_s_first": first["restart_s"],
+        "restart_s_last": last["restart_s"],
+        "data_dir_mb_last": last["data_dir_mb"],
+    }));
     Ok(())
 }

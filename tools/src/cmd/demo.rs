@@ -94,16 +94,32 @@ pub fn commands() -> Vec<Command> {
 
 /// Tells the operator what was created and how to use it.
 pub fn print_instructions(bound: &SocketAddr) {
-    println!("ladder: demo market and accounts created (development keys: never use them for real funds)");
-    println!("  market      {CONDITION_ID} (tick 0.001, min size 1)");
-    println!("  Yes token   {YES_TOKEN}");
-    println!("  No token    {NO_TOKEN}");
+    use std::fmt::Write;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "ladder: demo market and accounts created (development keys: never use them for real funds)"
+    );
+    let _ = writeln!(
+        text,
+        "  market      {CONDITION_ID} (tick 0.001, min size 1)"
+    );
+    let _ = writeln!(text, "  Yes token   {YES_TOKEN}");
+    let _ = writeln!(text, "  No token    {NO_TOKEN}");
     for (i, t) in TRADERS.iter().enumerate() {
-        println!(
+        let _ = writeln!(
+            text,
             "  trader {i}    account {} owned by {} (key {})",
             t.account, t.owner, t.private_key
         );
-        println!("              funded with 10000 USDC, {DEMO_SHARES} Yes and {DEMO_SHARES} No");
+        let _ = writeln!(
+            text,
+            "              funded with 10000 USDC, {DEMO_SHARES} Yes and {DEMO_SHARES} No"
+        );
     }
-    println!("  try: ladder client --url http://{bound} create-key --trader 0");
+    let _ = write!(
+        text,
+        "  try: ladder client --url http://{bound} create-key --trader 0"
+    );
+    crate::cmd::stdout::print_notice(text);
 }

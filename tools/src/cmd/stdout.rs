@@ -17,3 +17,16 @@ pub fn print_line(line: impl std::fmt::Display) {
         std::process::exit(1);
     }
 }
+
+/// Prints a running service's notice (where it listens, the demo's accounts) to standard
+/// output. A service never stops for its standard output: a notice that cannot be written
+/// (a full disk under a redirect, a reader gone) is dropped, and said once on standard error.
+pub fn print_notice(line: impl std::fmt::Display) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("ladder: standard output: {e} (notices are dropped; the service runs on)");
+        }
+    }
+}

@@ -164,7 +164,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     }
     hints(&full);
     let line = serde_json::to_string(&full.summary).map_err(|e| e.to_string())?;
-    println!("{line}");
+    crate::cmd::stdout::print_line(line);
     Ok(())
 }
 

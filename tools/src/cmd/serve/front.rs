@@ -85,7 +85,7 @@ pub(super) fn start_front(
         .collect();
     let threads = spawn(loops, loop_submitters, app, limits, shared.clone())
         .map_err(|e| format!("gateway threads: {e}"))?;
-    println!("ladder: listening on {scheme}://{bound}");
+    crate::cmd::stdout::print_notice(format_args!("ladder: listening on {scheme}://{bound}"));
     Ok(Front {
         threads,
         shared,

@@ -32,7 +32,7 @@ pub(super) fn serve_replication(
     let listener = std::net::TcpListener::bind(resolve(address)?)
         .map_err(|e| format!("--replication-listen {address}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("ladder: replication on {bound}");
+    crate::cmd::stdout::print_notice(format_args!("ladder: replication on {bound}"));
     let history_dir = data_dir.to_path_buf();
     let master_keys = keys.clone();
     let thread = server::serve(
