@@ -147,6 +147,9 @@ pub struct KeyTable {
     keys: RwLock<HashMap<Uuid, KeyEntry>>,
     /// Keys created per address and nonce, as the engine counts them.
     creations: RwLock<HashMap<(Address, [u8; 32]), u32>>,
+    /// Keys removed so far: a gateway loop that sees it move looks at its `/ws/user`
+    /// subscriptions' keys at once.
+    removals: std::sync::atomic::AtomicU64,
 }
 
 impl KeyTable {
@@ -156,6 +159,7 @@ impl KeyTable {
             master: RwLock::new(master),
             keys: RwLock::new(HashMap::new()),
             creations: RwLock::new(HashMap::new()),
+            removals: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -216,6 +220,13 @@ impl KeyTable {
     /// Removes a key (after the engine deleted it).
     pub fn remove(&self, key_id: &Uuid) {
         self.keys.write().remove(key_id);
+        self.removals
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// How many keys were removed so far.
+    pub fn removals(&self) -> u64 {
+        self.removals.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The entry of a live key.

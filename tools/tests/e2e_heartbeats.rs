@@ -283,8 +283,9 @@ fn a_user_connection_ends_when_its_key_is_deleted_and_its_orders_go_with_it() {
 
     let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+    let deleted = Instant::now();
     // A deleted key fails at once on every channel: the connection is told and closed
-    // (within the loop's half-second sweep when no event comes for it)...
+    // (at the loop's next turn when no event comes for it, within its 250 ms poll)...
     let deadline = Instant::now() + Duration::from_secs(3);
     let (mut told, mut closed) = (false, None);
     while closed.is_none() && Instant::now() < deadline {
@@ -297,6 +298,11 @@ fn a_user_connection_ends_when_its_key_is_deleted_and_its_orders_go_with_it() {
     }
     assert!(told, "an error frame names the deleted key");
     assert_eq!(closed, Some(Some(1008)), "closed as a policy violation");
+    let took = deleted.elapsed();
+    assert!(
+        took < Duration::from_millis(450),
+        "closed {took:?} after the deletion"
+    );
     // The client's reply to the close ends the connection.
     let _ = ws.flush();
     drop(ws);

@@ -453,6 +453,10 @@ impl crate::server::Service for App {
         self.keys.contains(key_id)
     }
 
+    fn api_key_removals(&self) -> u64 {
+        self.keys.removals()
+    }
+
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {
         let started = Instant::now();
         if !self.state.ready.load(Ordering::Acquire) {

@@ -104,6 +104,12 @@ pub trait Service: Send + Sync + 'static {
         true
     }
 
+    /// How many API keys were deleted so far: when it moves, each gateway loop looks at its
+    /// `/ws/user` subscriptions' keys in its next turn (at most its 250 ms poll away).
+    fn api_key_removals(&self) -> u64 {
+        0
+    }
+
     /// The response to a submission the sequencer refused for `reason`, when the service
     /// words that refusal itself (`None`: the plain 503 `{"error": reason}`). A standby's
     /// refusal names the leader, however late in a request's life it comes.
@@ -581,6 +587,7 @@ pub fn spawn(
             held_feed: Vec::new(),
             in_seat: false,
             last_sweep: Instant::now(),
+            key_removals_seen: 0,
         };
         *wake.seat.lock() = Some(worker);
         handles.push(
@@ -634,6 +641,9 @@ struct Worker {
     in_seat: bool,
     /// When the timeouts were last swept.
     last_sweep: Instant,
+    /// The service's count of deleted API keys when this loop last looked at its user
+    /// subscriptions' keys.
+    key_removals_seen: u64,
 }
 
 /// A loop thread: blocks in `poll` without its worker's seat, and holds the seat while it
@@ -706,6 +716,11 @@ impl Worker {
         self.take_completions();
         if !self.disconnect_cancels.is_empty() {
             self.submit_disconnect_cancels();
+        }
+        let key_removals = self.service.api_key_removals();
+        if key_removals != self.key_removals_seen {
+            self.key_removals_seen = key_removals;
+            self.end_deleted_keys_subscriptions();
         }
         if self.last_sweep.elapsed() >= Duration::from_millis(500) {
             self.sweep_timeouts();

@@ -351,6 +351,20 @@ impl Worker {
         true
     }
 
+    /// Ends the `/ws/user` subscriptions whose API key was deleted (an API key was: each
+    /// subscription's key is looked at).
+    pub(super) fn end_deleted_keys_subscriptions(&mut self) {
+        for slot in 0..self.sockets.len() {
+            let Some(socket) = self.sockets[slot].as_mut() else {
+                continue;
+            };
+            if socket.user_key().is_some() {
+                end_if_key_deleted(&*self.service, socket);
+                self.flush_socket(slot);
+            }
+        }
+    }
+
     pub(super) fn sweep_sockets(&mut self) {
         // Cancels refused for a while are tried again at each sweep, not at each turn.
         if !self.shared.stop.load(Ordering::Acquire) {
