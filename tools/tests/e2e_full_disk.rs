@@ -255,6 +255,39 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
 /// The history store on a full disk: its writes fail while the journal (allocated ahead) still
 /// takes orders; nothing is forgotten meanwhile, every read answers from the engine, and once
 /// space returns the store catches up by itself with every final trade exactly once.
+/// A SIGTERM while the disk is full and the history store behind: the service stops within
+/// seconds (the store cannot catch up; it will at the next start), not after a 30 s wait.
+#[test]
+fn a_stop_on_a_full_disk_does_not_wait_for_a_store_that_cannot_write() {
+    let Some(disk) = SmallDisk::mount(16 << 10) else {
+        return;
+    };
+    let data_dir = disk.mount.join("data");
+    let mut service = Service::start_on(&data_dir, &["--segment-size-mb", "4"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 500);
+    let _filler = disk.fill();
+    for _ in 0..20 {
+        let p = place(&mut bob, yes(), Side::Sell, 5_000, 1, OrderType::Fak);
+        assert_eq!(p["success"], Value::Bool(true), "{p}");
+    }
+    let last: u64 = metric(&service, "ladder_last_seq").parse().unwrap();
+    let stored: u64 = metric(&service, "ladder_history_stored_seq")
+        .parse()
+        .unwrap();
+    assert!(stored < last, "the store wrote on the full disk");
+    let stopping = Instant::now();
+    service.signal("TERM");
+    let status = service.wait_exit(Duration::from_secs(20));
+    assert!(status.is_some(), "still running 20 s after SIGTERM");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "took {:?} to stop",
+        stopping.elapsed()
+    );
+}
+
 #[test]
 fn a_full_disk_under_the_history_store_loses_and_doubles_no_row() {
     let Some(disk) = SmallDisk::mount(16 << 10) else {

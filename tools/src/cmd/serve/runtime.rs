@@ -91,13 +91,7 @@ pub(super) fn shutdown(
     // The history store catches up with the last record before the historian stops, so
     // that the next start finds a snapshot at or before where it stands.
     let end = engine.as_ref().map_or(0, Engine::last_seq);
-    if !historian.wait_stored(end, HISTORY_DRAIN_TIMEOUT) {
-        tracing::warn!(
-            stored = historian.stored_through(),
-            end,
-            "the history store did not catch up before stopping; it will at the next start"
-        );
-    }
+    drain_history(&historian, end);
     let stored = historian.stored_through();
     historian.stop();
     if let Some(engine) = engine {
@@ -106,8 +100,38 @@ pub(super) fn shutdown(
     tracing::info!("stopped");
 }
 
-/// How long a stopping service waits for the history store to catch up.
+/// How long a stopping service waits for the history store to catch up, at most.
 const HISTORY_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a stopping service waits for a history store that makes no progress (a full
+/// disk): it catches up at the next start in any case.
+const HISTORY_STALL: Duration = Duration::from_secs(3);
+
+/// Waits for the history store to hold every record up to `end`, while it makes progress
+/// (and [`HISTORY_DRAIN_TIMEOUT`] at most), saying what it waits for.
+fn drain_history(historian: &Historian, end: u64) {
+    let started = Instant::now();
+    let mut stored = historian.stored_through();
+    if stored < end {
+        tracing::info!(stored, end, "stopping: the history store catches up");
+    }
+    let mut progress_at = Instant::now();
+    while !historian.wait_stored(end, Duration::from_millis(250)) {
+        let now_stored = historian.stored_through();
+        if now_stored != stored {
+            stored = now_stored;
+            progress_at = Instant::now();
+        }
+        if progress_at.elapsed() >= HISTORY_STALL || started.elapsed() >= HISTORY_DRAIN_TIMEOUT {
+            tracing::warn!(
+                stored,
+                end,
+                "the history store did not catch up before stopping; it will at the next start"
+            );
+            return;
+        }
+    }
+}
 
 /// Writes a snapshot of `engine` and prunes, keeping the one the history store (at
 /// `stored`) starts from.
