@@ -45,3 +45,10 @@ pub use submission::{
     query, Answer, BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query,
     SeatGate, Submission, SubmitError, Submitter, Ticket, Work,
 };
+
+/// Writes `line` and a newline to standard error; a failure (standard error on a full disk)
+/// is ignored, where `eprintln!` would panic the thread that reports.
+pub(crate) fn stderr_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}

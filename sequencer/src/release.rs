@@ -146,7 +146,7 @@ impl Releaser {
             self.stats.flushes.record(took_ns);
             if let Err(error) = flushed {
                 tracing::error!(%error, "journal commit failed; stopping the service");
-                eprintln!("ladder: journal commit failed: {error}");
+                crate::stderr_line(format_args!("ladder: journal commit failed: {error}"));
                 std::process::exit(1);
             }
         }

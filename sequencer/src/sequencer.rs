@@ -530,7 +530,9 @@ fn stop_after_panic(panic: &(dyn std::any::Any + Send), seq: u64) -> ! {
         reason = what,
         "the sequencer panicked; stopping the service"
     );
-    eprintln!("ladder: the sequencer panicked after sequence {seq}: {what}; stopping");
+    crate::stderr_line(format_args!(
+        "ladder: the sequencer panicked after sequence {seq}: {what}; stopping"
+    ));
     std::process::exit(70);
 }
 
@@ -725,7 +727,7 @@ impl Writer {
         };
         let ticket = ticket.unwrap_or_else(|error| {
             tracing::error!(%error, "journal commit failed; stopping the service");
-            eprintln!("ladder: journal commit failed: {error}");
+            crate::stderr_line(format_args!("ladder: journal commit failed: {error}"));
             std::process::exit(1);
         });
         // The batch's records are in the journal's pages: the standbys may take them while
@@ -920,7 +922,7 @@ impl Writer {
         let payload = self.encoder.encode(command);
         if let Err(error) = self.journal.append(seq, now_ns, RECORD_COMMAND_V1, payload) {
             tracing::error!(%error, seq, "journal append failed; stopping the service");
-            eprintln!("ladder: journal append failed: {error}");
+            crate::stderr_line(format_args!("ladder: journal append failed: {error}"));
             std::process::exit(1);
         }
         let reply = self.engine.apply(seq, now_ns, command);

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(reason) => {
-            eprintln!("ladder: {reason}");
+            cmd::stdout::print_error(format_args!("ladder: {reason}"));
             ExitCode::from(1)
         }
     }

@@ -161,40 +161,54 @@ fn dump_filters_stats_and_state_hash_agree_on_a_live_services_journal() {
     );
 }
 
-/// A service whose standard output is a full disk runs all the same: its notices (where it
-/// listens, the demo's accounts) are dropped, said once on standard error.
+/// A service whose standard output, or standard error too, is a full disk runs all the
+/// same: its notices (where it listens, the demo's accounts) and log lines are dropped; with
+/// standard error writable, that is said once there.
 #[test]
-fn serve_runs_with_its_standard_output_on_a_full_disk() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = support::free_port();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let answered = loop {
-        let mut http = ladder_client::HttpClient::new(&url).unwrap();
-        if http
-            .request("GET", "/time", &[], None)
-            .is_ok_and(|r| r.status == 200)
-        {
-            break true;
+fn serve_runs_with_its_standard_output_and_error_on_a_full_disk() {
+    for stderr_full in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = support::free_port();
+        let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stdout(full())
+            .stderr(if stderr_full {
+                full().into()
+            } else {
+                std::process::Stdio::piped()
+            })
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let answered = loop {
+            let mut http = ladder_client::HttpClient::new(&url).unwrap();
+            if http
+                .request("GET", "/time", &[], None)
+                .is_ok_and(|r| r.status == 200)
+            {
+                break true;
+            }
+            if std::time::Instant::now() > deadline || serve.try_wait().unwrap().is_some() {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let _ = serve.kill();
+        let out = serve.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            answered,
+            "stderr full: {stderr_full}: the service did not come up ({:?}): {stderr}",
+            out.status
+        );
+        if !stderr_full {
+            assert_eq!(stderr.matches("notices are dropped").count(), 1, "{stderr}");
         }
-        if std::time::Instant::now() > deadline || serve.try_wait().unwrap().is_some() {
-            break false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let _ = serve.kill();
-    let out = serve.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(answered, "the service did not come up: {stderr}");
-    assert_eq!(stderr.matches("notices are dropped").count(), 1, "{stderr}");
+    }
 }
 
 fn admin_state_hash(service: &Service) -> Value {

@@ -244,7 +244,7 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
     ) && response.status == 200
     {
         std::fs::write(&path, &response.body).map_err(|e| format!("{}: {e}", path.display()))?;
-        eprintln!("credentials saved to {}", path.display());
+        crate::cmd::stdout::print_error(format_args!("credentials saved to {}", path.display()));
     }
     let json = response.json();
     let shown = if json.is_null() {

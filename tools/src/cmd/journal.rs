@@ -178,9 +178,9 @@ fn for_each_record(
     // Say so when asked for records retention removed.
     let first = first_seq(data_dir)?;
     if from < first {
-        eprintln!(
+        crate::cmd::stdout::print_error(format_args!(
             "ladder: the journal starts at sequence {first} (retention removed the records before it)"
-        );
+        ));
     }
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     if from > 1 {

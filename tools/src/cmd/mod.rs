@@ -448,6 +448,9 @@ pub fn init_logging(level: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        // A log line that cannot be written (standard error on a full disk) is dropped: the
+        // subscriber's own report of it would panic, and the service must run on.
+        .log_internal_errors(false)
         .try_init();
 }
 

@@ -13,7 +13,7 @@ pub fn print_line(line: impl std::fmt::Display) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("ladder: standard output: {e}");
+        print_error(format_args!("ladder: standard output: {e}"));
         std::process::exit(1);
     }
 }
@@ -26,7 +26,15 @@ pub fn print_notice(line: impl std::fmt::Display) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
         if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            eprintln!("ladder: standard output: {e} (notices are dropped; the service runs on)");
+            print_error(format_args!(
+                "ladder: standard output: {e} (notices are dropped; the service runs on)"
+            ));
         }
     }
+}
+
+/// Prints `line` and a newline to standard error, where a failure (a full disk under a
+/// redirect) is ignored: nothing is left to tell it to (`eprintln!` would panic).
+pub fn print_error(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

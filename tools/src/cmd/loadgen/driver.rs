@@ -306,9 +306,9 @@ fn progress(stats: &[Arc<ConnStats>], finished: &AtomicBool, start: Instant) {
                 interval.max() as f64 / 1e6,
             )
         };
-        eprintln!(
+        crate::cmd::stdout::print_error(format_args!(
             "loadgen {:>4}s  sent {sent}  ok {ok}  errors {errors}  rate {rate:.0}/s  p99 {p99_ms:.3} ms  max {max_ms:.3} ms",
             now.saturating_duration_since(start).as_secs()
-        );
+        ));
     }
 }

@@ -67,10 +67,10 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     setup::check_reachable(&args.url)?;
     let threads = setup::gateway_threads(&args.url);
     let ceiling = ceiling::probe(threads.unwrap_or(GATEWAY_THREADS_DEFAULT), CEILING_PROBE)?;
-    eprintln!(
+    crate::cmd::stdout::print_error(format_args!(
         "loadgen: ceiling {:.0} signature recoveries/s on {} threads",
         ceiling.recoveries_per_s, ceiling.threads
-    );
+    ));
     // Bounded by OPEN_LOOP_REQUESTS_MAX for an open loop (checked as a usage problem).
     let total = match args.rate {
         Some(rate) => rate.saturating_mul(args.duration),
@@ -134,12 +134,12 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         .map(|(after, before)| after.since(&before));
     if let Some(heartbeats) = heartbeats {
         let counts = heartbeats.finish(args.leave_heartbeats);
-        eprintln!(
+        crate::cmd::stdout::print_error(format_args!(
             "loadgen: heartbeats of {n} makers every {} s: {} beats, {} refused or lost",
             heartbeats::BEAT_EVERY.as_secs(),
             counts.ok.load(Ordering::Relaxed),
             counts.failed.load(Ordering::Relaxed)
-        );
+        ));
     }
     driven?;
 
@@ -211,10 +211,10 @@ fn prepare(args: &LoadgenArgs, total: u64) -> Result<Prepared, String> {
         .map(|p| p.slots.iter().filter(|s| **s != plan::Slot::Cancel).count() + p.spares.len())
         .sum::<usize>()
         + book.len();
-    eprintln!(
+    crate::cmd::stdout::print_error(format_args!(
         "loadgen: market {}, {count} accounts, {orders_presigned} orders signed in {presign_s:.1} s",
         market.condition_id
-    );
+    ));
     if let Some(b) = signers.book {
         setup::seed_book(&args.url, &accounts[b], &presigned.book)?;
     }
@@ -272,12 +272,14 @@ fn hints(full: &report::Full) {
         .map(|(_, v)| v)
         .sum();
     if limited > 0 {
-        eprintln!(
+        crate::cmd::stdout::print_error(format_args!(
             "loadgen: {limited} requests were refused by the service's rate limits (429); \
              to measure capacity, run `ladder serve --rate-limit-key 0 --rate-limit-ip 0`"
-        );
+        ));
     }
     if full.pool_exhausted {
-        eprintln!("loadgen: a connection used up its pre-signed orders before --duration ended");
+        crate::cmd::stdout::print_error(format_args!(
+            "loadgen: a connection used up its pre-signed orders before --duration ended"
+        ));
     }
 }
