@@ -744,7 +744,7 @@ fn book_and_price_history_reads_survive_a_restart() {
         format!("/book?token_id={YES}"),
         format!("/book?token_id={NO}"),
         format!(
-            "/prices-history?market={NO}&startTs=0&endTs={}&fidelity=1",
+            "/prices-history?market={YES}&startTs=0&endTs={}&fidelity=1",
             now + 60
         ),
         format!("/midpoint?token_id={YES}"),
