@@ -6,6 +6,7 @@
 //! connection: each is stored as a prefix ending in `"seq":`, and the connection appends its
 //! own number and the closing brace.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -192,7 +193,7 @@ impl Encoder {
         out: &mut Vec<FeedItem>,
     ) {
         let timestamp = (timestamp_ns / 1_000_000).to_string();
-        let mut changes: Vec<(u32, u64, Vec<LevelEntries>)> = Vec::new();
+        let mut changes: Vec<MarketLevels> = Vec::new();
         let mut later: Vec<FeedItem> = Vec::new();
         for event in events {
             match event {
@@ -248,20 +249,18 @@ impl Encoder {
                 _ => {}
             }
         }
-        for (market, seq, levels) in changes {
-            let price_changes = levels
-                .into_iter()
-                .flat_map(|(_, entries)| entries)
-                .collect();
-            out.extend(self.price_change(market, seq, price_changes, &timestamp));
+        for levels in changes {
+            let price_changes = levels.entries.into_iter().flatten().flatten().collect();
+            out.extend(self.price_change(levels.market, levels.seq, price_changes, &timestamp));
         }
         out.extend(later);
     }
 
-    /// Adds a level's entries to its market's pending `price_change`; a level changed
-    /// again in the same batch keeps its place and takes the newer entries, so a level is
-    /// listed once, with its size at the end of the batch.
-    fn level(&self, event: &Event, changes: &mut Vec<(u32, u64, Vec<LevelEntries>)>) {
+    /// Adds a level's entries to its market's pending `price_change`. A level changed again
+    /// by the same command leaves its earlier place for the end: each level is listed once,
+    /// with its size after the command, and the last entry carries the market's best prices
+    /// after the command.
+    fn level(&self, event: &Event, changes: &mut Vec<MarketLevels>) {
         let Event::Level {
             market,
             side,
@@ -285,14 +284,24 @@ impl Encoder {
             *best_bid,
             *best_ask,
         );
-        let key = (*side, *price_ticks);
-        match changes.iter_mut().find(|(m, _, _)| m == market) {
-            Some((_, _, levels)) => match levels.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, listed)) => *listed = entries,
-                None => levels.push((key, entries)),
-            },
-            None => changes.push((*market, *market_seq, vec![(key, entries)])),
+        let levels = match changes.iter().position(|l| l.market == *market) {
+            Some(at) => &mut changes[at],
+            None => {
+                changes.push(MarketLevels {
+                    market: *market,
+                    seq: *market_seq,
+                    entries: Vec::new(),
+                    listed_at: HashMap::new(),
+                });
+                let last = changes.len() - 1;
+                &mut changes[last]
+            }
+        };
+        let place = levels.entries.len();
+        if let Some(earlier) = levels.listed_at.insert((*side, *price_ticks), place) {
+            levels.entries[earlier] = None;
         }
+        levels.entries.push(Some(entries));
     }
 
     /// A market's `price_change` frame.
@@ -487,9 +496,15 @@ struct PriceChangeFrame<'a> {
     price_changes: Vec<PriceChange>,
 }
 
-/// A level of the book (side and price on the Yes axis) and its `price_change` entries,
-/// one per token.
-type LevelEntries = ((AxisSide, PriceTicks), [PriceChange; 2]);
+/// One market's level changes of one command, for its `price_change` frame: each level's
+/// entries (one per token) at the place of its last change (`None`: changed again later).
+struct MarketLevels {
+    market: u32,
+    seq: u64,
+    entries: Vec<Option<[PriceChange; 2]>>,
+    /// Where each level (side and price on the Yes axis) is listed now.
+    listed_at: HashMap<(AxisSide, PriceTicks), usize>,
+}
 
 /// One level change of `price_change`, from one token's side.
 #[derive(Clone, Serialize)]
@@ -714,20 +729,21 @@ mod tests {
     #[test]
     fn a_level_changed_twice_by_one_command_is_listed_once_with_its_last_size() {
         let mut e = encoder();
-        let level = |price_ticks, shares: u64, best_ask| Event::Level {
+        let level = |price_ticks, shares: u64, best_bid| Event::Level {
             market: 0,
-            side: AxisSide::Ask,
+            side: AxisSide::Bid,
             price_ticks,
             total_units: shares * 1_000_000,
-            best_bid: None,
-            best_ask: Some(best_ask),
+            best_bid,
+            best_ask: None,
             market_seq: 4,
         };
-        // A taker fills two makers at 0.55, then one at 0.56, then rests nothing.
+        // A cancel-all of bids at 0.50, 0.49 and 0.50 again (a refreshed quote): the 0.50
+        // level changes, then 0.49, then 0.50 once more, and the book is empty after.
         let events = [
-            level(5_500, 7, 5_500),
-            level(5_600, 2, 5_500),
-            level(5_500, 0, 5_600),
+            level(5_000, 7, Some(5_000)),
+            level(4_900, 0, Some(5_000)),
+            level(5_000, 0, None),
         ];
         let got = frames(&mut e, &events, ALL);
         assert_eq!(got.len(), 1);
@@ -740,17 +756,19 @@ mod tests {
                     c["asset_id"].as_str().unwrap(),
                     c["price"].as_str().unwrap(),
                     c["size"].as_str().unwrap(),
-                    c["best_ask"].as_str().unwrap(),
+                    c["best_bid"].as_str().unwrap(),
                 )
             })
             .collect();
+        // Each level once, in the order of its last change: the last entries carry the
+        // best prices after the command (no bid left).
         assert_eq!(
             entries,
             [
-                ("11", "0.55", "0", "0.56"),
-                ("12", "0.45", "0", ""),
-                ("11", "0.56", "2", "0.55"),
-                ("12", "0.44", "2", ""),
+                ("11", "0.49", "0", "0.5"),
+                ("12", "0.51", "0", ""),
+                ("11", "0.5", "0", ""),
+                ("12", "0.5", "0", ""),
             ]
         );
     }
