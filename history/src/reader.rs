@@ -36,6 +36,9 @@ pub struct HistoryReader {
     pool: Mutex<Vec<Connection>>,
     stored_through: Arc<AtomicU64>,
     released: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Whether `prices` has its `outcomes` column (schema 4): until the historian has
+    /// migrated an older store, a price history is read unfiltered (the market's).
+    prices_have_outcomes: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -60,6 +63,7 @@ impl HistoryReader {
             pool: Mutex::new(Vec::new()),
             stored_through,
             released,
+            prices_have_outcomes: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -144,12 +148,27 @@ impl HistoryReads for HistoryReader {
     ) -> Result<Vec<PriceBucket>, String> {
         let bucket_s = int(bucket_s.max(1));
         self.with_connection(|c| {
+            let by_token = self.prices_have_outcomes.load(Ordering::Acquire) || {
+                let has: bool = c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM pragma_table_info('prices') \
+                     WHERE name = 'outcomes')",
+                    [],
+                    |row| row.get(0),
+                )?;
+                self.prices_have_outcomes.store(has, Ordering::Release);
+                has
+            };
             // SQLite takes a bare column's value from the row that gives the group its MAX.
-            let mut statement = c.prepare_cached(
+            let mut statement = c.prepare_cached(if by_token {
                 "SELECT (time_s / ?4) * ?4 AS bucket, yes_price_ticks, MAX(trade_index) \
                  FROM prices WHERE condition_id = ?1 AND time_s BETWEEN ?2 AND ?3 \
-                 AND outcomes & ?6 != 0 GROUP BY bucket ORDER BY bucket LIMIT ?5",
-            )?;
+                 AND outcomes & ?6 != 0 GROUP BY bucket ORDER BY bucket LIMIT ?5"
+            } else {
+                // ?6 is bound either way (it is never 0).
+                "SELECT (time_s / ?4) * ?4 AS bucket, yes_price_ticks, MAX(trade_index) \
+                 FROM prices WHERE condition_id = ?1 AND time_s BETWEEN ?2 AND ?3 \
+                 AND ?6 != 0 GROUP BY bucket ORDER BY bucket LIMIT ?5"
+            })?;
             let rows = statement.query_map(
                 rusqlite::params![
                     hex_text(&market.0),

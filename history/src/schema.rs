@@ -130,6 +130,7 @@ UPDATE prices SET outcomes = (
 WHERE EXISTS (SELECT 1 FROM trades t WHERE t.trade_index = prices.trade_index);
 PRAGMA user_version = 4;
 COMMIT;
+PRAGMA wal_checkpoint(TRUNCATE);
 ";
 
 /// Every table and index, created when missing.
@@ -371,24 +372,26 @@ mod tests {
     fn a_version_3_stores_prices_learn_which_tokens_their_final_trades_traded() {
         let dir = tempfile::tempdir().unwrap();
         let path = history_path(dir.path());
+        let condition = FixedBytes([0x0c; 32]);
+        let condition_text = crate::rows::hex_text(&condition.0);
         let store = open_for_writing(&path).unwrap();
-        // Trades 1 (No with No), 2 (a MINT, Yes with No) are final; 3 is not yet.
-        for (index, taker, maker) in [(1, "No", "No"), (2, "Yes", "No")] {
+        // Final: 1 (No with No), 2 (a MINT, Yes with No), 4 (Yes with Yes); 3 is pending.
+        for (index, taker, maker) in [(1, "No", "No"), (2, "Yes", "No"), (4, "Yes", "Yes")] {
             store
                 .execute(
-                    "INSERT INTO trades VALUES (?1, '0x', '0x', '0xc', '0x', '0x', 'MINT', 1, \
+                    "INSERT INTO trades VALUES (?1, '0x', '0x', ?4, '0x', '0x', 'MINT', 1, \
                      '0x', '0x', ?2, 'BUY', 1, 2, '0x', '0x', ?3, 'BUY', 1, 1, 0, 1, 1, \
                      'CONFIRMED', 9)",
-                    rusqlite::params![index, taker, maker],
+                    rusqlite::params![index, taker, maker, condition_text],
                 )
                 .unwrap();
         }
-        for index in 1..=3 {
+        for index in 1..=4 {
             store
                 .execute(
                     "INSERT INTO prices (trade_index, condition_id, time_s, yes_price_ticks, \
-                     seq) VALUES (?1, '0xc', 60, 5000, 9)",
-                    [index],
+                     seq) VALUES (?1, ?2, 60, 5000, 9)",
+                    rusqlite::params![index, condition_text],
                 )
                 .unwrap();
         }
@@ -396,6 +399,12 @@ mod tests {
             .execute_batch("ALTER TABLE prices DROP COLUMN outcomes; PRAGMA user_version = 3;")
             .unwrap();
         drop(store);
+        // Before the historian migrates it, a price history reads the market's, unfiltered.
+        let unmigrated = reader(&path)
+            .price_buckets(&condition, ladder_engine::Outcome::No, 0, u64::MAX, 60, 10)
+            .unwrap();
+        assert_eq!(unmigrated.len(), 1, "read, not refused");
+        assert_eq!(unmigrated[0].trade_index, 4);
         let migrated = open_for_writing(&path).unwrap();
         let outcomes: Vec<i64> = migrated
             .prepare("SELECT outcomes FROM prices ORDER BY trade_index")
@@ -404,11 +413,22 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        assert_eq!(outcomes, [2, 3, 3], "No alone, both, not known: both");
+        assert_eq!(
+            outcomes,
+            [2, 3, 3, 1],
+            "No alone, both, not known: both, Yes alone"
+        );
         let version: i64 = migrated
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+        drop(migrated);
+        // Migrated, the No token's history is its own trades' (1, 2 and the unknown 3).
+        let reads = reader(&path);
+        let no = reads
+            .price_buckets(&condition, ladder_engine::Outcome::No, 0, u64::MAX, 60, 10)
+            .unwrap();
+        assert_eq!(no[0].trade_index, 3);
     }
 
     #[test]

@@ -193,6 +193,16 @@ impl HistoryWriter {
         if !matches!(trade.status, TradeStatus::Confirmed | TradeStatus::Failed) {
             return Ok(());
         }
+        let outcomes = ladder_sequencer::traded_outcomes(trade);
+        if outcomes != ladder_sequencer::BOTH_OUTCOMES {
+            // A price stored before its tokens were known (a store of schema 3 migrated
+            // while the trade was pending) says both; its final row says which.
+            self.connection
+                .prepare_cached(
+                    "UPDATE prices SET outcomes = ?2 WHERE trade_index = ?1 AND outcomes = 3",
+                )?
+                .execute(params![int(trade.index), outcomes])?;
+        }
         let (t, m) = (&trade.taker, &trade.maker);
         self.connection
             .prepare_cached(
@@ -318,6 +328,58 @@ mod tests {
             order,
         };
         (FixedBytes(hash), event)
+    }
+
+    /// A price stored as "both tokens" (a schema-3 store migrated while its trade was
+    /// pending) learns its token when the trade's final row is stored.
+    #[test]
+    fn a_final_trade_names_the_tokens_of_its_price_stored_before_they_were_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = crate::history_path(dir.path());
+        let mut writer = HistoryWriter::open(&path).unwrap();
+        let party = |order_id, side| ladder_engine::FillParty {
+            order_id,
+            order_hash: FixedBytes([order_id as u8; 32]),
+            address: Address([order_id as u8; 20]),
+            outcome: Outcome::No,
+            side,
+            price_ticks: 2_000,
+        };
+        let trade = ladder_engine::TradeView {
+            index: 1,
+            id: FixedBytes([1; 32]),
+            transaction_hash: FixedBytes([2; 32]),
+            condition_id: FixedBytes([1; 32]),
+            yes_token_id: FixedBytes([3; 32]),
+            no_token_id: FixedBytes([4; 32]),
+            match_type: ladder_engine::MatchType::Complementary,
+            taker: party(1, Side::Sell),
+            maker: party(2, Side::Buy),
+            size_units: 1_000_000,
+            taker_fee_units: 0,
+            match_time_ns: 60_000_000_000,
+            last_update_ns: 61_000_000_000,
+            status: TradeStatus::Confirmed,
+        };
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "INSERT INTO prices (trade_index, condition_id, time_s, yes_price_ticks, seq, \
+                 outcomes) VALUES (1, '0x', 60, 8000, 1, 3)",
+                [],
+            )
+            .unwrap();
+        writer.apply(2, &[Event::Trade(trade)]).unwrap();
+        writer.commit().unwrap();
+        let outcomes: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT outcomes FROM prices WHERE trade_index = 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(outcomes, 2, "a No trade alone");
     }
 
     /// Keys are found whether they are still recent or merged, and a rewind takes the keys

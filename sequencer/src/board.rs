@@ -112,6 +112,10 @@ pub fn merge_price_buckets(a: Vec<PriceBucket>, b: Vec<PriceBucket>) -> Vec<Pric
     merged.into_values().take(HISTORY_BUCKETS_MAX).collect()
 }
 
+/// Both tokens' bits: a MINT or a MERGE (and, in the history store, a price stored before
+/// its tokens were known).
+pub const BOTH_OUTCOMES: u8 = 3;
+
 /// `outcome`'s bit in [`TradePrice::outcomes`] (and in the history store's `outcomes`).
 pub fn outcome_bit(outcome: Outcome) -> u8 {
     match outcome {

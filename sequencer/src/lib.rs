@@ -24,7 +24,8 @@ mod submission;
 
 pub use board::{
     merge_price_buckets, outcome_bit, price_point, token_price, touched_markets, traded_outcomes,
-    BoardUpdates, BookBoard, MarketBooks, PriceBucket, TradePrice, HISTORY_BUCKETS_MAX,
+    BoardUpdates, BookBoard, MarketBooks, PriceBucket, TradePrice, BOTH_OUTCOMES,
+    HISTORY_BUCKETS_MAX,
 };
 pub use codec::{
     decode_command, decode_command_prefix, encode_command, CommandEncoder, DECODE_CLAIM_MAX_BYTES,

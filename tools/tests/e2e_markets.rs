@@ -518,14 +518,15 @@ fn prices_history_of_a_token_follows_its_own_trades() {
     place(&mut bob, no(), Side::Sell, 2_000, 1, OrderType::Gtc);
     assert_eq!(history(YES).last(), Some(&0.33), "a No trade is not Yes's");
     assert_eq!(history(NO).last(), Some(&0.2));
-    // A MINT trades both: Bob buys Yes at 0.8 from Alice's resting No bid at 0.2.
-    place(&mut bob, yes(), Side::Buy, 8_000, 1, OrderType::Gtc);
-    assert_eq!(history(YES).last(), Some(&0.8));
-    assert_eq!(history(NO).last(), Some(&0.2));
+    // A MINT trades both: Bob buys Yes at 0.75 from Alice's resting No bid at 0.25.
+    rest(&mut alice, no(), Side::Buy, 2_500, 1);
+    place(&mut bob, yes(), Side::Buy, 7_500, 1, OrderType::Gtc);
+    assert_eq!(history(YES).last(), Some(&0.75));
+    assert_eq!(history(NO).last(), Some(&0.25));
     let body = json!([{ "token_id": YES }, { "token_id": NO }]).to_string();
     let last = public(&service, "POST", "/last-trades-prices", Some(&body)).json();
-    assert_eq!(last[0]["price"], json!("0.8"), "{last}");
-    assert_eq!(last[1]["price"], json!("0.2"), "{last}");
+    assert_eq!(last[0]["price"], json!("0.75"), "{last}");
+    assert_eq!(last[1]["price"], json!("0.25"), "{last}");
 }
 
 #[test]
