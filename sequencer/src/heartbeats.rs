@@ -54,8 +54,9 @@ struct Running {
     address: Address,
     deadline_ns: u64,
     id: String,
-    /// Re-armed at a start-up or a promotion: the id the client holds was issued before
-    /// and is not known here, so its next beat is taken whatever id it names.
+    /// Re-armed at a start-up or a promotion: the id the client holds was issued by an
+    /// earlier process (or the old primary) and is not known here, so its next beat is taken
+    /// with any id such a process could have issued.
     rearmed: bool,
 }
 
@@ -83,6 +84,11 @@ impl HeartbeatTimers {
         }
     }
 
+    /// Whether `id` is a heartbeat id another process issued: a UUID of another salt.
+    fn issued_elsewhere(&self, id: &str) -> bool {
+        uuid::Uuid::parse_str(id).is_ok_and(|uuid| uuid.as_u64_pair().0 != self.salt)
+    }
+
     fn new_id(&mut self) -> String {
         self.issued += 1;
         uuid::Uuid::from_u64_pair(self.salt, self.issued).to_string()
@@ -108,8 +114,9 @@ impl HeartbeatTimers {
 
     /// A beat of `key` naming `id` at `now_ns`: the new id, or (the id is not the current
     /// one, or nothing runs) the current id, and the deadline stays. The first beat after
-    /// a re-arm counts whatever id it names: the client holds the last id it was given
-    /// before the restart, which beats did not journal.
+    /// a re-arm counts with an id issued by another process (a UUID whose salt is not this
+    /// process's): the client holds the last id it was given before the restart, which
+    /// beats did not journal.
     pub fn beat(
         &mut self,
         key: &[u8; 16],
@@ -117,7 +124,9 @@ impl HeartbeatTimers {
         now_ns: u64,
     ) -> Result<String, Option<String>> {
         let address = match self.by_key.get(key) {
-            Some(running) if running.id == id || running.rearmed => running.address,
+            Some(running) if running.id == id || (running.rearmed && self.issued_elsewhere(id)) => {
+                running.address
+            }
             Some(running) => return Err(Some(running.id.clone())),
             None => return Err(None),
         };
@@ -228,17 +237,23 @@ mod tests {
     }
 
     #[test]
-    fn the_first_beat_after_a_rearm_counts_whatever_id_it_names_and_later_ones_chain() {
+    fn the_first_beat_after_a_rearm_counts_an_id_an_earlier_process_gave_and_later_ones_chain() {
         let mut timers = HeartbeatTimers::new(10 * SECOND, 8);
         let key = [1; 16];
-        // The id the client holds from before the restart is unknown here.
+        // The id the client holds from before the restart (salt 7) is unknown here.
         timers.arm_all(vec![(key, Address([1; 20]))], 0);
-        let next = timers
-            .beat(&key, "issued-before-the-restart", SECOND)
-            .unwrap();
+        let before = uuid::Uuid::from_u64_pair(7, 41).to_string();
+        let mine = uuid::Uuid::from_u64_pair(8, 99).to_string();
+        for not_issued_elsewhere in ["nope", mine.as_str()] {
+            assert!(
+                timers.beat(&key, not_issued_elsewhere, SECOND).is_err(),
+                "{not_issued_elsewhere}: not an id an earlier process gave"
+            );
+        }
+        let next = timers.beat(&key, &before, SECOND).unwrap();
         assert_eq!(timers.next_deadline_ns(), Some(11 * SECOND));
         assert_eq!(
-            timers.beat(&key, "issued-before-the-restart", 2 * SECOND),
+            timers.beat(&key, &before, 2 * SECOND),
             Err(Some(next.clone())),
             "only the first beat after the re-arm"
         );
