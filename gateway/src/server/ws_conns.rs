@@ -3,10 +3,10 @@
 
 use super::*;
 
-/// The kernel send buffer asked for a WebSocket connection (Linux doubles it for its own
-/// bookkeeping): enough for a burst of frames to a client that reads, small beside the
-/// outbound queue's 1 MiB bound.
-const WEBSOCKET_KERNEL_SEND_BUFFER_BYTES: usize = 128 * 1024;
+/// The kernel send buffer asked for a `/ws/user` connection with `cancel_on_disconnect`
+/// (Linux doubles it for its own bookkeeping): enough for a burst of frames to a client that
+/// reads, small beside the outbound queue's 1 MiB bound.
+const DEAD_MAN_SWITCH_SEND_BUFFER_BYTES: usize = 128 * 1024;
 
 /// The books of `tokens`, read on the sequencer thread for a `/ws/market` subscription.
 pub(super) type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>;
@@ -67,11 +67,6 @@ impl Worker {
             self.sockets.len() - 1
         });
         self.generation = self.generation.wrapping_add(1);
-        // The kernel's share of the outbound queue stays small, so the 1 MiB bound decides
-        // when a subscriber that stopped reading is dropped (autotuning would let the
-        // kernel hold megabytes more first).
-        let _ = socket2::SockRef::from(&*conn.stream.socket())
-            .set_send_buffer_size(WEBSOCKET_KERNEL_SEND_BUFFER_BYTES);
         let leftover = std::mem::take(&mut conn.read_buf);
         let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
         let token = Token(FIRST_WEBSOCKET + slot);
@@ -142,6 +137,15 @@ impl Worker {
             } => {
                 let result = self.service.ws_user_auth(&auth);
                 if let Some(socket) = self.sockets[slot].as_mut() {
+                    if cancel_on_disconnect && result.is_ok() {
+                        // A dead-man switch's connection: the kernel's share of its outbound
+                        // queue stays small, so the 1 MiB bound decides when a client that
+                        // stopped reading is dropped and its orders go (autotuning would
+                        // let the kernel hold megabytes more first). Other connections keep
+                        // autotuning, for subscribers far away.
+                        let _ = socket2::SockRef::from(&*socket.stream_mut())
+                            .set_send_buffer_size(DEAD_MAN_SWITCH_SEND_BUFFER_BYTES);
+                    }
                     socket.authenticated(result, markets, cancel_on_disconnect);
                 }
             }

@@ -193,6 +193,20 @@ impl HttpClient {
 }
 
 fn read_response(reader: &mut BufReader<TcpStream>) -> Result<HttpResponse, String> {
+    // A TLS record (an alert, 0x15, or a handshake, 0x16) where a status line should be:
+    // looked at before the line is read, since a handshake is not text.
+    let first = reader
+        .fill_buf()
+        .map_err(|e| e.to_string())?
+        .first()
+        .copied();
+    if matches!(first, Some(0x15 | 0x16)) {
+        return Err(
+            "the service answered in TLS; this client speaks plain HTTP only \
+             (reach a node started with --tls-cert over https, e.g. with curl)"
+                .into(),
+        );
+    }
     let mut status_line = String::new();
     if reader
         .read_line(&mut status_line)
@@ -200,15 +214,6 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> Result<HttpResponse, Stri
         == 0
     {
         return Err("connection closed".into());
-    }
-    // A TLS record (an alert, 0x15, or a handshake, 0x16) where a status line should be.
-    if status_line.starts_with(['\u{15}', '\u{16}']) {
-        return Err(
-            "the service answered in TLS; this client speaks plain HTTP only \
-             (reach a node started with --tls-cert over https, e.g. with curl, or promote \
-             it with SIGUSR1)"
-                .into(),
-        );
     }
     let status: u16 = status_line
         .split_whitespace()
