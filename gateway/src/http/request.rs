@@ -134,8 +134,12 @@ pub enum HttpError {
     Malformed(&'static str),
     /// Header section over `HEADER_BYTES_MAX` (431).
     HeadersTooLarge,
-    /// Body over `BODY_BYTES_MAX` (413).
-    BodyTooLarge,
+    /// Body over the endpoint's limit (413): `BODY_BYTES_MAX`, or
+    /// `BATCH_CANCEL_BODY_BYTES_MAX` for `DELETE /orders`; the limit in KiB.
+    BodyTooLarge {
+        /// The limit passed, in KiB.
+        limit_kib: usize,
+    },
     /// A `POST /order` or `POST /orders` body over `BODY_BYTES_MAX`: a body error of order placement, 400
     /// (API.md §8, which is specific to that endpoint, over the general 413 of section 15).
     OrderBodyTooLarge,
@@ -331,7 +335,8 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
 /// Refuses a body longer than the endpoint takes: a 400 for placing orders (API.md §8,
 /// which covers the batch too), a 413 elsewhere.
 fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), HttpError> {
-    if body_len <= body_limit(method, target) {
+    let limit = body_limit(method, target);
+    if body_len <= limit {
         return Ok(());
     }
     let path = target.split('?').next().unwrap_or(target);
@@ -339,7 +344,9 @@ fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), 
         if method == Method::Post && (path == "/order" || path == "/orders") {
             HttpError::OrderBodyTooLarge
         } else {
-            HttpError::BodyTooLarge
+            HttpError::BodyTooLarge {
+                limit_kib: limit / 1024,
+            }
         },
     )
 }
@@ -439,7 +446,10 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
             BODY_BYTES_MAX + 1
         );
-        assert_eq!(parse_request(big.as_bytes()), Err(HttpError::BodyTooLarge));
+        assert_eq!(
+            parse_request(big.as_bytes()),
+            Err(HttpError::BodyTooLarge { limit_kib: 64 })
+        );
         let order = format!(
             "POST /order HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
             BODY_BYTES_MAX + 1
@@ -447,6 +457,15 @@ mod tests {
         assert_eq!(
             parse_request(order.as_bytes()),
             Err(HttpError::OrderBodyTooLarge)
+        );
+        let cancels = format!(
+            "DELETE /orders HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            BATCH_CANCEL_BODY_BYTES_MAX + 1
+        );
+        assert_eq!(
+            parse_request(cancels.as_bytes()),
+            Err(HttpError::BodyTooLarge { limit_kib: 512 }),
+            "the refusal names the route's own limit"
         );
         let mut huge = b"GET / HTTP/1.1\r\nX: ".to_vec();
         huge.extend(std::iter::repeat_n(b'a', HEADER_BYTES_MAX + 10));

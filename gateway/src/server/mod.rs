@@ -817,9 +817,10 @@ pub fn http_error_response(error: HttpError) -> Response {
             Status::HeadersTooLarge,
             "request header section exceeds 16 KiB",
         ),
-        HttpError::BodyTooLarge => {
-            Response::error(Status::PayloadTooLarge, "request body exceeds 64 KiB")
-        }
+        HttpError::BodyTooLarge { limit_kib } => Response::error(
+            Status::PayloadTooLarge,
+            &format!("request body exceeds {limit_kib} KiB"),
+        ),
         HttpError::OrderBodyTooLarge => Response::error(Status::BadRequest, "body: exceeds 64 KiB"),
         HttpError::UnknownMethod => Response::error(Status::NotImplemented, "method not supported"),
         HttpError::Version => {
