@@ -39,10 +39,17 @@ impl Engine {
         *self.redemption_payouts_units.entry(market).or_default() += refund;
     }
 
-    /// Settles every token debt in `market`, which has just ended.
+    /// Settles every token debt in `market`, which has just ended, by debtor address and
+    /// outcome; a debtor left owing collateral loses open BUY orders to it
+    /// (`debt_cover`).
     pub(crate) fn settle_token_debts_in(&mut self, market: u32) {
-        for (account, outcome) in self.ledger.debtors_in(market) {
+        let mut debtors = self.ledger.debtors_in(market);
+        debtors.sort_by_key(|&(account, outcome)| {
+            (self.ledger.account(account).address, outcome.index())
+        });
+        for (account, outcome) in debtors {
             self.settle_token_debt(account, market, outcome);
+            self.cover_debts_from_orders(account, market, outcome);
         }
     }
 }

@@ -27,6 +27,7 @@ mod book;
 mod cancel;
 mod claims;
 mod command;
+mod debt_cover;
 mod ended_market_debts;
 mod engine;
 mod event;

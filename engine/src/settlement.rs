@@ -144,5 +144,6 @@ impl Engine {
                     .debit_forced(notional - fee_units);
             }
         }
+        self.cover_debts_from_orders(account, market, party.outcome);
     }
 }

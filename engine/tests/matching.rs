@@ -706,7 +706,7 @@ fn a_failed_settlement_reverses_exactly_its_own_movement() {
 }
 
 #[test]
-fn tokens_owed_after_a_failed_settlement_are_repaid_when_an_order_releases_them() {
+fn tokens_owed_after_a_failed_settlement_are_repaid_from_the_offer_that_held_them() {
     let mut h = Harness::new();
     h.gtc(1, YES, Side::Sell, 5_000, 10);
     let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
@@ -720,8 +720,19 @@ fn tokens_owed_after_a_failed_settlement_are_repaid_when_an_order_releases_them(
             status,
         });
     }
-    assert_eq!(h.tokens(2, YES).debt, 10 * SHARE, "the ten were on offer");
-    // Resolution cancels the offer: what it held repays the debt before it is free.
+    // The ten were on offer: an account that owes tokens offers none, so the offer is
+    // cancelled, and what it held repays the debt before it is free.
+    assert!(
+        h.events().iter().any(|e| matches!(
+            e,
+            Event::Order {
+                kind: OrderEventKind::Cancellation,
+                ..
+            }
+        )),
+        "the offer is cancelled"
+    );
+    assert_eq!(h.tokens(2, YES), free(500 * SHARE));
     h.ok(Command::ResolveMarket {
         condition_id: CONDITION,
         resolution: Resolution::Yes,
@@ -735,6 +746,40 @@ fn tokens_owed_after_a_failed_settlement_are_repaid_when_an_order_releases_them(
         condition_id: CONDITION,
     });
     assert_eq!(h.collateral(2), free(1_000 * USDC + 500 * USDC));
+}
+
+#[test]
+fn collateral_owed_after_a_failed_settlement_cancels_the_buy_it_would_pay() {
+    let mut h = Harness::new();
+    h.gtc(1, YES, Side::Sell, 5_000, 10);
+    let taker = h.gtc(2, YES, Side::Buy, 5_000, 10);
+    // The seller bids all it has, the 5 USDC it was just paid included.
+    let bid = h.gtc(1, NO, Side::Buy, 5_000, 2_010);
+    assert_eq!(h.collateral(1).free, 0);
+    let tx = taker.transaction_hash.unwrap();
+    for status in [TradeStatus::Retrying, TradeStatus::Failed] {
+        h.ok(Command::SettlementUpdate {
+            transaction_hash: tx,
+            status,
+        });
+    }
+    // The 5 USDC go back to the buyer; the bid could no longer pay its 1,005 USDC, so it is
+    // cancelled and its reservation repays the debt: nothing owed, nothing on offer.
+    let cancelled: Vec<u64> = h
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Order {
+                kind: OrderEventKind::Cancellation,
+                order,
+            } => Some(order.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, vec![bid.order_id]);
+    assert_eq!(h.collateral(1), free(1_000 * USDC));
+    assert_eq!(h.tokens(1, YES), free(500 * SHARE));
+    assert_eq!(h.collateral(2), free(1_000 * USDC));
 }
 
 #[test]

@@ -576,16 +576,21 @@ impl Model {
                     self.cancel(id);
                 }
                 self.markets[market].state = MState::Resolved(*resolution);
+                let mut debtors: Vec<(Address, Outcome)> = Vec::new();
                 for outcome in [Outcome::Yes, Outcome::No] {
-                    let debtors: Vec<Address> = self
-                        .balances
-                        .iter()
-                        .filter(|((_, h), b)| *h == Holding::Token(market, outcome) && b.debt > 0)
-                        .map(|((a, _), _)| *a)
-                        .collect();
-                    for address in debtors {
-                        self.settle_ended_debt(address, market, outcome);
-                    }
+                    debtors.extend(
+                        self.balances
+                            .iter()
+                            .filter(|((_, h), b)| {
+                                *h == Holding::Token(market, outcome) && b.debt > 0
+                            })
+                            .map(|((a, _), _)| (*a, outcome)),
+                    );
+                }
+                debtors.sort_by_key(|&(address, outcome)| (address, outcome.index()));
+                for (address, outcome) in debtors {
+                    self.settle_ended_debt(address, market, outcome);
+                    self.cover_debts_from_orders(address, market, outcome);
                 }
                 MReply::Ok
             }
@@ -1206,6 +1211,32 @@ impl Model {
         };
         if into_debt {
             self.count("reversal into debt");
+        }
+        self.cover_debts_from_orders(address, market, outcome);
+    }
+
+    /// An account that owes an asset keeps no open order trading it: while it owes tokens
+    /// of `market`'s `outcome`, its newest open SELL of that token is cancelled (the
+    /// release repays the debt); then, while it owes collateral, its newest open BUY.
+    fn cover_debts_from_orders(&mut self, address: Address, market: usize, outcome: Outcome) {
+        let token = Holding::Token(market, outcome);
+        for (holding, side) in [(token, Side::Sell), (Holding::Collateral, Side::Buy)] {
+            while self.balance(&address, holding).debt > 0 {
+                let newest = self
+                    .orders
+                    .iter()
+                    .rev()
+                    .find(|o| {
+                        o.maker == address
+                            && o.is_open()
+                            && o.side == side
+                            && o.holding() == holding
+                    })
+                    .map(|o| o.id);
+                let Some(id) = newest else { break };
+                self.count("debt covered from an open order");
+                self.cancel(id);
+            }
         }
     }
 }
