@@ -680,3 +680,65 @@ fn a_frame_the_protocol_forbids_is_answered_with_a_close_frame() {
         assert_eq!(u16::from_be_bytes([head[2], head[3]]), code, "{frame:?}");
     }
 }
+
+/// A snapshot asked for on a market already followed loses none of the events already on
+/// their way: those up to the book's `seq` come before it, so the events' `seq`s (books
+/// aside) rise by exactly one, trade prints included (CONTRACT 16).
+#[test]
+fn a_snapshot_request_loses_no_event_already_on_its_way() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+    let mut ws = open(&service, "/ws/market");
+    ws.send(Message::text(
+        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
+    ))
+    .unwrap();
+    let mut q = Vec::new();
+    assert_eq!(next(&mut ws, &mut q)["event_type"], json!("book"));
+    // Orders fly meanwhile: a bid rests, a seller takes it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let trading = {
+        let stop = stop.clone();
+        let (mut alice, mut bob) = (service.trader(0), service.trader(1));
+        std::thread::spawn(move || {
+            let mut price = 3_000;
+            while !stop.load(Ordering::Relaxed) {
+                price = if price >= 6_000 { 3_000 } else { price + 10 };
+                let _ = alice.place(yes(), Side::Buy, price, 1, OrderType::Gtc);
+                let _ = bob.place(yes(), Side::Sell, price, 1, OrderType::Fak);
+            }
+        })
+    };
+    let snapshot = json!({ "operation": "snapshot", "assets_ids": [YES] }).to_string();
+    let started = std::time::Instant::now();
+    let mut asked = std::time::Instant::now();
+    let (mut events, mut books) = (Vec::new(), 0);
+    while started.elapsed() < Duration::from_secs(4) {
+        if asked.elapsed() > Duration::from_millis(50) {
+            ws.send(Message::text(snapshot.clone())).unwrap();
+            asked = std::time::Instant::now();
+        }
+        let e = next(&mut ws, &mut q);
+        let seq = e["seq"].as_u64().expect("seq");
+        if e["event_type"] == json!("book") {
+            books += 1;
+            // The book comes after every event it is current as of, and before any later.
+            if let Some((last, _)) = events.last() {
+                assert_eq!(seq, *last, "a book at seq {seq} after event {last}");
+            }
+        } else {
+            events.push((
+                seq,
+                e["event_type"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    trading.join().unwrap();
+    assert!(books > 20, "{books} books");
+    assert!(events.len() > 50, "{} events", events.len());
+    for pair in events.windows(2) {
+        assert_eq!(pair[1].0, pair[0].0 + 1, "a hole after {:?}", pair[0]);
+    }
+}

@@ -384,6 +384,7 @@ impl Worker {
                 } else if socket.subscribed() {
                     end_if_key_deleted(&*self.service, socket);
                     socket.keep_alive(ping_after);
+                    socket.release_stale_books();
                 }
             }
             self.flush_socket(slot);

@@ -25,6 +25,9 @@ pub const BUFFERED_FRAMES_MAX: usize = 65_536;
 /// frame (its backlog, then the error and the close); past it, the socket is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
+/// How long a book asked for on a followed market waits for the events it is current as of.
+pub const HELD_BOOK_WAIT_MAX: Duration = Duration::from_secs(1);
+
 /// Where a connection is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -96,6 +99,10 @@ pub struct WsConn {
     named: BTreeSet<Bytes32>,
     snapshots_pending: u32,
     buffered: Vec<(Bytes32, u64, Utf8Bytes)>,
+    /// Books asked for on a market followed already, read at a `seq` whose events have not
+    /// all reached this connection yet: each goes once they have (market, seq, frame, since
+    /// when), or after [`HELD_BOOK_WAIT_MAX`].
+    held_books: Vec<(Bytes32, u64, std::sync::Arc<str>, Instant)>,
     phase: Phase,
     /// Closed for falling behind, not yet counted by the event loop.
     slow_close_uncounted: bool,
@@ -152,6 +159,7 @@ impl WsConn {
             named: BTreeSet::new(),
             snapshots_pending: 0,
             buffered: Vec::new(),
+            held_books: Vec::new(),
             phase: Phase::Open,
             slow_close_uncounted: false,
             last_heard: Instant::now(),
@@ -395,7 +403,8 @@ impl WsConn {
         }
     }
 
-    /// The books asked for arrived: send them, then what was held back that is newer.
+    /// The books asked for arrived: send them (after what was held back of a market already
+    /// followed, up to its book), then what was held back that is newer.
     pub fn snapshot(&mut self, books: Vec<(Bytes32, Option<BookView>)>, timestamp_ms: u64) {
         self.snapshots_pending = self.snapshots_pending.saturating_sub(1);
         for (token, book) in books {
@@ -409,12 +418,37 @@ impl WsConn {
                 }
                 Some(view) => {
                     let market = view.market.condition_id;
+                    let book_seq = view.market.event_seq;
                     for outcome in [ladder_engine::Outcome::Yes, ladder_engine::Outcome::No] {
                         self.tokens.insert(view.market.token_id(outcome), market);
                     }
                     self.named.insert(token);
-                    self.markets.insert(market, view.market.event_seq);
-                    self.send(&book_frame(&view, timestamp_ms));
+                    let frame = book_frame(&view, timestamp_ms);
+                    match self.markets.get(&market).copied() {
+                        // A market followed already: its events up to the book's seq go
+                        // first, so its sequence has no hole (a book holds no trade's
+                        // print); those still on their way hold the book back.
+                        Some(floor) if floor < book_seq => {
+                            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffered)
+                                .into_iter()
+                                .partition(|(m, seq, _)| *m == market && *seq <= book_seq);
+                            self.buffered = later;
+                            for (m, seq, event) in due {
+                                self.deliver_market(m, seq, &event);
+                            }
+                            if self.markets.get(&market).is_some_and(|f| *f >= book_seq) {
+                                self.send(&frame);
+                            } else {
+                                self.held_books
+                                    .push((market, book_seq, frame, Instant::now()));
+                            }
+                        }
+                        followed => {
+                            self.markets
+                                .insert(market, book_seq.max(followed.unwrap_or(0)));
+                            self.send(&frame);
+                        }
+                    }
                 }
             }
         }
@@ -483,8 +517,40 @@ impl WsConn {
             Some(floor) if seq > *floor => {
                 *floor = seq;
                 self.send_shared(frame.clone());
+                if !self.held_books.is_empty() {
+                    self.release_held_books(|m, book_seq| m == market && book_seq <= seq);
+                }
             }
             _ => {}
+        }
+    }
+
+    /// Sends the held books `due` takes (by market and seq), in the order they were held;
+    /// a book sent raises its market's floor to its seq.
+    fn release_held_books(&mut self, due: impl Fn(Bytes32, u64) -> bool) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_books)
+            .into_iter()
+            .partition(|(market, seq, _, _)| due(*market, *seq));
+        self.held_books = later;
+        for (market, seq, frame, _) in now {
+            if let Some(floor) = self.markets.get_mut(&market) {
+                *floor = (*floor).max(seq);
+            }
+            self.send(&frame);
+        }
+    }
+
+    /// Sends the books held for longer than [`HELD_BOOK_WAIT_MAX`] (events that never
+    /// came: the book says where the market stands).
+    pub fn release_stale_books(&mut self) {
+        if !self.held_books.is_empty() {
+            let stale: Vec<(Bytes32, u64)> = self
+                .held_books
+                .iter()
+                .filter(|(_, _, _, since)| since.elapsed() >= HELD_BOOK_WAIT_MAX)
+                .map(|(market, seq, _, _)| (*market, *seq))
+                .collect();
+            self.release_held_books(|market, seq| stale.contains(&(market, seq)));
         }
     }
 
