@@ -9,42 +9,44 @@
 //! credit repays debt first) until nothing is owed or no such order is left.
 
 use crate::engine::Engine;
-use crate::orders::{Slot, NIL};
+use crate::orders::NIL;
 use crate::types::{Outcome, Side};
 
 impl Engine {
     /// Covers `account`'s debt in `outcome` of `market` from its SELL orders of that token,
     /// then its collateral debt from its BUY orders (any market): see the module's
-    /// documentation.
+    /// documentation. One walk of the account's open orders per asset owed, none when
+    /// nothing is owed or nothing reserved.
     pub(crate) fn cover_debts_from_orders(&mut self, account: u32, market: u32, outcome: Outcome) {
-        while self.ledger.position(account, market, outcome).debt > 0 {
-            let slot = self.newest_open_order(account, |o| {
-                o.side == Side::Sell && o.market == market && o.outcome == outcome
-            });
-            if slot == NIL {
-                break;
-            }
-            self.cancel_slot(slot);
-        }
-        while self.ledger.account(account).collateral.debt > 0 {
-            let slot = self.newest_open_order(account, |o| o.side == Side::Buy);
-            if slot == NIL {
-                break;
-            }
-            self.cancel_slot(slot);
-        }
+        let owes_tokens = |engine: &Engine| {
+            let position = engine.ledger.position(account, market, outcome);
+            position.debt > 0 && position.reserved > 0
+        };
+        self.cancel_newest_while(account, owes_tokens, |o| {
+            o.side == Side::Sell && o.market == market && o.outcome == outcome
+        });
+        let owes_collateral = |engine: &Engine| {
+            let collateral = engine.ledger.account(account).collateral;
+            collateral.debt > 0 && collateral.reserved > 0
+        };
+        self.cancel_newest_while(account, owes_collateral, |o| o.side == Side::Buy);
     }
 
-    /// The newest open order of `account` that `keep` takes (`NIL`: none).
-    fn newest_open_order(
-        &self,
+    /// Cancels `account`'s open orders that `reserves` takes, newest first, while `owes`.
+    fn cancel_newest_while(
+        &mut self,
         account: u32,
-        keep: impl Fn(&crate::orders::Order) -> bool,
-    ) -> Slot {
+        owes: impl Fn(&Engine) -> bool,
+        reserves: impl Fn(&crate::orders::Order) -> bool,
+    ) {
         let mut slot = self.ledger.account(account).open_tail;
-        while slot != NIL && !keep(self.orders.get(slot)) {
-            slot = self.orders.links(slot).account_prev;
+        while slot != NIL && owes(self) {
+            // Read before the cancel unlinks this order (and only this one).
+            let older = self.orders.links(slot).account_prev;
+            if reserves(self.orders.get(slot)) {
+                self.cancel_slot(slot);
+            }
+            slot = older;
         }
-        slot
     }
 }

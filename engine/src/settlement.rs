@@ -33,10 +33,11 @@ impl Engine {
             trade.status = status;
             trade.last_update_ns = self.now_ns;
             let trade = *trade;
+            // The trade's FAILED comes before the cancellations its reversal may cause.
+            self.events.push(Event::Trade(trade));
             if status == TradeStatus::Failed {
                 self.reverse_trade(&trade);
             }
-            self.events.push(Event::Trade(trade));
         }
         if status.is_final() {
             self.retired_batches

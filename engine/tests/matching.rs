@@ -777,6 +777,23 @@ fn collateral_owed_after_a_failed_settlement_cancels_the_buy_it_would_pay() {
         })
         .collect();
     assert_eq!(cancelled, vec![bid.order_id]);
+    let events = h.events();
+    let failed_at = events
+        .iter()
+        .position(|e| matches!(e, Event::Trade(t) if t.status == TradeStatus::Failed));
+    let cancelled_at = events.iter().position(|e| {
+        matches!(
+            e,
+            Event::Order {
+                kind: OrderEventKind::Cancellation,
+                ..
+            }
+        )
+    });
+    assert!(
+        matches!((failed_at, cancelled_at), (Some(f), Some(c)) if f < c),
+        "the FAILED trade, then what it caused: {failed_at:?}, {cancelled_at:?}"
+    );
     assert_eq!(h.collateral(1), free(1_000 * USDC));
     assert_eq!(h.tokens(1, YES), free(500 * SHARE));
     assert_eq!(h.collateral(2), free(1_000 * USDC));

@@ -25,7 +25,8 @@ pub const BUFFERED_FRAMES_MAX: usize = 65_536;
 /// frame (its backlog, then the error and the close); past it, the socket is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
-/// How long a book asked for on a followed market waits for the events it is current as of.
+/// How long a book asked for on a followed market waits for the events it is current as of
+/// (looked at by the loop's half-second sweep, so up to half a second more).
 pub const HELD_BOOK_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// Where a connection is in its life.
@@ -378,6 +379,7 @@ impl WsConn {
             if !still_named {
                 self.tokens.retain(|_, m| *m != market);
                 self.markets.remove(&market);
+                self.held_books.retain(|(m, ..)| *m != market);
             }
         }
     }
@@ -437,8 +439,11 @@ impl WsConn {
                                 self.deliver_market(m, seq, &event);
                             }
                             if self.markets.get(&market).is_some_and(|f| *f >= book_seq) {
+                                self.held_books.retain(|(m, ..)| *m != market);
                                 self.send(&frame);
                             } else {
+                                // One book held per market: a newer one supersedes it.
+                                self.held_books.retain(|(m, ..)| *m != market);
                                 self.held_books
                                     .push((market, book_seq, frame, Instant::now()));
                             }
@@ -446,6 +451,7 @@ impl WsConn {
                         followed => {
                             self.markets
                                 .insert(market, book_seq.max(followed.unwrap_or(0)));
+                            self.held_books.retain(|(m, ..)| *m != market);
                             self.send(&frame);
                         }
                     }
@@ -533,6 +539,23 @@ impl WsConn {
             .partition(|(market, seq, _, _)| due(*market, *seq));
         self.held_books = later;
         for (market, seq, frame, _) in now {
+            if !self.markets.contains_key(&market) {
+                continue;
+            }
+            // Events of the market held back meanwhile (another snapshot pending), up to the
+            // book, go first.
+            let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffered)
+                .into_iter()
+                .partition(|(m, event_seq, _)| *m == market && *event_seq <= seq);
+            self.buffered = rest;
+            for (m, event_seq, event) in due {
+                if let Some(floor) = self.markets.get_mut(&m) {
+                    if event_seq > *floor {
+                        *floor = event_seq;
+                        self.send_shared(event);
+                    }
+                }
+            }
             if let Some(floor) = self.markets.get_mut(&market) {
                 *floor = (*floor).max(seq);
             }
@@ -543,14 +566,19 @@ impl WsConn {
     /// Sends the books held for longer than [`HELD_BOOK_WAIT_MAX`] (events that never
     /// came: the book says where the market stands).
     pub fn release_stale_books(&mut self) {
-        if !self.held_books.is_empty() {
-            let stale: Vec<(Bytes32, u64)> = self
+        if self
+            .held_books
+            .iter()
+            .any(|(_, _, _, since)| since.elapsed() >= HELD_BOOK_WAIT_MAX)
+        {
+            // One book per market is held: a market names its book.
+            let stale: Vec<Bytes32> = self
                 .held_books
                 .iter()
                 .filter(|(_, _, _, since)| since.elapsed() >= HELD_BOOK_WAIT_MAX)
-                .map(|(market, seq, _, _)| (*market, *seq))
+                .map(|(market, ..)| *market)
                 .collect();
-            self.release_held_books(|market, seq| stale.contains(&(market, seq)));
+            self.release_held_books(|market, _| stale.contains(&market));
         }
     }
 
