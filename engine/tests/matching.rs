@@ -234,18 +234,7 @@ fn self_trade_prevention_cancels_the_resting_order_and_continues() {
     assert_eq!(taker.trade_ids.len(), 1);
     let trade = h.engine.trade(&taker.trade_ids[0]).unwrap();
     assert_eq!(trade.maker.order_id, other.order_id);
-    let cancelled: Vec<_> = h
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Order {
-                kind: OrderEventKind::Cancellation,
-                order,
-            } => Some(order.id),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(cancelled, vec![own.order_id]);
+    assert_eq!(h.cancelled(), vec![own.order_id]);
     assert_eq!(
         h.tokens(2, YES),
         free(505 * SHARE),
@@ -722,16 +711,7 @@ fn tokens_owed_after_a_failed_settlement_are_repaid_from_the_offer_that_held_the
     }
     // The ten were on offer: an account that owes tokens offers none, so the offer is
     // cancelled, and what it held repays the debt before it is free.
-    assert!(
-        h.events().iter().any(|e| matches!(
-            e,
-            Event::Order {
-                kind: OrderEventKind::Cancellation,
-                ..
-            }
-        )),
-        "the offer is cancelled"
-    );
+    assert_eq!(h.cancelled().len(), 1, "the offer is cancelled");
     assert_eq!(h.tokens(2, YES), free(500 * SHARE));
     h.ok(Command::ResolveMarket {
         condition_id: CONDITION,
@@ -765,18 +745,7 @@ fn collateral_owed_after_a_failed_settlement_cancels_the_buy_it_would_pay() {
     }
     // The 5 USDC go back to the buyer; the bid could no longer pay its 1,005 USDC, so it is
     // cancelled and its reservation repays the debt: nothing owed, nothing on offer.
-    let cancelled: Vec<u64> = h
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::Order {
-                kind: OrderEventKind::Cancellation,
-                order,
-            } => Some(order.id),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(cancelled, vec![bid.order_id]);
+    assert_eq!(h.cancelled(), vec![bid.order_id]);
     let events = h.events();
     let failed_at = events
         .iter()

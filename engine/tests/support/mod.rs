@@ -179,6 +179,21 @@ impl Harness {
     pub fn events(&self) -> Vec<Event> {
         self.engine.events().to_vec()
     }
+
+    /// Ids of the orders the last command cancelled, in the order of their events.
+    pub fn cancelled(&self) -> Vec<u64> {
+        self.engine
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Order {
+                    kind: OrderEventKind::Cancellation,
+                    order,
+                } => Some(order.id),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// A balance with nothing reserved and no debt.
