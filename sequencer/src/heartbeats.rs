@@ -48,6 +48,14 @@ pub enum HeartbeatAnswer {
     Stopped,
 }
 
+/// More heartbeat ids than one process issues (a million a second for eight years): a
+/// counter past it was not made by [`HeartbeatTimers::new_id`].
+const ISSUED_IDS_MAX: u64 = 1 << 48;
+
+/// How far apart (ten years, in ns) the start times of two processes of one deployment are
+/// taken to be at most: a salt farther from this process's was not a start time.
+const SALT_SPREAD_MAX_NS: u64 = 10 * 365 * 86_400 * 1_000_000_000;
+
 /// A key whose heartbeats run.
 #[derive(Clone, Debug)]
 struct Running {
@@ -85,8 +93,17 @@ impl HeartbeatTimers {
     }
 
     /// Whether `id` is a heartbeat id another process issued: a UUID of another salt.
+    /// Whether `id` is a heartbeat id another process (an earlier run, or the primary this
+    /// node took over from) could have issued: a UUID made of another salt (a process's start
+    /// time, within [`SALT_SPREAD_MAX_NS`] of this one's) and a counter of issued ids. A UUID
+    /// of any other make (a random one) is no such id.
     fn issued_elsewhere(&self, id: &str) -> bool {
-        uuid::Uuid::parse_str(id).is_ok_and(|uuid| uuid.as_u64_pair().0 != self.salt)
+        uuid::Uuid::parse_str(id).is_ok_and(|uuid| {
+            let (salt, counter) = uuid.as_u64_pair();
+            salt != self.salt
+                && salt.abs_diff(self.salt) < SALT_SPREAD_MAX_NS
+                && (1..ISSUED_IDS_MAX).contains(&counter)
+        })
     }
 
     fn new_id(&mut self) -> String {
@@ -244,7 +261,16 @@ mod tests {
         timers.arm_all(vec![(key, Address([1; 20]))], 0);
         let before = uuid::Uuid::from_u64_pair(7, 41).to_string();
         let mine = uuid::Uuid::from_u64_pair(8, 99).to_string();
-        for not_issued_elsewhere in ["nope", mine.as_str()] {
+        let far = uuid::Uuid::from_u64_pair(8 + SALT_SPREAD_MAX_NS, 1).to_string();
+        let random = "1b4e28ba-2fa1-41d2-883f-0016d3cca427";
+        let no_counter = uuid::Uuid::from_u64_pair(7, 0).to_string();
+        for not_issued_elsewhere in [
+            "nope",
+            mine.as_str(),
+            far.as_str(),
+            random,
+            no_counter.as_str(),
+        ] {
             assert!(
                 timers.beat(&key, not_issued_elsewhere, SECOND).is_err(),
                 "{not_issued_elsewhere}: not an id an earlier process gave"

@@ -144,6 +144,9 @@ fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_
     let ready = Instant::now();
     // The id given before the restart still beats (beats are not journaled, so the service
     // cannot know it), and the chain goes on from the answer.
+    // A UUID the service never made does not count, and leaves the real one its turn.
+    let (status, body) = beat(&mut alice, Some("1b4e28ba-2fa1-41d2-883f-0016d3cca427"));
+    assert_eq!(status, 400, "{body}");
     let (status, body) = beat(&mut alice, Some(&before));
     assert_eq!(status, 200, "{body}");
     let next = body["heartbeat_id"].as_str().unwrap().to_string();
