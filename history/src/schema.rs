@@ -208,7 +208,7 @@ pub fn open_for_writing(path: &Path) -> rusqlite::Result<Connection> {
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
     connection.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
-    let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version = schema_version(&connection)?;
     if version > SCHEMA_VERSION {
         return Err(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
@@ -241,6 +241,11 @@ fn prices_table_exists(connection: &Connection) -> rusqlite::Result<bool> {
     )
 }
 
+/// The schema version a store says it has (`PRAGMA user_version`).
+fn schema_version(connection: &Connection) -> rusqlite::Result<i64> {
+    connection.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
 /// Refuses a store written by a newer build (its schema version above this build's): the
 /// service must not start on it, where a full disk, say, is only waited out.
 pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
@@ -248,7 +253,7 @@ pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
         return Ok(());
     }
     let version: i64 = open_for_reading(path)
-        .and_then(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
+        .and_then(|c| schema_version(&c))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if version > SCHEMA_VERSION {
         return Err(format!(
@@ -345,10 +350,7 @@ mod tests {
         drop(old);
 
         let migrated = open_for_writing(&path).unwrap();
-        let version: i64 = migrated
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(schema_version(&migrated).unwrap(), SCHEMA_VERSION);
         drop(migrated);
 
         let reads = reader(&path);
@@ -418,10 +420,7 @@ mod tests {
             [2, 3, 3, 1],
             "No alone, both, not known: both, Yes alone"
         );
-        let version: i64 = migrated
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(schema_version(&migrated).unwrap(), SCHEMA_VERSION);
         drop(migrated);
         // Migrated, the No token's history is its own trades' (1, 2 and the unknown 3).
         let reads = reader(&path);

@@ -28,6 +28,19 @@ fn open(service: &Service, path: &str) -> Ws {
     ws
 }
 
+/// A `/ws/market` connection subscribed to the Yes token, its first book read; and the
+/// queue of objects read but not yet taken.
+fn following_yes(service: &Service) -> (Ws, Vec<Value>) {
+    let mut ws = open(service, "/ws/market");
+    ws.send(Message::text(
+        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
+    ))
+    .unwrap();
+    let mut q = Vec::new();
+    assert_eq!(next(&mut ws, &mut q)["event_type"], json!("book"));
+    (ws, q)
+}
+
 /// The next JSON object (frames may hold an array of them).
 fn next(ws: &mut Ws, queue: &mut Vec<Value>) -> Value {
     loop {
@@ -521,13 +534,7 @@ fn a_silent_subscriber_is_pinged_and_closed_when_it_never_answers() {
 #[test]
 fn snapshot_requests_cost_a_token_per_book_and_past_the_limit_get_an_error() {
     let service = Service::start(&["--rate-limit-ip", "40"]);
-    let mut ws = open(&service, "/ws/market");
-    ws.send(Message::text(
-        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
-    ))
-    .unwrap();
-    let mut q = Vec::new();
-    assert_eq!(next(&mut ws, &mut q)["event_type"], json!("book"));
+    let (mut ws, mut q) = following_yes(&service);
     let snapshot = json!({ "operation": "snapshot", "assets_ids": [YES, NO] }).to_string();
     for _ in 0..30 {
         ws.send(Message::text(snapshot.clone())).unwrap();
@@ -689,13 +696,7 @@ fn a_snapshot_request_loses_no_event_already_on_its_way() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
-    let mut ws = open(&service, "/ws/market");
-    ws.send(Message::text(
-        json!({ "type": "market", "assets_ids": [YES] }).to_string(),
-    ))
-    .unwrap();
-    let mut q = Vec::new();
-    assert_eq!(next(&mut ws, &mut q)["event_type"], json!("book"));
+    let (mut ws, mut q) = following_yes(&service);
     // Orders fly meanwhile: a bid rests, a seller takes it.
     let stop = Arc::new(AtomicBool::new(false));
     let trading = {
