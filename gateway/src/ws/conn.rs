@@ -431,13 +431,7 @@ impl WsConn {
                         // first, so its sequence has no hole (a book holds no trade's
                         // print); those still on their way hold the book back.
                         Some(floor) if floor < book_seq => {
-                            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffered)
-                                .into_iter()
-                                .partition(|(m, seq, _)| *m == market && *seq <= book_seq);
-                            self.buffered = later;
-                            for (m, seq, event) in due {
-                                self.deliver_market(m, seq, &event);
-                            }
+                            self.send_held_back_events(market, book_seq);
                             if self.markets.get(&market).is_some_and(|f| *f >= book_seq) {
                                 self.held_books.retain(|(m, ..)| *m != market);
                                 self.send(&frame);
@@ -531,6 +525,23 @@ impl WsConn {
         }
     }
 
+    /// Sends the events of `market` held back while a snapshot was read, up to `through_seq`
+    /// (those past its floor), in order; the others stay held back.
+    fn send_held_back_events(&mut self, market: Bytes32, through_seq: u64) {
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffered)
+            .into_iter()
+            .partition(|(m, seq, _)| *m == market && *seq <= through_seq);
+        self.buffered = rest;
+        for (_, seq, event) in due {
+            if let Some(floor) = self.markets.get_mut(&market) {
+                if seq > *floor {
+                    *floor = seq;
+                    self.send_shared(event);
+                }
+            }
+        }
+    }
+
     /// Sends the held books `due` takes (by market and seq), in the order they were held;
     /// a book sent raises its market's floor to its seq.
     fn release_held_books(&mut self, due: impl Fn(Bytes32, u64) -> bool) {
@@ -544,18 +555,7 @@ impl WsConn {
             }
             // Events of the market held back meanwhile (another snapshot pending), up to the
             // book, go first.
-            let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffered)
-                .into_iter()
-                .partition(|(m, event_seq, _)| *m == market && *event_seq <= seq);
-            self.buffered = rest;
-            for (m, event_seq, event) in due {
-                if let Some(floor) = self.markets.get_mut(&m) {
-                    if event_seq > *floor {
-                        *floor = event_seq;
-                        self.send_shared(event);
-                    }
-                }
-            }
+            self.send_held_back_events(market, seq);
             if let Some(floor) = self.markets.get_mut(&market) {
                 *floor = (*floor).max(seq);
             }
