@@ -25,5 +25,6 @@ pub mod ws;
 
 pub use handler::{Completer, Outcome};
 pub use server::{
-    prepare, prepare_with_feed, spawn, GatewaySink, Loop, ServerLimits, ServerShared, Service,
+    prepare, prepare_with_feed, refuse_a_port_in_use, spawn, GatewaySink, Loop, ServerLimits,
+    ServerShared, Service,
 };

@@ -210,3 +210,26 @@ fn bench_engine_prints_the_contract_keys_at_the_top_level() {
         assert!(p50 <= p99 && p99 <= max, "{line}");
     }
 }
+
+#[test]
+fn serve_on_a_port_in_use_writes_nothing_into_a_new_data_dir() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let port = holder.local_addr().expect("address").port();
+    let parent = tempfile::tempdir().expect("temp dir");
+    let data_dir = parent.path().join("data");
+    let listen = format!("127.0.0.1:{port}");
+    let out = ladder(&[
+        "serve",
+        "--listen",
+        &listen,
+        "--data-dir",
+        &data_dir.to_string_lossy(),
+    ]);
+    assert!(!out.status.success(), "serve ran on a held port");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("address in use"), "stderr: {stderr}");
+    assert!(
+        !data_dir.exists(),
+        "the refused run created its data directory (and its master key)"
+    );
+}

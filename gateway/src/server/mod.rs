@@ -459,7 +459,7 @@ fn closing(outcome: Outcome) -> Outcome {
 /// would join the first one's group and take part of its connections. A socket without
 /// `SO_REUSEPORT` cannot join, so binding one first (and letting it go) tells the two cases
 /// apart; the loops' own group refuses such a probe in turn while it runs.
-fn refuse_a_port_in_use(addr: SocketAddr) -> io::Result<()> {
+pub fn refuse_a_port_in_use(addr: SocketAddr) -> io::Result<()> {
     use socket2::{Domain, Protocol, Socket, Type};
     if addr.port() == 0 {
         return Ok(());

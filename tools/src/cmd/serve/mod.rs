@@ -327,6 +327,10 @@ fn ask_main_loop<T: Send + 'static>(
 /// stops or must run again in another role.
 fn run(options: RunOptions) -> Result<RunEnd, String> {
     let data_dir = options.data_dir.clone();
+    // A port another process holds ends the run before anything is written to the data
+    // directory (a new one is left uncreated, without a master key).
+    let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
+    ladder_gateway::refuse_a_port_in_use(listen).map_err(|e| format!("listen on {listen}: {e}"))?;
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
     let exchange = Address::parse_ignoring_checksum(&options.chain.exchange_address)
