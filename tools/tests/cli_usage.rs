@@ -233,3 +233,14 @@ fn serve_on_a_port_in_use_writes_nothing_into_a_new_data_dir() {
         "the refused run created its data directory (and its master key)"
     );
 }
+
+#[test]
+fn version_names_the_interface_version() {
+    let out = ladder(&["--version"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("ladder ") && stdout.contains("(interface 1.0.0"),
+        "stdout: {stdout}"
+    );
+}

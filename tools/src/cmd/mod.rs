@@ -26,7 +26,11 @@ use ladder_sequencer::replication::LinkSecret;
 
 /// Ladder: a low-latency order book for Yes/No markets.
 #[derive(Parser, Debug)]
-#[command(name = "ladder", version, about)]
+#[command(
+    name = "ladder",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (interface 1.0.0, API.md)"),
+    about
+)]
 pub struct Cli {
     /// Log level or filter (error, warn, info, debug, trace; or a tracing filter).
     #[arg(long, global = true, default_value = "info", env = "LADDER_LOG")]
