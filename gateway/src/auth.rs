@@ -110,8 +110,18 @@ pub struct L1Claim {
     pub signature: Signature,
     /// Set when the smart account itself accepted the signature on the chain (ERC-1271).
     pub accepted_on_chain: bool,
-    /// Why the chain could not be asked, when it could not (the registry decides then).
-    pub chain_error: Option<String>,
+    /// Why the chain was not asked, when it was not (the registry decides then).
+    pub chain_unasked: Option<ChainUnasked>,
+}
+
+/// Why an L1 claim's smart account was not asked on the chain (the registry decided alone);
+/// a refusal says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainUnasked {
+    /// The node could not be reached; the text says why (503).
+    Unreachable(String),
+    /// The client's budget of chain calls is spent: 429, try again in this many seconds.
+    OverBudget(u64),
 }
 
 impl L1Claim {
@@ -165,7 +175,7 @@ pub fn authenticate_l1(
         digest,
         signature,
         accepted_on_chain: false,
-        chain_error: None,
+        chain_unasked: None,
     })
 }
 

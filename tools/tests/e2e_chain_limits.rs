@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ladder_client::{Trader, Wallet};
 use ladder_protocol::Address;
-use support::Service;
+use support::{demo_trader_at, Service};
 
 /// Answers one JSON-RPC request read from `stream`; false when the connection ended.
 fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
@@ -116,4 +116,25 @@ fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budge
         judged,
         "one eth_call per judged request"
     );
+
+    // Past the budget the node is not asked and the registry decides alone: the demo
+    // account's linked owner still logs in, while a random signer is refused with the 429.
+    let spent = loop {
+        let stranger = Trader::new(&service.url, Wallet::random(), account).unwrap();
+        let r = service
+            .http()
+            .request("GET", "/auth/derive-api-key", &stranger.l1(0), None)
+            .unwrap();
+        if r.status == 429 {
+            break calls.load(Ordering::SeqCst);
+        }
+        assert_eq!(r.status, 401, "{}", r.body);
+    };
+    let mut owner = demo_trader_at(&service.url, 0);
+    let r = owner.create_api_key(7).unwrap();
+    assert_eq!(r.status, 200, "a linked owner past the budget: {}", r.body);
+    let r = owner.derive_api_key(7).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A token may have come back between the two requests (5 a second): at most one call.
+    assert!(calls.load(Ordering::SeqCst) <= spent + 2);
 }

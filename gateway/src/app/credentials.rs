@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::refusals::Worded;
 use super::{command, now_s, ok_json, query, App};
-use crate::auth::{authenticate_l1, credential, AuthError, L1Claim, L1_MISMATCH};
+use crate::auth::{authenticate_l1, credential, AuthError, ChainUnasked, L1Claim, L1_MISMATCH};
 use crate::handler::Outcome;
 use crate::http::{Method, Request, Response, Status};
 use crate::keys::{Credentials, KeyTable, MasterKey};
@@ -63,17 +63,23 @@ fn with_claim(
         signature: claim.signature,
     };
     // Before authentication, a call to the chain is the client's to pay for: one token of
-    // its address's chain-call bucket (a cached answer costs nothing).
+    // its address's chain-call bucket (a cached answer costs nothing). Past its budget the
+    // node is not asked and the registry decides alone: a linked owner still passes, and a
+    // refusal is the 429.
     if !accounts.is_cached(&check) {
-        if let Err(refused) = app.charge_chain_call(request) {
-            return refused;
+        if let Err(wait_s) = app.charge_chain_call(request) {
+            let mut claim = claim;
+            claim.chain_unasked = Some(ChainUnasked::OverBudget(wait_s));
+            return then(claim);
         }
     }
     accounts.judge(vec![check], move |verdicts| {
         let mut claim = claim;
         match verdicts.into_iter().next() {
             Some(Verdict::Controls) => claim.accepted_on_chain = true,
-            Some(Verdict::Unreachable(why)) => claim.chain_error = Some(why),
+            Some(Verdict::Unreachable(why)) => {
+                claim.chain_unasked = Some(ChainUnasked::Unreachable(why))
+            }
             Some(Verdict::NotOnChain) | None => {}
         }
         then(claim)
@@ -100,11 +106,14 @@ fn create(app: &App, request: &Request) -> Outcome {
     })
 }
 
-/// The refusal of a signer that may not act for the address: 401, or 503 when the chain
-/// that might have said otherwise could not be asked.
-fn mismatch(chain_error: Option<&str>) -> Response {
-    match chain_error {
-        Some(why) => Response::error(Status::Unavailable, &Verdict::refusal(why)),
+/// The refusal of a signer that may not act for the address: 401; 503 when the chain that
+/// might have said otherwise could not be asked, 429 when the client's chain calls are spent.
+fn mismatch(chain_unasked: Option<&ChainUnasked>) -> Response {
+    match chain_unasked {
+        Some(ChainUnasked::Unreachable(why)) => {
+            Response::error(Status::Unavailable, &Verdict::refusal(why))
+        }
+        Some(ChainUnasked::OverBudget(wait_s)) => Response::rate_limited(*wait_s),
         None => Response::error(Status::Unauthorized, L1_MISMATCH),
     }
 }
@@ -114,7 +123,7 @@ fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) ->
     let nonce = claim.nonce.to_be_bytes();
     let creations_before = keys.creations(&address, &nonce);
     let key_id = keys.master().key_id(&address, &nonce, creations_before);
-    let chain_error = claim.chain_error.clone();
+    let chain_unasked = claim.chain_unasked.clone();
     command(
         Command::CreateCountedApiKey {
             spec: ApiKeySpec {
@@ -141,7 +150,7 @@ fn create_key(keys: Arc<KeyTable>, claim: L1Claim, max_keys_per_address: u32) ->
             Reply::Rejected(Reject::ApiKeyLimit) => {
                 Response::error(Status::BadRequest, "api key limit reached")
             }
-            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
+            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_unasked.as_ref()),
             Reply::Rejected(other) => {
                 Response::error(Status::BadRequest, &other.words().to_string())
             }
@@ -160,7 +169,7 @@ fn derive(app: &App, request: &Request) -> Outcome {
 }
 
 fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
-    let chain_error = claim.chain_error.clone();
+    let chain_unasked = claim.chain_unasked.clone();
     query(
         move |e: &Engine| {
             if !may_act(e, &claim) {
@@ -176,7 +185,7 @@ fn derive_key(master: MasterKey, claim: L1Claim) -> Outcome {
                 .map(|k| (Uuid::from_bytes(k), claim.address)))
         },
         move |found| match found {
-            Err(()) => mismatch(chain_error.as_deref()),
+            Err(()) => mismatch(chain_unasked.as_ref()),
             Ok(None) => Response::error(
                 Status::NotFound,
                 "no api key was created with this SVC_NONCE for this address",
@@ -214,8 +223,8 @@ fn list(app: &App, request: &Request) -> Outcome {
 }
 
 fn list_keys(caller: Caller) -> Outcome {
-    let chain_error = match &caller {
-        Caller::L1(claim) => claim.chain_error.clone(),
+    let chain_unasked = match &caller {
+        Caller::L1(claim) => claim.chain_unasked.clone(),
         Caller::L2 { .. } => None,
     };
     query(
@@ -233,7 +242,7 @@ fn list_keys(caller: Caller) -> Outcome {
             )
         },
         move |keys| match keys {
-            None => mismatch(chain_error.as_deref()),
+            None => mismatch(chain_unasked.as_ref()),
             Some(api_keys) => ok_json(&ApiKeysList { api_keys }),
         },
     )
@@ -251,7 +260,7 @@ fn delete(app: &App, request: &Request) -> Outcome {
             match named {
                 Some(Ok(key_id)) => with_claim(app, request, claim, move |claim| {
                     let signer = claim.registry_signer();
-                    delete_key(keys, claim.address, signer, key_id, claim.chain_error)
+                    delete_key(keys, claim.address, signer, key_id, claim.chain_unasked)
                 }),
                 // API.md §18: headers that are malformed or do not name the resource are a 401.
                 Some(Err(_)) => {
@@ -272,7 +281,7 @@ fn delete_key(
     address: Address,
     signer: Address,
     key_id: Uuid,
-    chain_error: Option<String>,
+    chain_unasked: Option<ChainUnasked>,
 ) -> Outcome {
     command(
         Command::DeleteApiKey {
@@ -288,7 +297,7 @@ fn delete_key(
             Reply::Rejected(Reject::UnknownApiKey) => {
                 Response::error(Status::NotFound, "api key not found for this address")
             }
-            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_error.as_deref()),
+            Reply::Rejected(Reject::SignerNotController) => mismatch(chain_unasked.as_ref()),
             Reply::Rejected(other) => {
                 Response::error(Status::BadRequest, &other.words().to_string())
             }

@@ -332,13 +332,11 @@ impl App {
     /// Takes a token of the client's chain-call bucket for an `eth_call` made before its
     /// request is authenticated (an L1 signature a smart account must judge): random
     /// signatures for smart accounts cannot make the node work, or flush the verifier's
-    /// cache, faster than [`CHAIN_CALLS_BEFORE_AUTH_PER_IP`] per 10 s per address.
-    pub(super) fn charge_chain_call(&self, request: &Request) -> Result<(), Outcome> {
+    /// cache, faster than [`CHAIN_CALLS_BEFORE_AUTH_PER_IP`] per 10 s per address. Past it,
+    /// the seconds until a token comes back.
+    pub(super) fn charge_chain_call(&self, request: &Request) -> Result<(), u64> {
         match request.peer {
-            Some(ip) => self
-                .chain_call_limiter
-                .take(&ip, Instant::now())
-                .map_err(too_many),
+            Some(ip) => self.chain_call_limiter.take(&ip, Instant::now()),
             None => Ok(()),
         }
     }
