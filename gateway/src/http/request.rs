@@ -212,10 +212,7 @@ fn parse_parsed(
         return Ok(Parsed::NeedHead);
     };
     let method = Method::parse(parsed.method.unwrap_or("")).ok_or(HttpError::UnknownMethod)?;
-    let target = parsed.path.unwrap_or("").to_string();
-    if !target.starts_with('/') {
-        return Err(HttpError::Malformed("request target must start with /"));
-    }
+    let target = origin_form(parsed.path.unwrap_or(""))?;
     let version = parsed.version.unwrap_or(1);
     let Headers {
         headers,
@@ -239,6 +236,32 @@ fn parse_parsed(
         },
         head_len + body_len,
     ))
+}
+
+/// The path and query of a request target: the origin form (`/path?query`) as it is, and the
+/// absolute form (`http://host/path?query`), which RFC 9112 (3.2.2) says a server must
+/// accept, without its scheme and authority (`http://host` alone is `/`).
+fn origin_form(target: &str) -> Result<String, HttpError> {
+    if target.starts_with('/') {
+        return Ok(target.to_string());
+    }
+    let scheme_len = ["http://", "https://"]
+        .iter()
+        .find(|scheme| {
+            target
+                .get(..scheme.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+        })
+        .map(|scheme| scheme.len())
+        .ok_or(HttpError::Malformed(
+            "request target must start with / (or be an absolute http:// URI)",
+        ))?;
+    let rest = &target[scheme_len..];
+    Ok(match rest.find(['/', '?']) {
+        Some(at) if rest.as_bytes()[at] == b'/' => rest[at..].to_string(),
+        Some(at) => format!("/{}", &rest[at..]),
+        None => "/".to_string(),
+    })
 }
 
 /// The length of the header section, `None` while it is not whole; refused past 16 KiB
@@ -369,6 +392,31 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((r.body.as_slice(), used), (&b"{}"[..], 46));
+    }
+
+    #[test]
+    fn an_absolute_form_target_is_read_as_its_path_and_query() {
+        for (target, path) in [
+            ("/book?x=1", "/book?x=1"),
+            ("http://127.0.0.1:8080/book?x=1", "/book?x=1"),
+            ("HTTPS://example.com/orders", "/orders"),
+            ("http://example.com", "/"),
+            ("http://example.com?a=b", "/?a=b"),
+        ] {
+            let req = format!("GET {target} HTTP/1.1\r\n\r\n");
+            let (r, _) = parse_request(req.as_bytes()).unwrap().unwrap();
+            assert_eq!(r.target, path, "{target}");
+        }
+        for target in ["book", "ftp://example.com/book", "*"] {
+            let req = format!("GET {target} HTTP/1.1\r\n\r\n");
+            assert_eq!(
+                parse_request(req.as_bytes()),
+                Err(HttpError::Malformed(
+                    "request target must start with / (or be an absolute http:// URI)"
+                )),
+                "{target}"
+            );
+        }
     }
 
     #[test]
