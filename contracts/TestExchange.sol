@@ -155,7 +155,9 @@ contract TestExchange {
         } else if (market.outcome == NO) {
             payout = noHeld;
         } else {
-            payout = yesHeld / 2 + noHeld / 2;
+            // Half of the two together, rounded down once (as the ledger): a pair of one
+            // unit each pays one.
+            payout = (yesHeld + noHeld) / 2;
         }
         positions[msg.sender][market.yesTokenId] = 0;
         positions[msg.sender][market.noTokenId] = 0;

@@ -14,6 +14,20 @@ pub fn payout_units(resolution: Resolution, outcome: Outcome, held_units: Units)
     }
 }
 
+/// Collateral paid for a holder's whole position in a market that ended as `resolution`:
+/// `yes_units` and `no_units` held. In a voided market the two are taken together, so that a
+/// pair of one base unit each pays one unit (half of each, rounded down apart, would pay
+/// nothing); rounding down applies once, to the total.
+pub fn position_payout_units(resolution: Resolution, yes_units: Units, no_units: Units) -> Units {
+    match resolution {
+        Resolution::Void => ((u128::from(yes_units) + u128::from(no_units)) / 2) as Units,
+        _ => {
+            payout_units(resolution, Outcome::Yes, yes_units)
+                + payout_units(resolution, Outcome::No, no_units)
+        }
+    }
+}
+
 /// Why a position is claimable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClaimReason {

@@ -643,14 +643,13 @@ impl Engine {
         let Some(account) = self.ledger.find(address) else {
             return Ok(());
         };
-        let mut payout: Units = 0;
+        let mut held = [0; 2];
         for outcome in [crate::types::Outcome::Yes, crate::types::Outcome::No] {
             let position = self.ledger.position_mut(account, index, outcome);
-            let held = position.free;
-            position.free = 0;
-            payout += crate::claims::payout_units(resolution, outcome, held);
-            self.markets.get_mut(index).redeemed_units[outcome.index()] += held;
+            held[outcome.index()] = std::mem::take(&mut position.free);
+            self.markets.get_mut(index).redeemed_units[outcome.index()] += held[outcome.index()];
         }
+        let payout = crate::claims::position_payout_units(resolution, held[0], held[1]);
         self.ledger.collateral_mut(account).credit(payout);
         *self.redemption_payouts_units.entry(index).or_default() += payout;
         Ok(())

@@ -58,7 +58,7 @@ mod types;
 mod user_ops;
 
 pub use book::{Book, Level};
-pub use claims::{payout_units, ClaimReason};
+pub use claims::{payout_units, position_payout_units, ClaimReason};
 pub use command::{
     ApiKeySpec, Asset, Command, MarketSpec, NewOrder, Resolution, SignedFields, TradeStatus,
 };

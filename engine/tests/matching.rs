@@ -595,6 +595,28 @@ fn a_snapshot_holds_only_the_occupied_levels_of_a_book() {
 }
 
 #[test]
+fn a_voided_market_pays_half_of_both_tokens_taken_together() {
+    let mut h = Harness::new();
+    for (token, units) in [(YES, 3), (NO, 1)] {
+        h.ok(Command::Deposit {
+            address: account(42),
+            asset: Asset::Token(token),
+            amount: units,
+        });
+    }
+    h.ok(Command::ResolveMarket {
+        condition_id: CONDITION,
+        resolution: Resolution::Void,
+    });
+    h.ok(Command::RecordRedemption {
+        address: account(42),
+        condition_id: CONDITION,
+    });
+    // Four base units pay two; half of each rounded down apart would pay one.
+    assert_eq!(h.collateral(42), free(2));
+}
+
+#[test]
 fn a_voided_market_refunds_both_outcomes() {
     let mut h = Harness::new();
     h.ok(Command::ResolveMarket {
