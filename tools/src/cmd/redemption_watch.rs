@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use ladder_chain::redemptions::{redemptions_in, Redemption};
 use ladder_chain::RpcClient;
-use ladder_engine::Command;
+use ladder_engine::{Command, Reply};
 use ladder_protocol::Address;
 use ladder_sequencer::{Completion, Work};
 
@@ -33,6 +33,8 @@ pub struct RedemptionWatch {
     cursor: PathBuf,
     poll: Duration,
     last_read: Option<Instant>,
+    /// Whether the last read failed (logged once, then its recovery).
+    failing: bool,
 }
 
 impl RedemptionWatch {
@@ -74,6 +76,7 @@ impl RedemptionWatch {
             cursor,
             poll,
             last_read: None,
+            failing: false,
         })
     }
 
@@ -83,13 +86,21 @@ impl RedemptionWatch {
         match self.answers.try_recv() {
             Ok(found) => {
                 self.in_flight = false;
+                let failed = found.is_err();
+                if !failed && self.failing {
+                    tracing::info!("chain redemptions: read again");
+                }
                 match found {
                     Ok((redemptions, through)) if primary => {
                         self.record(&redemptions, through, &mut run)
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "chain redemptions: not read"),
+                    Err(e) if !self.failing => {
+                        tracing::warn!(error = %e, "chain redemptions: not read; trying again at each poll")
+                    }
+                    Err(_) => {}
                 }
+                self.failing = failed;
             }
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => return,
@@ -114,6 +125,17 @@ impl RedemptionWatch {
                 condition_id: redemption.condition_id,
             };
             match run(Work::Command(command)) {
+                // A market this service does not hold (or has not ended): nothing to record.
+                Ok(Completion::Applied {
+                    reply: Reply::Rejected(reject),
+                    ..
+                }) => tracing::info!(
+                    account = %redemption.account.to_lowercase_hex(),
+                    condition_id = %redemption.condition_id,
+                    block = redemption.block,
+                    reason = ?reject,
+                    "redemption on the chain not recorded: nothing of it here"
+                ),
                 Ok(Completion::Applied { .. }) => tracing::info!(
                     account = %redemption.account.to_lowercase_hex(),
                     condition_id = %redemption.condition_id,
