@@ -34,5 +34,5 @@ pub use signature::{address_of, sign_digest, Signature, SignatureError};
 pub use u256::{U256Error, U256};
 pub use units::{
     amounts_from_price_and_size, format_price_ticks, parse_price_ticks,
-    price_and_size_from_amounts, AmountError, PriceError, TickSize,
+    price_and_size_from_amounts, AmountError, OffendingPrice, PriceError, TickSize,
 };

@@ -352,20 +352,46 @@ pub fn price_text_of_amounts(collateral_units: u64, share_units: u64) -> String 
     }
 }
 
+/// The price an order's amounts give, refused before its market is known: off the 0.0001
+/// grid, or not within (0, 1). Only the market tells which tick it should be a multiple of,
+/// and whether it lies within that market's `[tick, 1 - tick]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffendingPrice {
+    /// The price as text (an exact decimal, or the quotient of the amounts).
+    pub text: String,
+    /// Collateral base units of the order.
+    pub collateral_units: u64,
+    /// Share base units of the order.
+    pub share_units: u64,
+}
+
+impl OffendingPrice {
+    /// Whether the price lies within `[tick, 1 - tick]` for a market of tick `tick_ticks`.
+    pub fn within_range(&self, tick_ticks: u32) -> bool {
+        let scaled = u128::from(self.collateral_units) * u128::from(PRICE_SCALE);
+        let share = u128::from(self.share_units);
+        scaled >= u128::from(tick_ticks) * share
+            && scaled <= u128::from(PRICE_SCALE.saturating_sub(tick_ticks)) * share
+    }
+}
+
 impl AmountError {
     /// The price the amounts give, when this error is about the price (off the 0.0001 grid,
-    /// or not within (0, 1)): `(price as text, whether it is out of range)`. Only the market
-    /// tells which tick it should be a multiple of.
-    pub fn offending_price(&self) -> Option<(String, bool)> {
+    /// or not within (0, 1)).
+    pub fn offending_price(&self) -> Option<OffendingPrice> {
         match *self {
             AmountError::OffTick {
                 collateral_units,
                 share_units,
-            } => Some((price_text_of_amounts(collateral_units, share_units), false)),
-            AmountError::PriceOutOfRange {
+            }
+            | AmountError::PriceOutOfRange {
                 collateral_units,
                 share_units,
-            } => Some((price_text_of_amounts(collateral_units, share_units), true)),
+            } => Some(OffendingPrice {
+                text: price_text_of_amounts(collateral_units, share_units),
+                collateral_units,
+                share_units,
+            }),
             _ => None,
         }
     }
@@ -418,8 +444,21 @@ mod tests {
             collateral_units: 5_555_555,
             share_units: 10_000_000,
         };
-        assert_eq!(off.offending_price(), Some(("0.5555555".into(), false)));
+        let offending = off.offending_price().unwrap();
+        assert_eq!(offending.text, "0.5555555");
+        assert!(offending.within_range(100) && !offending.within_range(4_500));
         assert_eq!(AmountError::ZeroShares.offending_price(), None);
+        // Below the tick, and past 1 - tick.
+        let low = AmountError::OffTick {
+            collateral_units: 100,
+            share_units: 10_000_000,
+        };
+        assert!(!low.offending_price().unwrap().within_range(100));
+        let high = AmountError::OffTick {
+            collateral_units: 9_999_900,
+            share_units: 10_000_000,
+        };
+        assert!(!high.offending_price().unwrap().within_range(10));
     }
 
     use super::*;

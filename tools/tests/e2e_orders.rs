@@ -438,6 +438,26 @@ fn off_tick_prices_and_fractional_shares_are_rejected() {
             yes(),
             "invalid price 3: must be between 0.001 and 0.999",
         ),
+        // Off every grid and outside the market's range too: the range is checked first
+        // (rows 6 then 7), as for a price on the grid below the tick.
+        (
+            100,
+            10_000_000,
+            yes(),
+            "invalid price 0.00001: must be between 0.001 and 0.999",
+        ),
+        (
+            5_000,
+            10_000_000,
+            yes(),
+            "invalid price 0.0005: must be between 0.001 and 0.999",
+        ),
+        (
+            9_999_500,
+            10_000_000,
+            yes(),
+            "invalid price 0.99995: must be between 0.001 and 0.999",
+        ),
         (
             10_000_000,
             10_000_000,

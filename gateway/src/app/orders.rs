@@ -16,7 +16,7 @@ use ladder_protocol::wire::responses::{
     BalanceAllowance, CancelResult, OrderPlacementResult, Page,
 };
 use ladder_protocol::{
-    Address, ExchangeDomain, Signature, SignatureType, VerifiedOrder, B256, U256,
+    Address, ExchangeDomain, OffendingPrice, Signature, SignatureType, VerifiedOrder, B256, U256,
 };
 use ladder_sequencer::{Completion, HistoryReads, Work};
 
@@ -71,9 +71,7 @@ struct PriceRefusal {
     /// The order's token.
     token: ladder_engine::TokenId,
     /// The price the amounts give.
-    price: String,
-    /// Out of range rather than off the tick.
-    out_of_range: bool,
+    price: OffendingPrice,
     /// The order hash.
     hash: B256,
 }
@@ -92,8 +90,12 @@ impl PriceRefusal {
                 Reject::UnknownToken.words(),
                 wire_token(&self.token)
             ),
-            Some(tick) if self.out_of_range => price_out_of_range_message(&self.price, tick),
-            Some(tick) => off_tick_message(&self.price, tick),
+            // Rows 6 then 7 of API.md §8: a price outside the market's range is refused
+            // for its range first, even when it is off the tick too.
+            Some(tick) if !self.price.within_range(tick) => {
+                price_out_of_range_message(&self.price.text, tick)
+            }
+            Some(tick) => off_tick_message(&self.price.text, tick),
         };
         OrderPlacementResult::rejected(text, Some(self.hash))
     }
@@ -133,10 +135,9 @@ fn prepare(
         order
             .price_and_size()
             .map_err(|e| match e.offending_price() {
-                Some((price, out_of_range)) => Refusal::Price(PriceRefusal {
+                Some(price) => Refusal::Price(PriceRefusal {
                     token: engine_token(&order.token_id),
                     price,
-                    out_of_range,
                     hash,
                 }),
                 None => Refusal::Rejected(e.to_string(), Some(hash)),
