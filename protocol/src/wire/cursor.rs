@@ -41,19 +41,21 @@ pub fn encode_cursor(offset: u64) -> String {
     STANDARD.encode(offset.to_string())
 }
 
-/// Reads a cursor: `""` is offset 0, `LTE=` the end, otherwise base64 of a decimal offset.
+/// Reads a cursor: `""` is offset 0, `LTE=` the end, otherwise base64 of a decimal offset
+/// (padding optional).
 pub fn decode_cursor(text: &str) -> Result<Cursor, CursorError> {
     if text.is_empty() {
         return Ok(Cursor::Offset(0));
     }
-    if text == END_CURSOR {
-        return Ok(Cursor::End);
-    }
     if text.len() > CURSOR_TEXT_MAX {
         return Err(CursorError);
     }
+    // Padding is optional (some clients strip it), for the end marker as for an offset.
     let decoded = STANDARD_LENIENT.decode(text).map_err(|_| CursorError)?;
     let digits = std::str::from_utf8(&decoded).map_err(|_| CursorError)?;
+    if digits == "-1" {
+        return Ok(Cursor::End);
+    }
     if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
         return Err(CursorError);
     }
@@ -99,6 +101,8 @@ mod tests {
     fn empty_is_the_first_page_and_lte_the_end() {
         assert_eq!(decode_cursor(""), Ok(Cursor::Offset(0)));
         assert_eq!(decode_cursor(END_CURSOR), Ok(Cursor::End));
+        // Without its padding too, as an offset's cursor is read.
+        assert_eq!(decode_cursor("LTE"), Ok(Cursor::End));
     }
 
     #[test]
