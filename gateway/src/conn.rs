@@ -154,6 +154,11 @@ impl Connection {
         self.slots.push_back(Slot::Ready(bytes));
     }
 
+    /// Queues an interim answer (`100 Continue`), written in turn after the answers before it.
+    pub fn push_interim(&mut self, bytes: &[u8]) {
+        self.slots.push_back(Slot::Ready(bytes.to_vec()));
+    }
+
     /// Fills the pending slot `serial` with its response.
     pub fn complete(&mut self, serial: u64, response_of: impl FnOnce(Completer) -> Response) {
         for slot in self.slots.iter_mut() {

@@ -54,6 +54,41 @@ fn malformed_requests_are_400_and_the_server_keeps_serving() {
 }
 
 #[test]
+fn an_absolute_form_target_is_served_and_expect_100_continue_is_answered() {
+    use std::io::Read;
+    let service = Service::start(&[]);
+    let port = service.port();
+    let r = raw_status(
+        &service,
+        format!("GET http://127.0.0.1:{port}/time HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // The client waits for the interim answer before it sends the body.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let body = format!(r#"[{{"token_id":"{YES}"}}]"#);
+    write!(
+        stream,
+        "POST /books HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0u8; interim.len()];
+    stream
+        .read_exact(&mut got)
+        .expect("100 Continue before the body");
+    assert_eq!(got, interim);
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+}
+
+#[test]
 fn a_request_line_that_is_not_http_is_400() {
     let service = Service::start(&[]);
     for bytes in [

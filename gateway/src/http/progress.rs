@@ -14,6 +14,21 @@ pub struct RequestProgress {
     line_checked: bool,
     /// Once the header section is whole: the length of the whole request.
     needed: Option<usize>,
+    /// The header section asked for `100 Continue` before its body, not yet given.
+    continue_due: bool,
+}
+
+/// Whether the header section at the front of `buf` is HTTP/1.1 with `Expect: 100-continue`
+/// (RFC 9110 10.1.1: the client may wait for an interim answer before it sends the body).
+fn expects_continue(buf: &[u8]) -> bool {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut request = httparse::Request::new(&mut headers);
+    request.parse(buf).is_ok()
+        && request.version == Some(1)
+        && request.headers.iter().any(|header| {
+            header.name.eq_ignore_ascii_case("expect")
+                && header.value.eq_ignore_ascii_case(b"100-continue")
+        })
 }
 
 /// Where the first line end at or after `from` is.
@@ -62,10 +77,7 @@ impl RequestProgress {
                     return match parse_front(buf)? {
                         Parsed::Complete(request, used) => self.done(request, used),
                         Parsed::NeedHead => Ok(None),
-                        Parsed::NeedBody(needed) => {
-                            self.needed = Some(needed);
-                            Ok(None)
-                        }
+                        Parsed::NeedBody(needed) => self.wait_for_body(buf, needed),
                     };
                 }
             }
@@ -73,11 +85,27 @@ impl RequestProgress {
         match parse_front(buf)? {
             Parsed::Complete(request, used) => self.done(request, used),
             Parsed::NeedHead => Ok(None),
-            Parsed::NeedBody(needed) => {
-                self.needed = Some(needed);
-                Ok(None)
-            }
+            Parsed::NeedBody(needed) => self.wait_for_body(buf, needed),
         }
+    }
+
+    /// The header section is whole and its body is `needed - head` bytes still to come.
+    fn wait_for_body(
+        &mut self,
+        buf: &[u8],
+        needed: usize,
+    ) -> Result<Option<(Request, usize)>, HttpError> {
+        if self.needed.is_none() {
+            self.continue_due = expects_continue(buf);
+        }
+        self.needed = Some(needed);
+        Ok(None)
+    }
+
+    /// Whether a `100 Continue` is now due (once per request: the header section asked for
+    /// it and the body has not all arrived).
+    pub fn take_continue(&mut self) -> bool {
+        std::mem::take(&mut self.continue_due)
     }
 
     fn done(
@@ -148,6 +176,32 @@ mod tests {
         }
         let (got, _) = trickle(&head);
         assert_eq!(got, Err(HttpError::HeadersTooLarge));
+    }
+
+    #[test]
+    fn an_expect_100_continue_is_due_once_while_the_body_waits() {
+        let mut progress = RequestProgress::default();
+        let head = b"POST /order HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(progress.advance(head), Ok(None));
+        assert!(progress.take_continue());
+        assert!(!progress.take_continue(), "once");
+        assert_eq!(
+            progress.advance(&[head.as_slice(), b"[{"].concat()),
+            Ok(None)
+        );
+        assert!(!progress.take_continue());
+        // Without the header, or with the body there at once, none is due.
+        let mut plain = RequestProgress::default();
+        assert_eq!(
+            plain.advance(b"POST /order HTTP/1.1\r\nContent-Length: 4\r\n\r\n"),
+            Ok(None)
+        );
+        assert!(!plain.take_continue());
+        let mut whole = RequestProgress::default();
+        assert!(whole
+            .advance(&[head.as_slice(), b"[{}]"].concat())
+            .is_ok_and(|r| r.is_some()));
+        assert!(!whole.take_continue());
     }
 
     #[test]

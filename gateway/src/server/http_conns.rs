@@ -90,7 +90,12 @@ impl Worker {
                 }
                 return;
             }
-            match conn.progress.advance(&conn.read_buf) {
+            let advanced = conn.progress.advance(&conn.read_buf);
+            if conn.progress.take_continue() {
+                // After the answers to the requests before it, as every answer goes.
+                conn.push_interim(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            match advanced {
                 Ok(None) if refill(conn) => continue,
                 Ok(None) => return,
                 Ok(Some((mut request, used))) => {
