@@ -137,6 +137,11 @@ fn a_new_market_and_a_new_funded_trader_work_end_to_end() {
             "amount: too large (at most 18446744073709551615)",
         ),
         (json!("+5"), "amount: expected a non-negative integer"),
+        // Within 64 bits, but past what one balance holds.
+        (
+            json!("4611686018427387905"),
+            "amount too large: a balance holds at most 4611686018427387904 base units",
+        ),
     ] {
         let body = json!({ "address": "0x00000000000000000000000000000000000000aa", "asset": "COLLATERAL", "amount": amount });
         let r = service.admin("POST", "/admin/deposits", Some(&body.to_string()));

@@ -2,7 +2,7 @@
 //! redemptions, the state hash. Every change is a journaled command.
 
 use ladder_engine::{
-    Asset, Command, Engine, MarketSpec, Reject, Reply, Resolution, UNITS_PER_SHARE,
+    Asset, Command, Engine, EngineLimits, MarketSpec, Reject, Reply, Resolution, UNITS_PER_SHARE,
 };
 use ladder_protocol::wire::responses::StateHashResponse;
 use ladder_protocol::{Address, TickSize, B256, U256};
@@ -63,6 +63,15 @@ pub(super) fn route(app: &App, request: &Request, rest: &str) -> Outcome {
             Reply::Rejected(r @ (Reject::UnknownMarket | Reject::UnknownToken)) => {
                 Response::error(Status::NotFound, &r.words().to_string())
             }
+            // Only a deposit can overflow a balance here: the text names the bound.
+            Reply::Rejected(r @ Reject::Overflow) => Response::error(
+                Status::BadRequest,
+                &format!(
+                    "{}: a balance holds at most {} base units",
+                    r.words(),
+                    EngineLimits::default().balance_units_max
+                ),
+            ),
             Reply::Rejected(r) => Response::error(Status::BadRequest, &r.words().to_string()),
             _ => Response::error(Status::Internal, "internal error"),
         }),
