@@ -391,3 +391,37 @@ fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_
     );
     assert!(state_hash(&leader.url)["seq"].as_u64() > hash_while_down["seq"].as_u64());
 }
+
+#[test]
+fn a_node_listening_on_every_interface_advertises_the_host_it_is_reached_at() {
+    let Some(etcd) = Etcd::start("e2e_failover_advertise") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("replication.secret");
+    std::fs::write(&secret, "e2e advertise secret: 0a1b2c3d4e5f\n").unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"));
+    command
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "0.0.0.0:0", "--admin-token", ADMIN_TOKEN])
+        .args(["--log", "warn", "--coordinator", &etcd.url])
+        .args(["--cluster", "advertise", "--lease-ms", "1000"])
+        .args([
+            "--replication-listen",
+            "0.0.0.0:0",
+            "--advertise-host",
+            "127.0.0.1",
+        ])
+        .arg("--replication-secret-file")
+        .arg(&secret)
+        .stdout(std::process::Stdio::piped());
+    let node = spawn_standby(command);
+    let port = node.url.rsplit(':').next().unwrap().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    // Without --node-id the id is the listen address with the advertised host for 0.0.0.0,
+    // and the URL others are sent to is one they can dial.
+    let seen = wait_for_leader(&url, &format!("127.0.0.1:{port}"), Duration::from_secs(20));
+    assert_eq!(seen["url"], json!(url), "{seen}");
+}

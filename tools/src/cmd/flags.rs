@@ -28,6 +28,23 @@ pub fn node_id(text: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{text:?}: 1 to 64 letters, digits, '.', '_', ':' or '-'"))
 }
 
+/// `--advertise-host`: a host name (letters, digits, `.`, `-`, at most 253 characters) or an
+/// IP address (IPv6 without brackets).
+pub fn advertise_host(text: &str) -> Result<String, String> {
+    let name_ok = !text.is_empty()
+        && text.len() <= 253
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    if name_ok || text.parse::<std::net::IpAddr>().is_ok() {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?}: expected a host name or an IP address, e.g. node-a.internal or 10.0.0.7"
+        ))
+    }
+}
+
 /// A `HOST:PORT` address: a non-empty host (name, IPv4, or `[IPv6]`) and a port number.
 /// Only its form is checked here; a name that does not resolve is found when it is used.
 pub fn host_port(text: &str) -> Result<String, String> {

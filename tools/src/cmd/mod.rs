@@ -194,9 +194,15 @@ pub struct CoordinatorFlags {
     /// The cluster's name in etcd (letters, digits, `.`, `_`, `-`).
     #[arg(long, default_value = "ladder", value_parser = flags::cluster_name)]
     pub cluster: String,
-    /// This node's id in the cluster (default: the listen address).
+    /// This node's id in the cluster (default: the listen address, with the advertised host
+    /// in place of an unspecified IP).
     #[arg(long, value_parser = flags::node_id)]
     pub node_id: Option<String>,
+    /// The host name or IP that other nodes and clients reach this node at: it stands in for
+    /// an unspecified listen IP (`0.0.0.0`, `::`) in the URL and the replication address the
+    /// node advertises (default: this machine's host name).
+    #[arg(long, value_parser = flags::advertise_host)]
+    pub advertise_host: Option<String>,
     /// The leader's lease in ms: a leader that cannot renew it stops acknowledging writes
     /// within it, and a standby takes over within 3 times it.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]

@@ -368,8 +368,8 @@ fn uncoordinated_lookup(
     scheme: &str,
 ) -> LeaderLookup {
     let state = state.clone();
-    let url = format!("{scheme}://{bound}");
-    let node = bound.to_string();
+    let node = super::advertise::advertised(bound, None);
+    let url = format!("{scheme}://{node}");
     LeaderLookup(Arc::new(move || {
         let leading = !state.standby.load(Ordering::Acquire);
         LeaderStatus {

@@ -8,6 +8,7 @@ use super::*;
 
 use ladder_coordinator::{Coordinator, CoordinatorConfig, Position};
 
+use super::advertise::advertised;
 use crate::cmd::CoordinatorFlags;
 
 /// What a coordinated node keeps across its runs.
@@ -24,6 +25,8 @@ pub(super) struct Coordination {
     pub replicas: u32,
     /// `ladder serve --demo`: the demo market on an empty journal, once this node leads.
     pub demo: bool,
+    /// `--advertise-host`: stands in for an unspecified listen IP in what the node advertises.
+    pub advertise_host: Option<String>,
 }
 
 impl Coordination {
@@ -177,7 +180,10 @@ fn start_coordination(
     let config = CoordinatorConfig {
         endpoints: flags.coordinator.clone(),
         cluster: flags.cluster.clone(),
-        node_id: flags.node_id.clone().unwrap_or_else(|| listen.to_string()),
+        node_id: flags
+            .node_id
+            .clone()
+            .unwrap_or_else(|| default_node_id(listen, flags.advertise_host.as_deref())),
         lease: Duration::from_millis(flags.lease_ms),
         may_lead_empty,
     };
@@ -193,5 +199,21 @@ fn start_coordination(
         replication_listen,
         replicas,
         demo,
+        advertise_host: flags.advertise_host.clone(),
     })
+}
+
+/// The node id when none is given: the listen address, with the advertised host in place of
+/// an unspecified IP (two hosts listening on `0.0.0.0:8080` are two nodes); the listen
+/// address as given when that is not a valid id.
+fn default_node_id(listen: &str, advertise_host: Option<&str>) -> String {
+    let Ok(address) = resolve(listen) else {
+        return listen.to_string();
+    };
+    let id = advertised(address, advertise_host).replace(['[', ']'], "");
+    if ladder_sequencer::replication::valid_node_id(&id) {
+        id
+    } else {
+        listen.to_string()
+    }
 }

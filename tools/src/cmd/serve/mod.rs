@@ -23,6 +23,7 @@ use ladder_sequencer::replication::server::JournalEnd;
 use ladder_sequencer::replication::LinkSecret;
 use ladder_sequencer::{CorePin, SequencerConfig};
 
+mod advertise;
 mod boot;
 mod coordinated;
 mod front;

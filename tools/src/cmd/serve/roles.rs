@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use super::advertise::advertised;
 use crossbeam_channel::Receiver;
 use ladder_gateway::keys::KeyTable;
 use ladder_sequencer::bell::BellReceiver;
@@ -101,15 +102,16 @@ pub(super) fn start_role(
             if let (Some(coordination), Some(hub)) = (start.coordination, start.hub) {
                 // Without `--replication-listen` a node may lead, alone: none can follow it.
                 let mut replication = String::new();
+                let host = coordination.advertise_host.as_deref();
                 if let Some(address) = &coordination.replication_listen {
                     let (bound, thread) = replicate(address, hub, secret)?;
-                    replication = bound.to_string();
+                    replication = advertised(bound, host);
                     threads.replication = Some(thread);
                 }
                 coordination
                     .coordinator
                     .advertise(ladder_coordinator::Addresses {
-                        url: format!("{scheme}://{bound}"),
+                        url: format!("{scheme}://{}", advertised(bound, host)),
                         replication,
                     });
                 primary.set(coordination.leader_replication());
