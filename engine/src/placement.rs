@@ -72,6 +72,29 @@ impl Engine {
     /// The order's market, outcome and account, and where its hash goes among those seen, or
     /// why it is refused before anything changes.
     fn check_order(&self, new: &NewOrder) -> Result<(u32, Outcome, u32, Vacancy), Reject> {
+        let (market_index, outcome) = self.check_order_terms(new)?;
+        let hash_vacancy = self
+            .seen_hashes
+            .vacancy(&new.order_hash)
+            .ok_or(Reject::DuplicateOrder)?;
+        if !new.signer_verified && !self.controllers.contains(&(new.maker, new.signer)) {
+            return Err(Reject::SignerNotController);
+        }
+        if !self.orders.has_room() {
+            return Err(Reject::TooManyOrders);
+        }
+        let account = self
+            .ledger
+            .find(&new.maker)
+            .ok_or(Reject::NotEnoughBalance)?;
+        Ok((market_index, outcome, account, hash_vacancy))
+    }
+
+    /// The checks of an order that come before its hash is looked at (API.md §8, rows 10 to
+    /// 16, in order): its token's market and outcome, or the first one it fails. The gateway
+    /// asks them of an order whose hash only the history store still holds, so that it is
+    /// refused for the same first cause as an order the engine remembers.
+    pub fn check_order_terms(&self, new: &NewOrder) -> Result<(u32, Outcome), Reject> {
         let (market_index, outcome) = self
             .markets
             .find_token(&new.token_id)
@@ -97,21 +120,7 @@ impl Engine {
         if new.post_only && !new.order_type.rests() {
             return Err(Reject::PostOnlyNeedsRestingType);
         }
-        let hash_vacancy = self
-            .seen_hashes
-            .vacancy(&new.order_hash)
-            .ok_or(Reject::DuplicateOrder)?;
-        if !new.signer_verified && !self.controllers.contains(&(new.maker, new.signer)) {
-            return Err(Reject::SignerNotController);
-        }
-        if !self.orders.has_room() {
-            return Err(Reject::TooManyOrders);
-        }
-        let account = self
-            .ledger
-            .find(&new.maker)
-            .ok_or(Reject::NotEnoughBalance)?;
-        Ok((market_index, outcome, account, hash_vacancy))
+        Ok((market_index, outcome))
     }
 
     fn check_expiration(&self, new: &NewOrder) -> Result<(), Reject> {

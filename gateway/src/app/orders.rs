@@ -312,8 +312,8 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         }
         Ok(order) => match stored_before(app.history().as_deref(), &order) {
             Err(unavailable) => Outcome::Respond(unavailable),
-            Ok(Some(duplicate)) => Outcome::Respond(ok_json(&duplicate)),
-            Ok(None) => match order_check(&app.config.smart_accounts, &order) {
+            Ok(true) => refuse_stored(order),
+            Ok(false) => match order_check(&app.config.smart_accounts, &order) {
                 None => place_one(order, None),
                 Some(check) => app
                     .config
@@ -331,33 +331,40 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
     }
 }
 
-/// The answer to an order whose hash the history store holds: it was placed before and
-/// closed long ago, and the engine has forgotten it (API.md §19); `Ok(None)` when the store
-/// does not hold it. Refused while the store is too far behind for the engine to cover what
-/// it has not stored yet (503, retry), or when it cannot be read.
-fn stored_before(
-    history: Option<&dyn HistoryReads>,
-    order: &NewOrder,
-) -> Result<Option<OrderPlacementResult>, Response> {
+/// Whether the history store holds the order's hash: it was placed before and closed long
+/// ago, and the engine has forgotten it (API.md §19). Refused while the store is too far
+/// behind for the engine to cover what it has not stored yet (503, retry), or when it cannot
+/// be read.
+fn stored_before(history: Option<&dyn HistoryReads>, order: &NewOrder) -> Result<bool, Response> {
     let Some(history) = history else {
-        return Ok(None);
+        return Ok(false);
     };
     if history.lag() > HASH_GRACE_RECORDS / 2 {
         return Err(
             Response::error(Status::Unavailable, "history store behind: try again").retry_after(1),
         );
     }
-    match history.order_hash_stored(&order.order_hash) {
-        Ok(false) => Ok(None),
-        Ok(true) => Ok(Some(OrderPlacementResult::rejected(
-            rejection_text(&Reject::DuplicateOrder, order),
-            Some(order.order_hash),
-        ))),
-        Err(why) => {
-            tracing::warn!(error = %why, "history store read failed");
-            Err(Response::error(Status::Unavailable, "history store unavailable").retry_after(1))
-        }
-    }
+    history.order_hash_stored(&order.order_hash).map_err(|why| {
+        tracing::warn!(error = %why, "history store read failed");
+        Response::error(Status::Unavailable, "history store unavailable").retry_after(1)
+    })
+}
+
+/// The refusal of an order whose hash only the history store holds: the first of the
+/// checks before the duplicate check it fails (API.md §8 rows 10 to 16, asked of the
+/// engine), else the duplicate's. An order the engine remembers is refused the same way.
+fn stored_refusal(first_failed: Option<Reject>, order: &NewOrder) -> OrderPlacementResult {
+    let reject = first_failed.unwrap_or(Reject::DuplicateOrder);
+    OrderPlacementResult::rejected(rejection_text(&reject, order), Some(order.order_hash))
+}
+
+/// [`stored_refusal`] for one order, once the engine has checked its terms.
+fn refuse_stored(order: NewOrder) -> Outcome {
+    let checked = order.clone();
+    query(
+        move |e: &Engine| e.check_order_terms(&checked).err(),
+        move |first_failed| ok_json(&stored_refusal(first_failed, &order)),
+    )
 }
 
 fn place_one(order: NewOrder, chain_error: Option<String>) -> Outcome {
@@ -392,16 +399,22 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
     let recover_and_place = move || {
         let mut slots: Vec<BatchSlot> = Vec::with_capacity(parsed.len());
         let mut checks: Vec<(usize, ControlCheck)> = Vec::new();
+        // Orders whose hash only the history store holds: refused, for a cause the engine
+        // names (see `stored_refusal`).
+        let mut stored_orders: Vec<(usize, NewOrder)> = Vec::new();
         for (i, item) in parsed.iter().enumerate() {
             let prepared = prepare(&exchange, &principal, item);
             let stored = match &prepared {
                 Ok(order) => stored_before(history.as_deref(), order),
-                Err(_) => Ok(None),
+                Err(_) => Ok(false),
             };
             match (prepared, stored) {
                 (_, Err(unavailable)) => return Outcome::Respond(unavailable),
-                (Ok(_), Ok(Some(duplicate))) => slots.push(Err(duplicate)),
-                (Ok(order), Ok(None)) => {
+                (Ok(order), Ok(true)) => {
+                    slots.push(Err(stored_refusal(None, &order)));
+                    stored_orders.push((i, order));
+                }
+                (Ok(order), Ok(false)) => {
                     if let Some(check) = order_check(&accounts, &order) {
                         checks.push((i, check));
                     }
@@ -416,18 +429,41 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
                 (Err(Refusal::Price(refusal)), _) => slots.push(Err(refusal.rejection(&board))),
             }
         }
-        if checks.is_empty() {
-            return place_batch(slots);
-        }
-        let (positions, checks): (Vec<usize>, Vec<ControlCheck>) = checks.into_iter().unzip();
-        accounts.judge(checks, move |verdicts| {
-            let mut slots = slots;
-            for (i, verdict) in positions.into_iter().zip(verdicts) {
-                if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
-                    *chain_error = apply_verdict(verdict, order);
-                }
+        let judge_and_place = move |slots: Vec<BatchSlot>| {
+            if checks.is_empty() {
+                return place_batch(slots);
             }
-            place_batch(slots)
+            let (positions, checks): (Vec<usize>, Vec<ControlCheck>) = checks.into_iter().unzip();
+            accounts.judge(checks, move |verdicts| {
+                let mut slots = slots;
+                for (i, verdict) in positions.into_iter().zip(verdicts) {
+                    if let Some(Ok((order, chain_error))) = slots.get_mut(i) {
+                        *chain_error = apply_verdict(verdict, order);
+                    }
+                }
+                place_batch(slots)
+            })
+        };
+        if stored_orders.is_empty() {
+            return judge_and_place(slots);
+        }
+        // The stored orders' terms are checked before the batch is placed: an order of the
+        // batch cannot change a market's state, tick or size limits, nor the time.
+        let (read, answer) = ladder_sequencer::query(move |e: &Engine| {
+            stored_orders
+                .into_iter()
+                .map(|(i, order)| (i, e.check_order_terms(&order).err(), order))
+                .collect::<Vec<_>>()
+        });
+        Outcome::then(Work::Query(read), move |completion| {
+            let (Completion::Answered { .. }, Some(checked)) = (&completion, answer.take()) else {
+                return Outcome::Respond(unexpected(completion));
+            };
+            let mut slots = slots;
+            for (i, first_failed, order) in checked {
+                slots[i] = Err(stored_refusal(first_failed, &order));
+            }
+            judge_and_place(slots)
         })
     };
     // Each element's signature is recovered: a batch of more than one goes to a worker, so
@@ -1085,9 +1121,8 @@ mod tests {
             lag: 0,
             broken: false,
         };
-        let refused = stored_before(Some(&store), &order(STORED_HASH))
-            .expect("the store answers")
-            .expect("a duplicate");
+        assert_eq!(stored_before(Some(&store), &order(STORED_HASH)), Ok(true));
+        let refused = stored_refusal(None, &order(STORED_HASH));
         let engine_says = placement_result(
             &Reply::Rejected(Reject::DuplicateOrder),
             &order(STORED_HASH),
@@ -1099,11 +1134,16 @@ mod tests {
             serde_json::to_value(&engine_says).unwrap()
         );
         let other = ladder_engine::FixedBytes([0x12; 32]);
-        assert!(matches!(
-            stored_before(Some(&store), &order(other)),
-            Ok(None)
-        ));
-        assert!(matches!(stored_before(None, &order(STORED_HASH)), Ok(None)));
+        assert_eq!(stored_before(Some(&store), &order(other)), Ok(false));
+        assert_eq!(stored_before(None, &order(STORED_HASH)), Ok(false));
+        // A check before the duplicate's that fails is the refusal, as in the engine.
+        let paused = Reject::MarketNotActive { state: "paused" };
+        let engine_says = placement_result(&Reply::Rejected(paused), &order(STORED_HASH), None)
+            .expect("a placement result");
+        assert_eq!(
+            serde_json::to_value(stored_refusal(Some(paused), &order(STORED_HASH))).unwrap(),
+            serde_json::to_value(&engine_says).unwrap()
+        );
     }
 
     #[test]
