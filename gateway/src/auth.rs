@@ -45,12 +45,38 @@ pub fn credential<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
         .filter(|value| !value.trim().is_empty())
 }
 
+/// The credential headers of L1 and L2.
+const CREDENTIAL_HEADERS: [&str; 6] = [
+    "svc_address",
+    "svc_signature",
+    "svc_timestamp",
+    "svc_nonce",
+    "svc_api_key",
+    "svc_passphrase",
+];
+
+/// Refuses a request that sends a credential header twice: which of two keys, signatures or
+/// timestamps is meant is not for the service to guess (a 401 naming the header).
+fn refuse_repeated_credentials(request: &Request) -> Result<(), AuthError> {
+    match CREDENTIAL_HEADERS
+        .iter()
+        .find(|name| request.header_count(name) > 1)
+    {
+        Some(name) => Err(AuthError::new(format!(
+            "{}: sent more than once",
+            name.to_ascii_uppercase()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks the L2 headers of `request` against the key table.
 pub fn authenticate_l2(
     keys: &KeyTable,
     request: &Request,
     now_s: u64,
 ) -> Result<L2Principal, AuthError> {
+    refuse_repeated_credentials(request)?;
     let api_key = credential(request, "svc_api_key");
     let timestamp = credential(request, "svc_timestamp");
     let passphrase = credential(request, "svc_passphrase");
@@ -148,6 +174,7 @@ pub fn authenticate_l1(
     now_s: u64,
     domain: &AuthDomain,
 ) -> Result<L1Claim, AuthError> {
+    refuse_repeated_credentials(request)?;
     let address = credential(request, "svc_address");
     let signature = credential(request, "svc_signature");
     let timestamp = credential(request, "svc_timestamp");

@@ -235,6 +235,26 @@ fn hyphenated_and_lowercase_header_forms_are_accepted() {
         r.json(),
         json!({ "data": [], "next_cursor": "LTE=", "count": 0, "limit": 100 })
     );
+
+    // A credential header sent twice (under either spelling) is refused, whichever comes first.
+    let mut twice = alice.l2("GET", "/orders", "").unwrap();
+    twice.push(("svc-api-key".into(), uuid::Uuid::new_v4().to_string()));
+    let r = http.request("GET", "/orders", &twice, None).unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({ "error": "SVC_API_KEY: sent more than once" })
+    );
+    let mut twice = alice.l1(3);
+    twice.insert(0, ("SVC_TIMESTAMP".into(), "1".into()));
+    let r = http
+        .request("GET", "/auth/derive-api-key", &twice, None)
+        .unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({ "error": "SVC_TIMESTAMP: sent more than once" })
+    );
 }
 
 #[test]

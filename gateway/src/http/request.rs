@@ -103,6 +103,14 @@ impl Request {
         self.target.split_once('?').map(|(_, q)| q).unwrap_or("")
     }
 
+    /// How many headers are named `name` (lowercase), ignoring `_`/`-` differences.
+    pub fn header_count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(n, _)| header_names_equal(n, name))
+            .count()
+    }
+
     /// The first header named `name` (lowercase), ignoring `_`/`-` differences, so that
     /// `SVC_API_KEY` and `Svc-Api-Key` are one header (API.md §6).
     pub fn header(&self, name: &str) -> Option<&str> {
