@@ -4,9 +4,7 @@
 use crate::command::Command;
 use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus, OrderView};
-use crate::market::MarketState;
 use crate::orders::{OrderPlace, Slot, NIL};
-use crate::reject::Reject;
 use smallvec::smallvec;
 
 use crate::reply::{CancelIds, CancelReport, NotCanceled, NotCanceledIds, Reply};
@@ -88,10 +86,8 @@ impl Engine {
     }
 
     /// The reply of a cancel command that would change nothing (no order to take off the
-    /// book), of a key creation or deletion or a user operation that would be refused, of a
-    /// stop of heartbeats that do not run, of a link or unlink that is in place already, or of
-    /// a recorded redemption with nothing to redeem or in a market not ended, without applying
-    /// it; `None` for any other
+    /// book), of a key creation or deletion or a user operation that would be refused, or of
+    /// a stop of heartbeats that do not run, without applying it; `None` for any other
     /// command (an order is not asked: its checks would run twice for every order taken).
     /// The sequencer answers such a command without journaling it: a
     /// replay without it reaches the same state, and a client cannot fill the journal with
@@ -161,18 +157,6 @@ impl Engine {
             Command::StopHeartbeats { key_id } => {
                 (!self.heartbeats.contains_key(key_id)).then_some(Reply::Ok)
             }
-            // Linking a pair already linked, or unlinking one that is not, changes nothing.
-            Command::LinkAccount { account, owner } => self
-                .controllers
-                .contains(&(*account, *owner))
-                .then_some(Reply::Ok),
-            Command::UnlinkAccount { account, owner } => {
-                (!self.controllers.contains(&(*account, *owner))).then_some(Reply::Ok)
-            }
-            Command::RecordRedemption {
-                address,
-                condition_id,
-            } => self.redemption_unchanged(address, condition_id),
             // A refused user operation changes nothing either (nor fills the journal).
             Command::RedeemUserOp {
                 sender,
@@ -186,25 +170,6 @@ impl Engine {
                 .map(Reply::Rejected),
             _ => None,
         }
-    }
-
-    /// The reply of a recorded redemption that changes nothing: refused for a market not
-    /// known or not ended, `Ok` when `address` holds none of its tokens (redeemed already,
-    /// or never held).
-    fn redemption_unchanged(&self, address: &Address, condition_id: &ConditionId) -> Option<Reply> {
-        let index = match self.known_market_index(condition_id) {
-            Ok(index) => index,
-            Err(reject) => return Some(Reply::Rejected(reject)),
-        };
-        if !matches!(self.markets.get(index).state, MarketState::Resolved(_)) {
-            return Some(Reply::Rejected(Reject::MarketNotResolved));
-        }
-        let holds = self.ledger.find(address).is_some_and(|account| {
-            [Outcome::Yes, Outcome::No]
-                .into_iter()
-                .any(|outcome| self.ledger.position(account, index, outcome).free > 0)
-        });
-        (!holds).then_some(Reply::Ok)
     }
 
     /// Cancels the requester's orders on one market (one token of it, when given). When the

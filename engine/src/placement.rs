@@ -9,7 +9,7 @@ use crate::orders::{Order, OrderPlace, Slot, NIL};
 use crate::reject::Reject;
 use crate::reply::{Placement, Reply};
 use crate::types::{
-    axis_price, notional_units, AxisSide, OrderType, Outcome, PriceTicks, Side, Units,
+    axis_price, notional_units, AxisSide, OrderType, Outcome, PriceTicks, Side, TimestampNs, Units,
     NANOS_PER_MILLI, NANOS_PER_SECOND, UNITS_PER_SHARE,
 };
 
@@ -72,7 +72,7 @@ impl Engine {
     /// The order's market, outcome and account, and where its hash goes among those seen, or
     /// why it is refused before anything changes.
     fn check_order(&self, new: &NewOrder) -> Result<(u32, Outcome, u32, Vacancy), Reject> {
-        let (market_index, outcome) = self.check_order_terms(new)?;
+        let (market_index, outcome) = self.check_order_terms(new, self.now_ns)?;
         let hash_vacancy = self
             .seen_hashes
             .vacancy(&new.order_hash)
@@ -93,8 +93,14 @@ impl Engine {
     /// The checks of an order that come before its hash is looked at (API.md §8, rows 10 to
     /// 16, in order): its token's market and outcome, or the first one it fails. The gateway
     /// asks them of an order whose hash only the history store still holds, so that it is
-    /// refused for the same first cause as an order the engine remembers.
-    pub fn check_order_terms(&self, new: &NewOrder) -> Result<(u32, Outcome), Reject> {
+    /// refused for the same first cause as an order the engine remembers. `now_ns` is the
+    /// time a GTD expiration is judged at: the command's stamp in a placement, the clock's
+    /// time when asked from outside (the engine's own is its last command's).
+    pub fn check_order_terms(
+        &self,
+        new: &NewOrder,
+        now_ns: TimestampNs,
+    ) -> Result<(u32, Outcome), Reject> {
         let (market_index, outcome) = self
             .markets
             .find_token(&new.token_id)
@@ -116,26 +122,11 @@ impl Engine {
                 minimum_units: market.spec.min_order_size_units,
             });
         }
-        self.check_expiration(new)?;
+        check_expiration(new, now_ns)?;
         if new.post_only && !new.order_type.rests() {
             return Err(Reject::PostOnlyNeedsRestingType);
         }
         Ok((market_index, outcome))
-    }
-
-    fn check_expiration(&self, new: &NewOrder) -> Result<(), Reject> {
-        let now_s = self.now_ns / NANOS_PER_SECOND;
-        match (new.order_type, new.expiration_s) {
-            (OrderType::Gtd, 0) => Err(Reject::GtdWithoutExpiration),
-            (OrderType::Gtd, expiration_s) if expiration_s <= now_s => {
-                Err(Reject::ExpirationPast {
-                    expiration_s,
-                    now_s,
-                })
-            }
-            (OrderType::Gtd, _) | (_, 0) => Ok(()),
-            (_, _) => Err(Reject::ExpirationNotGtd),
-        }
     }
 
     fn try_place(&mut self, new: &NewOrder) -> Result<Placement, Reject> {
@@ -577,5 +568,19 @@ pub(crate) fn crosses_level(
     match taker_side {
         AxisSide::Bid => level_price <= limit_axis,
         AxisSide::Ask => level_price >= limit_axis,
+    }
+}
+
+/// Whether a GTD order has an expiration in the future at `now_ns` (and any other order none).
+fn check_expiration(new: &NewOrder, now_ns: TimestampNs) -> Result<(), Reject> {
+    let now_s = now_ns / NANOS_PER_SECOND;
+    match (new.order_type, new.expiration_s) {
+        (OrderType::Gtd, 0) => Err(Reject::GtdWithoutExpiration),
+        (OrderType::Gtd, expiration_s) if expiration_s <= now_s => Err(Reject::ExpirationPast {
+            expiration_s,
+            now_s,
+        }),
+        (OrderType::Gtd, _) | (_, 0) => Ok(()),
+        (_, _) => Err(Reject::ExpirationNotGtd),
     }
 }

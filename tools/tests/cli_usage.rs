@@ -218,20 +218,28 @@ fn serve_on_a_port_in_use_writes_nothing_into_a_new_data_dir() {
     let parent = tempfile::tempdir().expect("temp dir");
     let data_dir = parent.path().join("data");
     let listen = format!("127.0.0.1:{port}");
-    let out = ladder(&[
-        "serve",
-        "--listen",
-        &listen,
-        "--data-dir",
-        &data_dir.to_string_lossy(),
-    ]);
-    assert!(!out.status.success(), "serve ran on a held port");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("address in use"), "stderr: {stderr}");
-    assert!(
-        !data_dir.exists(),
-        "the refused run created its data directory (and its master key)"
-    );
+    let data = data_dir.to_string_lossy().to_string();
+    for args in [
+        vec!["serve", "--listen", &listen, "--data-dir", &data],
+        vec![
+            "standby",
+            "--primary",
+            "127.0.0.1:1",
+            "--listen",
+            &listen,
+            "--data-dir",
+            &data,
+        ],
+    ] {
+        let out = ladder(&args);
+        assert!(!out.status.success(), "{args:?} ran on a held port");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("address in use"), "stderr: {stderr}");
+        assert!(
+            !data_dir.exists(),
+            "{args:?} created its data directory (and its master key or node id)"
+        );
+    }
 }
 
 #[test]

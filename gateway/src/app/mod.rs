@@ -68,7 +68,7 @@ pub struct App {
     config: AppConfig,
     keys: Arc<KeyTable>,
     key_limiter: RateLimiter<Uuid>,
-    ip_limiter: RateLimiter<IpAddr>,
+    ip_limiter: Arc<RateLimiter<IpAddr>>,
     /// Chain calls made for requests not yet authenticated, per client address.
     chain_call_limiter: RateLimiter<IpAddr>,
     metrics: Arc<Metrics>,
@@ -174,7 +174,7 @@ impl App {
         metrics.attach_state(state.clone());
         App {
             key_limiter: RateLimiter::new(config.rate_limit_key),
-            ip_limiter: RateLimiter::new(config.rate_limit_ip),
+            ip_limiter: Arc::new(RateLimiter::new(config.rate_limit_ip)),
             chain_call_limiter: RateLimiter::new(CHAIN_CALLS_BEFORE_AUTH_PER_IP),
             config,
             keys,
@@ -465,46 +465,72 @@ impl crate::server::Service for App {
         if let Err(wait_s) = self.ip_limiter.take(&peer.ip(), started) {
             return too_many(wait_s);
         }
-        let outcome = self.route(request, peer);
-        if matches!(&outcome, Outcome::Respond(r) if r.status == Status::TooManyRequests) {
-            // Refused by its key's limit: a refused request spends nothing (API.md §18),
-            // so the IP's token goes back.
-            self.ip_limiter.give_back(&peer.ip());
+        match self.route(request, peer) {
+            // Most answers are immediate: nothing to keep for later.
+            Outcome::Respond(response) => Outcome::Respond(settle(
+                (&self.metrics, request.path(), started),
+                (&self.ip_limiter, peer.ip()),
+                response,
+            )),
+            later => Observed {
+                metrics: self.metrics.clone(),
+                path: request.path().to_string(),
+                started,
+                ip_limiter: self.ip_limiter.clone(),
+                peer: peer.ip(),
+            }
+            .outcome(later),
         }
-        observed(&self.metrics, request.path(), started, outcome)
     }
 }
 
-/// `outcome`, with its final response counted in the metrics under `path`.
-fn observed(metrics: &Arc<Metrics>, path: &str, started: Instant, outcome: Outcome) -> Outcome {
-    match outcome {
-        Outcome::Respond(response) => {
-            metrics.observe(path, response.status.code(), started);
-            Outcome::Respond(response)
-        }
-        Outcome::Submit(work, completer) => {
-            let (metrics, path) = (metrics.clone(), path.to_string());
-            Outcome::Submit(
+/// A request's final `response`: counted in the metrics under its path, and a 429 (its key's
+/// limit, or its chain calls) gives the IP's token back, since a refused request spends
+/// nothing (API.md §18).
+fn settle(
+    (metrics, path, started): (&Metrics, &str, Instant),
+    (ip_limiter, peer): (&RateLimiter<IpAddr>, IpAddr),
+    response: Response,
+) -> Response {
+    metrics.observe(path, response.status.code(), started);
+    if response.status == Status::TooManyRequests {
+        ip_limiter.give_back(&peer);
+    }
+    response
+}
+
+/// What a request answered later (after the sequencer or a deferred job) needs to
+/// [`settle`] its final response.
+struct Observed {
+    metrics: Arc<Metrics>,
+    path: String,
+    started: Instant,
+    ip_limiter: Arc<RateLimiter<IpAddr>>,
+    peer: IpAddr,
+}
+
+impl Observed {
+    fn response(&self, response: Response) -> Response {
+        settle(
+            (&self.metrics, &self.path, self.started),
+            (&self.ip_limiter, self.peer),
+            response,
+        )
+    }
+
+    /// `outcome`, with its final response settled.
+    fn outcome(self, outcome: Outcome) -> Outcome {
+        match outcome {
+            Outcome::Respond(response) => Outcome::Respond(self.response(response)),
+            Outcome::Submit(work, completer) => Outcome::Submit(
                 work,
-                Box::new(move |completion| {
-                    let response = completer(completion);
-                    metrics.observe(&path, response.status.code(), started);
-                    response
-                }),
-            )
-        }
-        Outcome::Defer(job) => {
-            let (metrics, path) = (metrics.clone(), path.to_string());
-            Outcome::defer(move || observed(&metrics, &path, started, job()))
-        }
-        Outcome::Continue(work, continuation) => {
-            let (metrics, path) = (metrics.clone(), path.to_string());
-            Outcome::Continue(
+                Box::new(move |completion| self.response(completer(completion))),
+            ),
+            Outcome::Defer(job) => Outcome::defer(move || self.outcome(job())),
+            Outcome::Continue(work, continuation) => Outcome::Continue(
                 work,
-                Box::new(move |completion| {
-                    observed(&metrics, &path, started, continuation(completion))
-                }),
-            )
+                Box::new(move |completion| self.outcome(continuation(completion))),
+            ),
         }
     }
 }
@@ -522,6 +548,14 @@ fn is_loopback(ip: IpAddr) -> bool {
 
 fn too_many(wait_s: u64) -> Outcome {
     Outcome::Respond(Response::rate_limited(wait_s))
+}
+
+/// Server time in Unix nanoseconds.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// Server time in Unix seconds.

@@ -362,7 +362,7 @@ fn stored_refusal(first_failed: Option<Reject>, order: &NewOrder) -> OrderPlacem
 fn refuse_stored(order: NewOrder) -> Outcome {
     let checked = order.clone();
     query(
-        move |e: &Engine| e.check_order_terms(&checked).err(),
+        move |e: &Engine| e.check_order_terms(&checked, super::now_ns()).err(),
         move |first_failed| ok_json(&stored_refusal(first_failed, &order)),
     )
 }
@@ -452,7 +452,7 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
         let (read, answer) = ladder_sequencer::query(move |e: &Engine| {
             stored_orders
                 .into_iter()
-                .map(|(i, order)| (i, e.check_order_terms(&order).err(), order))
+                .map(|(i, order)| (i, e.check_order_terms(&order, super::now_ns()).err(), order))
                 .collect::<Vec<_>>()
         });
         Outcome::then(Work::Query(read), move |completion| {

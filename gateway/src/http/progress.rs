@@ -18,19 +18,6 @@ pub struct RequestProgress {
     continue_due: bool,
 }
 
-/// Whether the header section at the front of `buf` is HTTP/1.1 with `Expect: 100-continue`
-/// (RFC 9110 10.1.1: the client may wait for an interim answer before it sends the body).
-fn expects_continue(buf: &[u8]) -> bool {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut request = httparse::Request::new(&mut headers);
-    request.parse(buf).is_ok()
-        && request.version == Some(1)
-        && request.headers.iter().any(|header| {
-            header.name.eq_ignore_ascii_case("expect")
-                && header.value.eq_ignore_ascii_case(b"100-continue")
-        })
-}
-
 /// Where the first line end at or after `from` is.
 fn line_end(buf: &[u8], from: usize) -> Option<usize> {
     buf.get(from..)?
@@ -77,7 +64,10 @@ impl RequestProgress {
                     return match parse_front(buf)? {
                         Parsed::Complete(request, used) => self.done(request, used),
                         Parsed::NeedHead => Ok(None),
-                        Parsed::NeedBody(needed) => self.wait_for_body(buf, needed),
+                        Parsed::NeedBody {
+                            needed,
+                            expects_continue,
+                        } => self.wait_for_body(needed, expects_continue),
                     };
                 }
             }
@@ -85,18 +75,21 @@ impl RequestProgress {
         match parse_front(buf)? {
             Parsed::Complete(request, used) => self.done(request, used),
             Parsed::NeedHead => Ok(None),
-            Parsed::NeedBody(needed) => self.wait_for_body(buf, needed),
+            Parsed::NeedBody {
+                needed,
+                expects_continue,
+            } => self.wait_for_body(needed, expects_continue),
         }
     }
 
     /// The header section is whole and its body is `needed - head` bytes still to come.
     fn wait_for_body(
         &mut self,
-        buf: &[u8],
         needed: usize,
+        expects_continue: bool,
     ) -> Result<Option<(Request, usize)>, HttpError> {
         if self.needed.is_none() {
-            self.continue_due = expects_continue(buf);
+            self.continue_due = expects_continue;
         }
         self.needed = Some(needed);
         Ok(None)
@@ -202,6 +195,20 @@ mod tests {
             .advance(&[head.as_slice(), b"[{}]"].concat())
             .is_ok_and(|r| r.is_some()));
         assert!(!whole.take_continue());
+        // However many header lines come before it.
+        let mut long = b"POST /order HTTP/1.1\r\n".to_vec();
+        for i in 0..100 {
+            long.extend_from_slice(format!("X-Pad-{i}: a\r\n").as_bytes());
+        }
+        long.extend_from_slice(b"Expect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+        let mut padded = RequestProgress::default();
+        assert_eq!(padded.advance(&long), Ok(None));
+        assert!(padded.take_continue());
+        // HTTP/1.0 clients are not answered with it.
+        let mut old = RequestProgress::default();
+        let head = b"POST /order HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(old.advance(head), Ok(None));
+        assert!(!old.take_continue());
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub enum HttpError {
 pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
     Ok(match parse_front(buf)? {
         Parsed::Complete(request, used) => Some((request, used)),
-        Parsed::NeedHead | Parsed::NeedBody(_) => None,
+        Parsed::NeedHead | Parsed::NeedBody { .. } => None,
     })
 }
 
@@ -173,8 +173,13 @@ pub enum Parsed {
     Complete(Request, usize),
     /// The header section is not whole yet.
     NeedHead,
-    /// The header section is whole and valid; the request ends after this many bytes.
-    NeedBody(usize),
+    /// The header section is whole and valid; the body is still to come.
+    NeedBody {
+        /// The whole request's length.
+        needed: usize,
+        /// Whether the client waits for `100 Continue` before it sends the body.
+        expects_continue: bool,
+    },
 }
 
 /// Parses one request from the front of `buf`, saying how far it got.
@@ -226,11 +231,15 @@ fn parse_parsed(
         headers,
         content_length,
         keep_alive,
+        expects_continue,
     } = read_headers(parsed.headers, version >= 1)?;
     let body_len = content_length.unwrap_or(0);
     check_body_size(method, &target, body_len)?;
     if buf.len() < head_len + body_len {
-        return Ok(Parsed::NeedBody(head_len + body_len));
+        return Ok(Parsed::NeedBody {
+            needed: head_len + body_len,
+            expects_continue: expects_continue && version >= 1,
+        });
     }
     let body = buf[head_len..head_len + body_len].to_vec();
     Ok(Parsed::Complete(
@@ -316,6 +325,8 @@ struct Headers {
     content_length: Option<usize>,
     /// Whether the connection stays open after the answer.
     keep_alive: bool,
+    /// `Expect: 100-continue` (heeded from HTTP/1.1 clients only).
+    expects_continue: bool,
 }
 
 /// Reads the header lines. `Content-Length` must be a number (repeated only with the same
@@ -326,6 +337,7 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
         headers: Vec::with_capacity(lines.len()),
         content_length: None,
         keep_alive,
+        expects_continue: false,
     };
     for h in lines {
         let value = std::str::from_utf8(h.value)
@@ -348,6 +360,7 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
                     "Transfer-Encoding is not supported; send Content-Length",
                 ))
             }
+            "expect" => read.expects_continue = value.eq_ignore_ascii_case("100-continue"),
             "connection" => {
                 let v = value.to_ascii_lowercase();
                 if v.contains("close") {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use ladder_chain::redemptions::{redemptions_in, Redemption};
 use ladder_chain::RpcClient;
-use ladder_engine::{Command, Reply};
+use ladder_engine::{Command, Engine, MarketState};
 use ladder_protocol::Address;
 use ladder_sequencer::{Completion, Work};
 
@@ -112,7 +112,9 @@ impl RedemptionWatch {
         }
     }
 
-    /// Journals each redemption, then moves the cursor past `through`.
+    /// Journals each redemption, then moves the cursor past `through`. A redemption in a
+    /// market this service does not hold is passed over; one in a market it has not resolved
+    /// yet waits (the blocks are read again later), as does one the service refused.
     fn record(
         &mut self,
         redemptions: &[Redemption],
@@ -120,22 +122,30 @@ impl RedemptionWatch {
         run: &mut impl FnMut(Work) -> Result<Completion, String>,
     ) {
         for redemption in redemptions {
+            match market_state(redemption, run) {
+                Ok(Some(MarketState::Resolved(_))) => {}
+                Ok(None) => {
+                    tracing::info!(
+                        account = %redemption.account.to_lowercase_hex(),
+                        condition_id = %redemption.condition_id,
+                        block = redemption.block,
+                        "redemption on the chain in a market this service does not hold: passed over"
+                    );
+                    continue;
+                }
+                Ok(Some(_)) | Err(_) => {
+                    tracing::debug!(
+                        block = redemption.block,
+                        "chain redemption waits: its market is not resolved here yet"
+                    );
+                    return;
+                }
+            }
             let command = Command::RecordRedemption {
                 address: redemption.account,
                 condition_id: redemption.condition_id,
             };
             match run(Work::Command(command)) {
-                // A market this service does not hold (or has not ended): nothing to record.
-                Ok(Completion::Applied {
-                    reply: Reply::Rejected(reject),
-                    ..
-                }) => tracing::info!(
-                    account = %redemption.account.to_lowercase_hex(),
-                    condition_id = %redemption.condition_id,
-                    block = redemption.block,
-                    reason = ?reject,
-                    "redemption on the chain not recorded: nothing of it here"
-                ),
                 Ok(Completion::Applied { .. }) => tracing::info!(
                     account = %redemption.account.to_lowercase_hex(),
                     condition_id = %redemption.condition_id,
@@ -159,6 +169,31 @@ impl RedemptionWatch {
                 tracing::warn!(error = %e, "chain redemptions: cursor not kept");
             }
         }
+    }
+}
+
+/// The state of the redemption's market as the engine holds it (`None`: no such market),
+/// asked through the sequencer.
+fn market_state(
+    redemption: &Redemption,
+    run: &mut impl FnMut(Work) -> Result<Completion, String>,
+) -> Result<Option<MarketState>, String> {
+    let condition_id = redemption.condition_id;
+    query_through(run, move |e: &Engine| {
+        e.market(&condition_id).map(|m| m.state)
+    })
+}
+
+/// Runs `read` against the engine on the sequencer thread through `run` (which carries work
+/// to the sequencer and waits for its completion), and gives its value.
+pub(crate) fn query_through<T: Send + 'static>(
+    run: &mut impl FnMut(Work) -> Result<Completion, String>,
+    read: impl FnOnce(&Engine) -> T + Send + 'static,
+) -> Result<T, String> {
+    let (query, answer) = ladder_sequencer::query(read);
+    match run(Work::Query(query))? {
+        Completion::Answered { .. } => answer.take().ok_or_else(|| "no answer".to_string()),
+        _ => Err("unexpected completion".into()),
     }
 }
 

@@ -302,7 +302,12 @@ pub(super) fn start_sequencer(
     let (settlement_tx, settlement_events) =
         ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
     let hub = replication_hub(&options.role, coordination.map(Arc::as_ref), &start.engine);
-    publish_leader(state, coordination, &start.engine, start.bound);
+    publish_leader(
+        state,
+        coordination,
+        &start.engine,
+        (start.bound, options.advertise_host.as_deref()),
+    );
     *state.replication.write() = hub.clone();
     if let Some(hub) = &hub {
         let _ = late.hub.set(hub.clone());
@@ -342,7 +347,7 @@ fn publish_leader(
     state: &Arc<ServiceState>,
     coordination: Option<&Arc<Coordination>>,
     engine: &Engine,
-    (bound, scheme): (SocketAddr, &str),
+    ((bound, scheme), advertise_host): ((SocketAddr, &str), Option<&str>),
 ) {
     let lookup = match coordination {
         Some(coordination) => {
@@ -356,7 +361,7 @@ fn publish_leader(
                 .fetch_max(engine.term(), Ordering::AcqRel);
             coordination.lookup(state)
         }
-        None => uncoordinated_lookup(state, bound, scheme),
+        None => uncoordinated_lookup(state, bound, scheme, advertise_host),
     };
     *state.leader.write() = Some(lookup);
 }
@@ -366,9 +371,10 @@ fn uncoordinated_lookup(
     state: &Arc<ServiceState>,
     bound: SocketAddr,
     scheme: &str,
+    advertise_host: Option<&str>,
 ) -> LeaderLookup {
     let state = state.clone();
-    let node = super::advertise::advertised(bound, None);
+    let node = super::advertise::advertised(bound, advertise_host);
     let url = format!("{scheme}://{node}");
     LeaderLookup(Arc::new(move || {
         let leading = !state.standby.load(Ordering::Acquire);

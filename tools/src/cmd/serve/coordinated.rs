@@ -25,8 +25,6 @@ pub(super) struct Coordination {
     pub replicas: u32,
     /// `ladder serve --demo`: the demo market on an empty journal, once this node leads.
     pub demo: bool,
-    /// `--advertise-host`: stands in for an unspecified listen IP in what the node advertises.
-    pub advertise_host: Option<String>,
 }
 
 impl Coordination {
@@ -180,10 +178,10 @@ fn start_coordination(
     let config = CoordinatorConfig {
         endpoints: flags.coordinator.clone(),
         cluster: flags.cluster.clone(),
-        node_id: flags
-            .node_id
-            .clone()
-            .unwrap_or_else(|| default_node_id(listen, flags.advertise_host.as_deref())),
+        node_id: match &flags.node_id {
+            Some(id) => id.clone(),
+            None => default_node_id(listen, flags.advertise_host.as_deref())?,
+        },
         lease: Duration::from_millis(flags.lease_ms),
         may_lead_empty,
     };
@@ -199,21 +197,55 @@ fn start_coordination(
         replication_listen,
         replicas,
         demo,
-        advertise_host: flags.advertise_host.clone(),
     })
 }
 
-/// The node id when none is given: the listen address, with the advertised host in place of
-/// an unspecified IP (two hosts listening on `0.0.0.0:8080` are two nodes); the listen
-/// address as given when that is not a valid id.
-fn default_node_id(listen: &str, advertise_host: Option<&str>) -> String {
-    let Ok(address) = resolve(listen) else {
-        return listen.to_string();
+/// The node id when none is given: the listen address as given, or, for one on every
+/// interface (`0.0.0.0`, `::`), the advertised host with its port (two hosts listening on
+/// `0.0.0.0:8080` are two nodes). Refused when that is not a valid id.
+fn default_node_id(listen: &str, advertise_host: Option<&str>) -> Result<String, String> {
+    let id = match resolve(listen) {
+        Ok(address) if address.ip().is_unspecified() => {
+            advertised(address, advertise_host).replace(['[', ']'], "")
+        }
+        _ => listen.to_string(),
     };
-    let id = advertised(address, advertise_host).replace(['[', ']'], "");
     if ladder_sequencer::replication::valid_node_id(&id) {
-        id
+        Ok(id)
     } else {
-        listen.to_string()
+        Err(format!(
+            "--node-id: the default {id:?} is not a valid node id (1 to 64 letters, digits, \
+             '.', '_', ':' or '-'); give --node-id"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_node_id_replaces_only_an_unspecified_ip() {
+        assert_eq!(
+            default_node_id("0.0.0.0:8080", Some("node-a.internal")),
+            Ok("node-a.internal:8080".to_string())
+        );
+        assert_eq!(
+            default_node_id("[::]:8080", Some("fd00::7")),
+            Ok("fd00::7:8080".to_string())
+        );
+        // A named listen address is the id as given, not what it resolves to.
+        assert_eq!(
+            default_node_id("localhost:8080", Some("ignored")),
+            Ok("localhost:8080".to_string())
+        );
+        assert_eq!(
+            default_node_id("10.0.0.1:8080", None),
+            Ok("10.0.0.1:8080".to_string())
+        );
+        let long = "h".repeat(70);
+        assert!(default_node_id("0.0.0.0:8080", Some(&long))
+            .unwrap_err()
+            .contains("give --node-id"));
     }
 }

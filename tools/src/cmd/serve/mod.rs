@@ -101,6 +101,8 @@ struct RunOptions {
     /// With `--coordinator`: etcd decides whether this node leads (the role is then a
     /// standby that the coordinator may promote).
     coordination: Option<Arc<Coordination>>,
+    /// `--advertise-host`: stands in for an unspecified listen IP in what the node publishes.
+    advertise_host: Option<String>,
 }
 
 /// The process's signal flags, registered once for its life (a standby may run the
@@ -150,8 +152,17 @@ enum RunEnd {
     Rejoin { bound: SocketAddr },
 }
 
+/// Ends `serve` or `standby` at once when another process holds its `--listen` port: before
+/// anything is written to the data directory (a new one is left uncreated, without a master
+/// key or a node id) and before a coordinated node runs for leader.
+fn refuse_a_listen_address_in_use(listen: &str) -> Result<(), String> {
+    let address = resolve(listen).map_err(|e| format!("--listen {e}"))?;
+    ladder_gateway::refuse_a_port_in_use(address).map_err(|e| format!("listen on {address}: {e}"))
+}
+
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
+    refuse_a_listen_address_in_use(&args.service.listen)?;
     let signals = Signals::register()?;
     if !args.coordinator.coordinator.is_empty() {
         return coordinated(CoordinatedNode::Serve(args), signals);
@@ -197,6 +208,7 @@ fn serve_options(
         role,
         signals,
         coordination: None,
+        advertise_host: args.coordinator.advertise_host.clone(),
     })
 }
 
@@ -205,6 +217,7 @@ fn serve_options(
 /// runs until stopped, and again after a bootstrap when the primary's journal moved past it
 /// while it was away.
 pub fn standby(args: &StandbyArgs) -> Result<(), String> {
+    refuse_a_listen_address_in_use(&args.service.listen)?;
     let signals = Signals::register()?;
     if !args.coordinator.coordinator.is_empty() {
         return coordinated(CoordinatedNode::Standby(args), signals);
@@ -291,6 +304,7 @@ fn standby_options(
         role,
         signals,
         coordination: None,
+        advertise_host: args.coordinator.advertise_host.clone(),
     })
 }
 
@@ -328,10 +342,6 @@ fn ask_main_loop<T: Send + 'static>(
 /// stops or must run again in another role.
 fn run(options: RunOptions) -> Result<RunEnd, String> {
     let data_dir = options.data_dir.clone();
-    // A port another process holds ends the run before anything is written to the data
-    // directory (a new one is left uncreated, without a master key).
-    let listen = resolve(&options.listen).map_err(|e| format!("--listen {e}"))?;
-    ladder_gateway::refuse_a_port_in_use(listen).map_err(|e| format!("listen on {listen}: {e}"))?;
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
     let exchange = Address::parse_ignoring_checksum(&options.chain.exchange_address)
@@ -408,6 +418,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             role: &options.role,
             hub: hub.as_ref(),
             coordination: options.coordination.as_deref(),
+            advertise_host: options.advertise_host.as_deref(),
             data_dir: &data_dir,
             keys: &keys,
             replication_stop: &replication_stop,

@@ -51,6 +51,8 @@ pub(super) struct RoleStart<'a> {
     pub(super) replication_stop: &'a Arc<AtomicBool>,
     /// Where clients reach this node, and its scheme (`http` or `https`).
     pub(super) bound: (SocketAddr, &'a str),
+    /// `--advertise-host`: stands in for an unspecified IP in the addresses it publishes.
+    pub(super) advertise_host: Option<&'a str>,
     /// Whether the data directory was empty (the demo market goes only there).
     pub(super) fresh: bool,
     /// The engine's last sequence and term.
@@ -102,7 +104,7 @@ pub(super) fn start_role(
             if let (Some(coordination), Some(hub)) = (start.coordination, start.hub) {
                 // Without `--replication-listen` a node may lead, alone: none can follow it.
                 let mut replication = String::new();
-                let host = coordination.advertise_host.as_deref();
+                let host = start.advertise_host;
                 if let Some(address) = &coordination.replication_listen {
                     let (bound, thread) = replicate(address, hub, secret)?;
                     replication = advertised(bound, host);

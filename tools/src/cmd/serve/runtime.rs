@@ -231,11 +231,7 @@ impl Internal {
         &mut self,
         read: impl FnOnce(&Engine) -> T + Send + 'static,
     ) -> Result<T, String> {
-        let (query, answer) = ladder_sequencer::query(read);
-        match self.run(Work::Query(query))? {
-            Completion::Answered { .. } => answer.take().ok_or_else(|| "no answer".to_string()),
-            _ => Err("unexpected completion".into()),
-        }
+        crate::cmd::redemption_watch::query_through(&mut |work| self.run(work), read)
     }
 
     /// Serializes the engine on the sequencer thread and writes the snapshot here, keeping
