@@ -86,6 +86,37 @@ fn an_absolute_form_target_is_served_and_expect_100_continue_is_answered() {
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 200");
+
+    // An HTTP/1.0 client asking to keep the connection is told it stays open, and it does.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    for _ in 0..2 {
+        stream
+            .write_all(b"GET /time HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut byte = [0u8; 1];
+        while !answer.ends_with(b"\r\n\r\n") {
+            stream
+                .read_exact(&mut byte)
+                .expect("an answer on the same connection");
+            answer.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&answer).to_string();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("\r\nConnection: keep-alive\r\n"), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).unwrap();
+    }
 }
 
 #[test]

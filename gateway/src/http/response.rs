@@ -152,6 +152,16 @@ impl Response {
         self
     }
 
+    /// Says `Connection: keep-alive` (to a client that asked for it, as an HTTP/1.0 client
+    /// must, to know the connection stays open), unless the response closes it.
+    pub fn keeping_alive(mut self) -> Response {
+        if !self.close {
+            self.extra_headers
+                .push(("Connection", "keep-alive".to_string()));
+        }
+        self
+    }
+
     /// Appends the response's bytes to `out`; `head_only` omits the body (HEAD).
     pub fn write_to(&self, out: &mut Vec<u8>, head_only: bool) {
         let _ = write!(

@@ -111,7 +111,10 @@ impl Worker {
                         self.upgrade(index, &request, kind, peer);
                         return;
                     }
-                    let outcome = self.dispatch(&request, peer);
+                    let mut outcome = self.dispatch(&request, peer);
+                    if request.keep_alive && asks_keep_alive(&request) {
+                        outcome = super::finishing(outcome, Response::keeping_alive);
+                    }
                     self.queue(index, &request, outcome);
                 }
                 Err(error) => {
@@ -472,4 +475,12 @@ fn refill(conn: &mut Connection) -> bool {
             false
         }
     }
+}
+
+/// Whether the client asked for the connection to stay open (`Connection: keep-alive`): it is
+/// then told it does (an HTTP/1.0 client, which closes by default, waits to be told).
+fn asks_keep_alive(request: &Request) -> bool {
+    request
+        .header("connection")
+        .is_some_and(|value| value.to_ascii_lowercase().contains("keep-alive"))
 }

@@ -440,14 +440,19 @@ pub fn prepare_with_feed(addr: SocketAddr, threads: usize) -> io::Result<Prepare
 
 /// The outcome of a request that asked to close the connection: its response closes it.
 fn closing(outcome: Outcome) -> Outcome {
+    finishing(outcome, Response::closing)
+}
+
+/// `outcome` with `finish` applied to its final response, whenever that comes.
+pub(super) fn finishing(outcome: Outcome, finish: fn(Response) -> Response) -> Outcome {
     match outcome {
-        Outcome::Respond(response) => Outcome::Respond(response.closing()),
+        Outcome::Respond(response) => Outcome::Respond(finish(response)),
         Outcome::Submit(work, completer) => {
-            Outcome::Submit(work, Box::new(move |c| completer(c).closing()))
+            Outcome::Submit(work, Box::new(move |c| finish(completer(c))))
         }
-        Outcome::Defer(job) => Outcome::Defer(Box::new(move || closing(job()))),
+        Outcome::Defer(job) => Outcome::Defer(Box::new(move || finishing(job(), finish))),
         Outcome::Continue(work, continuation) => {
-            Outcome::Continue(work, Box::new(move |c| closing(continuation(c))))
+            Outcome::Continue(work, Box::new(move |c| finishing(continuation(c), finish)))
         }
     }
 }
