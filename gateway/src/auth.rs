@@ -37,12 +37,12 @@ pub struct L2Principal {
     pub address: Address,
 }
 
-/// The value of credential header `name`; an empty value counts as missing (so that an
-/// empty `SVC_API_KEY:` is "credentials required", not a malformed key).
-pub fn credential<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
+/// The value of credential header `name` (its first copy with a value); an empty value counts
+/// as missing (so that an empty `SVC_API_KEY:` is "credentials required", not a malformed key).
+pub fn credential<'a>(request: &'a Request, name: &'a str) -> Option<&'a str> {
     request
-        .header(name)
-        .filter(|value| !value.trim().is_empty())
+        .header_values(name)
+        .find(|value| !value.trim().is_empty())
 }
 
 /// The credential headers of L1 and L2.
@@ -55,13 +55,17 @@ const CREDENTIAL_HEADERS: [&str; 6] = [
     "svc_passphrase",
 ];
 
-/// Refuses a request that sends a credential header twice: which of two keys, signatures or
-/// timestamps is meant is not for the service to guess (a 401 naming the header).
+/// Refuses a request that sends a credential header twice with a value: which of two keys,
+/// signatures or timestamps is meant is not for the service to guess (a 401 naming the
+/// header). An empty copy counts as missing, as for [`credential`].
 fn refuse_repeated_credentials(request: &Request) -> Result<(), AuthError> {
-    match CREDENTIAL_HEADERS
-        .iter()
-        .find(|name| request.header_count(name) > 1)
-    {
+    match CREDENTIAL_HEADERS.iter().find(|name| {
+        request
+            .header_values(name)
+            .filter(|value| !value.trim().is_empty())
+            .count()
+            > 1
+    }) {
         Some(name) => Err(AuthError::new(format!(
             "{}: sent more than once",
             name.to_ascii_uppercase()

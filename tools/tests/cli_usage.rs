@@ -222,6 +222,15 @@ fn serve_on_a_port_in_use_writes_nothing_into_a_new_data_dir() {
     for args in [
         vec!["serve", "--listen", &listen, "--data-dir", &data],
         vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--replication-listen",
+            &listen,
+            "--data-dir",
+            &data,
+        ],
+        vec![
             "standby",
             "--primary",
             "127.0.0.1:1",

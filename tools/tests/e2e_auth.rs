@@ -255,6 +255,11 @@ fn hyphenated_and_lowercase_header_forms_are_accepted() {
         r.json(),
         json!({ "error": "SVC_TIMESTAMP: sent more than once" })
     );
+    // An empty copy counts as missing: the one with a value is used.
+    let mut with_empty = vec![("svc-api-key".to_string(), String::new())];
+    with_empty.extend(alice.l2("GET", "/orders", "").unwrap());
+    let r = http.request("GET", "/orders", &with_empty, None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
 }
 
 #[test]

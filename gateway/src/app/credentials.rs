@@ -111,7 +111,7 @@ fn create(app: &App, request: &Request) -> Outcome {
 fn mismatch(chain_unasked: Option<&ChainUnasked>) -> Response {
     match chain_unasked {
         Some(ChainUnasked::Unreachable(why)) => {
-            Response::error(Status::Unavailable, &Verdict::refusal(why))
+            Response::error(Status::Unavailable, &Verdict::refusal(why)).retry_after(1)
         }
         Some(ChainUnasked::OverBudget(wait_s)) => Response::rate_limited(*wait_s),
         None => Response::error(Status::Unauthorized, L1_MISMATCH),

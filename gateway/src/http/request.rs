@@ -103,12 +103,13 @@ impl Request {
         self.target.split_once('?').map(|(_, q)| q).unwrap_or("")
     }
 
-    /// How many headers are named `name` (lowercase), ignoring `_`/`-` differences.
-    pub fn header_count(&self, name: &str) -> usize {
+    /// The values of the headers named `name` (lowercase), ignoring `_`/`-` differences, in
+    /// order.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.headers
             .iter()
-            .filter(|(n, _)| header_names_equal(n, name))
-            .count()
+            .filter(move |(n, _)| header_names_equal(n, name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The first header named `name` (lowercase), ignoring `_`/`-` differences, so that

@@ -152,17 +152,28 @@ enum RunEnd {
     Rejoin { bound: SocketAddr },
 }
 
-/// Ends `serve` or `standby` at once when another process holds its `--listen` port: before
-/// anything is written to the data directory (a new one is left uncreated, without a master
-/// key or a node id) and before a coordinated node runs for leader.
-fn refuse_a_listen_address_in_use(listen: &str) -> Result<(), String> {
+/// Ends `serve` or `standby` at once when another process holds its `--listen` port or its
+/// `--replication-listen` port: before anything is written to the data directory (a new one
+/// is left uncreated, without a master key or a node id) and before a coordinated node runs
+/// for leader.
+fn refuse_listen_addresses_in_use(
+    listen: &str,
+    replication_listen: Option<&str>,
+) -> Result<(), String> {
     let address = resolve(listen).map_err(|e| format!("--listen {e}"))?;
-    ladder_gateway::refuse_a_port_in_use(address).map_err(|e| format!("listen on {address}: {e}"))
+    ladder_gateway::refuse_a_port_in_use(address)
+        .map_err(|e| format!("listen on {address}: {e}"))?;
+    if let Some(replication) = replication_listen {
+        let address = resolve(replication).map_err(|e| format!("--replication-listen {e}"))?;
+        ladder_gateway::refuse_a_port_in_use(address)
+            .map_err(|e| format!("--replication-listen {address}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `ladder serve`.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    refuse_a_listen_address_in_use(&args.service.listen)?;
+    refuse_listen_addresses_in_use(&args.service.listen, args.replication_listen.as_deref())?;
     let signals = Signals::register()?;
     if !args.coordinator.coordinator.is_empty() {
         return coordinated(CoordinatedNode::Serve(args), signals);
@@ -217,7 +228,7 @@ fn serve_options(
 /// runs until stopped, and again after a bootstrap when the primary's journal moved past it
 /// while it was away.
 pub fn standby(args: &StandbyArgs) -> Result<(), String> {
-    refuse_a_listen_address_in_use(&args.service.listen)?;
+    refuse_listen_addresses_in_use(&args.service.listen, args.replication_listen.as_deref())?;
     let signals = Signals::register()?;
     if !args.coordinator.coordinator.is_empty() {
         return coordinated(CoordinatedNode::Standby(args), signals);
