@@ -261,3 +261,28 @@ fn version_names_the_interface_version() {
         "stdout: {stdout}"
     );
 }
+
+#[test]
+fn a_default_node_id_that_cannot_be_is_refused_before_anything_is_written() {
+    let parent = tempfile::tempdir().expect("temp dir");
+    let data_dir = parent.path().join("data");
+    let long_host = "h".repeat(70);
+    let out = ladder(&[
+        "serve",
+        "--coordinator",
+        "http://127.0.0.1:1",
+        "--listen",
+        "0.0.0.0:0",
+        "--advertise-host",
+        &long_host,
+        "--data-dir",
+        &data_dir.to_string_lossy(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("give --node-id"), "stderr: {stderr}");
+    assert!(
+        !data_dir.exists(),
+        "the refused node created its data directory"
+    );
+}

@@ -81,15 +81,20 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
             args.replication_secret.link_secret(),
         ),
     };
+    // The node's id defaults to its listen address, so a port to be chosen (`:0`) is chosen
+    // now: every run listens on it, and other nodes can tell this node from one another. An
+    // id that cannot be is refused before anything is written.
+    let listen = concrete_listen(&service.listen)?;
+    let cluster_id = match &flags.node_id {
+        Some(id) => id.clone(),
+        None => default_node_id(&listen, flags.advertise_host.as_deref())?,
+    };
     let data_dir = service.data_dir.clone();
     ladder_journal::create_dir_durably(&data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", data_dir.display()))?;
-    // The node's id defaults to its listen address, so a port to be chosen (`:0`) is chosen
-    // now: every run listens on it, and other nodes can tell this node from one another.
-    let listen = concrete_listen(&service.listen)?;
     let coordination = Arc::new(start_coordination(
         flags,
-        &listen,
+        cluster_id,
         matches!(node, CoordinatedNode::Serve(_)),
         replication_listen,
         replicas,
@@ -166,7 +171,7 @@ fn concrete_listen(listen: &str) -> Result<String, String> {
 
 fn start_coordination(
     flags: &CoordinatorFlags,
-    listen: &str,
+    node_id: String,
     may_lead_empty: bool,
     replication_listen: Option<String>,
     replicas: u32,
@@ -178,10 +183,7 @@ fn start_coordination(
     let config = CoordinatorConfig {
         endpoints: flags.coordinator.clone(),
         cluster: flags.cluster.clone(),
-        node_id: match &flags.node_id {
-            Some(id) => id.clone(),
-            None => default_node_id(listen, flags.advertise_host.as_deref())?,
-        },
+        node_id,
         lease: Duration::from_millis(flags.lease_ms),
         may_lead_empty,
     };
