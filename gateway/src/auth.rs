@@ -40,9 +40,15 @@ pub struct L2Principal {
 /// The value of credential header `name` (its first copy with a value); an empty value counts
 /// as missing (so that an empty `SVC_API_KEY:` is "credentials required", not a malformed key).
 pub fn credential<'a>(request: &'a Request, name: &'a str) -> Option<&'a str> {
+    credential_copies(request, name).next()
+}
+
+/// The copies of credential header `name` that have a value, in order (an empty one counts as
+/// missing).
+fn credential_copies<'a>(request: &'a Request, name: &'a str) -> impl Iterator<Item = &'a str> {
     request
         .header_values(name)
-        .find(|value| !value.trim().is_empty())
+        .filter(|value| !value.trim().is_empty())
 }
 
 /// The credential headers of L1 and L2.
@@ -59,13 +65,10 @@ const CREDENTIAL_HEADERS: [&str; 6] = [
 /// signatures or timestamps is meant is not for the service to guess (a 401 naming the
 /// header). An empty copy counts as missing, as for [`credential`].
 fn refuse_repeated_credentials(request: &Request) -> Result<(), AuthError> {
-    match CREDENTIAL_HEADERS.iter().find(|name| {
-        request
-            .header_values(name)
-            .filter(|value| !value.trim().is_empty())
-            .count()
-            > 1
-    }) {
+    match CREDENTIAL_HEADERS
+        .iter()
+        .find(|name| credential_copies(request, name).count() > 1)
+    {
         Some(name) => Err(AuthError::new(format!(
             "{}: sent more than once",
             name.to_ascii_uppercase()
