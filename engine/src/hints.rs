@@ -51,15 +51,15 @@ impl Engine {
         index: usize,
         command_at: impl Fn(usize) -> Option<&'a Command>,
     ) {
-        let first = if index == 0 {
-            1
-        } else {
-            index + PREFETCH_AHEAD
-        };
-        for ahead in first..=index + PREFETCH_AHEAD {
-            if let Some(command) = command_at(ahead) {
-                self.prefetch(command);
+        if index == 0 {
+            for ahead in 1..PREFETCH_AHEAD {
+                if let Some(command) = command_at(ahead) {
+                    self.prefetch(command);
+                }
             }
+        }
+        if let Some(command) = command_at(index + PREFETCH_AHEAD) {
+            self.prefetch(command);
         }
     }
 }
