@@ -401,3 +401,49 @@ fn a_cancel_on_disconnect_subscriber_that_stops_reading_loses_its_orders_when_it
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
     drop(ws);
 }
+
+/// A stopping service (SIGTERM) says so to every WebSocket client with a 1001 close (RFC 6455
+/// 7.4.1, "going away"), and a stop is no disconnect of a dead-man switch: the orders stay,
+/// and are there after the restart.
+#[test]
+fn sigterm_closes_websockets_with_going_away_and_cancels_nothing() {
+    let mut service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    let mut user = user_ws(&service, &alice, true);
+    let url = format!("{}/ws/market", service.url.replace("http://", "ws://"));
+    let (mut market, _) = connect(url).unwrap();
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = market.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    let subscribe = json!({ "type": "market", "assets_ids": [YES] });
+    market.send(Message::text(subscribe.to_string())).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    service.signal("TERM");
+    for (name, ws) in [("/ws/user", &mut user), ("/ws/market", &mut market)] {
+        let close = loop {
+            match ws.read() {
+                Ok(Message::Close(frame)) => break frame,
+                Ok(_) => continue,
+                Err(e) => panic!("{name}: no close frame before the end: {e}"),
+            }
+        };
+        let frame = close.unwrap_or_else(|| panic!("{name}: a close frame without a code"));
+        assert_eq!(
+            frame.code,
+            tungstenite::protocol::frame::coding::CloseCode::Away,
+            "{name}"
+        );
+        assert_eq!(frame.reason.as_str(), "service shutting down", "{name}");
+    }
+    assert!(
+        service
+            .wait_exit(Duration::from_secs(30))
+            .is_some_and(|s| s.success()),
+        "a clean stop"
+    );
+    service.restart();
+    assert_eq!(open_ids(&mut alice).len(), 1, "a stop cancels nothing");
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "0");
+}

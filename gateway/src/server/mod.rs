@@ -593,6 +593,7 @@ pub fn spawn(
             in_seat: false,
             last_sweep: Instant::now(),
             key_removals_seen: 0,
+            sockets_told_of_stop: false,
         };
         *wake.seat.lock() = Some(worker);
         handles.push(
@@ -649,6 +650,8 @@ struct Worker {
     /// The service's count of deleted API keys when this loop last looked at its user
     /// subscriptions' keys.
     key_removals_seen: u64,
+    /// Whether this loop's WebSocket clients were sent the stopping service's 1001 close.
+    sockets_told_of_stop: bool,
 }
 
 /// A loop thread: blocks in `poll` without its worker's seat, and holds the seat while it
@@ -706,6 +709,10 @@ impl Worker {
             self.take_queued();
         }
         let stopping = self.shared.stop.load(Ordering::Acquire);
+        if stopping && !self.sockets_told_of_stop {
+            self.sockets_told_of_stop = true;
+            self.close_sockets_going_away();
+        }
         for event in events.iter() {
             match event.token() {
                 LISTENER if !stopping => self.accept(),

@@ -294,6 +294,18 @@ impl Worker {
         }
     }
 
+    /// Tells every WebSocket client that the service is stopping (close 1001), once, as
+    /// RFC 6455 7.4.1 asks of a server going away; a stop cancels no dead-man switch's
+    /// orders (`flush_socket` checks the stop flag).
+    pub(super) fn close_sockets_going_away(&mut self) {
+        for slot in 0..self.sockets.len() {
+            if let Some(socket) = self.sockets[slot].as_mut() {
+                socket.go_away();
+                self.flush_socket(slot);
+            }
+        }
+    }
+
     /// Submits the cancels of accounts whose cancel-on-disconnect connection ended: one
     /// journaled cancel-all each, whose answer comes back to this loop
     /// ([`Worker::disconnect_cancel_answered`]); kept for the next turn of the loop while the

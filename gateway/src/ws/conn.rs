@@ -659,6 +659,15 @@ impl WsConn {
         self.close_now(code, reason);
     }
 
+    /// Closes an open connection with 1001 (going away) because the service is stopping:
+    /// no error frame, and a stop is no disconnect of a dead-man switch (the caller does
+    /// not cancel for it).
+    pub fn go_away(&mut self) {
+        if self.is_open() {
+            self.close_now(CloseCode::Away, "service shutting down");
+        }
+    }
+
     /// Queues the close frame (past the outbound bound: it always goes), writes what the
     /// socket takes, and ends the connection after the grace.
     fn close_now(&mut self, code: CloseCode, reason: &str) {
