@@ -183,11 +183,39 @@ pub enum Command {
         /// The term: one more than the one before, at every change of leader.
         term: u64,
     },
+    /// A `/ws/user` connection with `cancel_on_disconnect` was accepted (API.md §16): when
+    /// it ends, every open order of `address` goes.
+    ArmDeadManSwitch {
+        /// The process that holds the connection (an id of its own, such as its start time).
+        process: u64,
+        /// The connection, numbered within that process.
+        connection: u64,
+        /// The API key's address.
+        address: Address,
+    },
+    /// A connection with `cancel_on_disconnect` ended: every open order of `address` is
+    /// cancelled (as `CancelAll`) and the connection's arming, if journaled, is forgotten.
+    DeadManSwitchTripped {
+        /// The process that held the connection.
+        process: u64,
+        /// The connection, numbered within that process.
+        connection: u64,
+        /// The API key's address.
+        address: Address,
+    },
+    /// Process `process` serves now (a start-up, a promotion): the connections other processes
+    /// armed ended with those processes, unseen, so each one's address loses its open orders.
+    DeadManSwitchesLost {
+        /// The process that serves now.
+        process: u64,
+    },
+    /// A clean stop (SIGTERM): every armed connection is forgotten and nothing is cancelled.
+    DisarmDeadManSwitches,
 }
 
 impl Command {
     /// Every name `type_name` gives, in the enum's order.
-    pub const TYPE_NAMES: [&'static str; 25] = [
+    pub const TYPE_NAMES: [&'static str; 29] = [
         "create_market",
         "pause_market",
         "resume_market",
@@ -213,6 +241,10 @@ impl Command {
         "redeem_user_op",
         "forget_history",
         "begin_term",
+        "arm_dead_man_switch",
+        "dead_man_switch_tripped",
+        "dead_man_switches_lost",
+        "disarm_dead_man_switches",
     ];
 
     /// A short stable name for logs, metrics and `ladder journal dump --type`.
@@ -243,6 +275,10 @@ impl Command {
             Command::RedeemUserOp { .. } => "redeem_user_op",
             Command::ForgetHistory { .. } => "forget_history",
             Command::BeginTerm { .. } => "begin_term",
+            Command::ArmDeadManSwitch { .. } => "arm_dead_man_switch",
+            Command::DeadManSwitchTripped { .. } => "dead_man_switch_tripped",
+            Command::DeadManSwitchesLost { .. } => "dead_man_switches_lost",
+            Command::DisarmDeadManSwitches => "disarm_dead_man_switches",
         }
     }
 }

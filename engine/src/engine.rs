@@ -116,6 +116,9 @@ pub struct Engine {
     pub(crate) api_key_creations: FxHashMap<(Address, Bytes32), u32>,
     /// API keys with heartbeats running, and their addresses (see `heartbeats.rs`).
     pub(crate) heartbeats: std::collections::BTreeMap<[u8; 16], Address>,
+    /// Open `/ws/user` connections with `cancel_on_disconnect`, by (process, connection),
+    /// and their addresses (see `dead_man.rs`).
+    pub(crate) dead_man_switches: std::collections::BTreeMap<(u64, u64), Address>,
     /// The next user operation sequence number of each smart account (see `user_ops.rs`).
     pub(crate) user_op_nonces: FxHashMap<Address, u64>,
     /// Receipts of the user operations carried out, by their hash.
@@ -160,6 +163,7 @@ impl Engine {
             api_keys: FxHashMap::default(),
             api_key_creations: FxHashMap::default(),
             heartbeats: std::collections::BTreeMap::new(),
+            dead_man_switches: std::collections::BTreeMap::new(),
             user_op_nonces: FxHashMap::default(),
             user_op_receipts: FxHashMap::default(),
             now_ns: 0,
@@ -227,6 +231,18 @@ impl Engine {
                 self.forget_history(*through_seq);
                 Reply::Ok
             }
+            Command::ArmDeadManSwitch {
+                process,
+                connection,
+                address,
+            } => self.arm_dead_man_switch((*process, *connection), *address),
+            Command::DeadManSwitchTripped {
+                process,
+                connection,
+                address,
+            } => self.trip_dead_man_switch((*process, *connection), address),
+            Command::DeadManSwitchesLost { process } => self.lose_dead_man_switches(*process),
+            Command::DisarmDeadManSwitches => self.disarm_dead_man_switches(),
             Command::BeginTerm { term } => {
                 if *term > self.term.0 {
                     self.term = (*term, self.last_seq);
@@ -322,6 +338,10 @@ impl Engine {
             | Command::RedeemUserOp { .. }
             | Command::ForgetHistory { .. }
             | Command::BeginTerm { .. }
+            | Command::ArmDeadManSwitch { .. }
+            | Command::DeadManSwitchTripped { .. }
+            | Command::DeadManSwitchesLost { .. }
+            | Command::DisarmDeadManSwitches
             | Command::Tick => unreachable!("handled by apply"),
         }
     }

@@ -27,6 +27,7 @@ mod book;
 mod cancel;
 mod claims;
 mod command;
+mod dead_man;
 mod debt_cover;
 mod ended_market_debts;
 mod engine;

@@ -134,6 +134,15 @@ impl Engine {
             h.bytes(key);
             h.bytes(&address.0);
         }
+        // Hashed only when some are armed, so that a state without any hashes as before.
+        if !self.dead_man_switches.is_empty() {
+            h.u64(self.dead_man_switches.len() as u64);
+            for ((process, connection), address) in &self.dead_man_switches {
+                h.u64(*process);
+                h.u64(*connection);
+                h.bytes(&address.0);
+            }
+        }
         let mut creations: Vec<_> = self.api_key_creations.iter().collect();
         creations.sort_unstable();
         h.u64(creations.len() as u64);

@@ -1232,3 +1232,43 @@ fn every_accepted_order_is_announced_by_a_placement_before_its_fills() {
         )]
     );
 }
+
+/// The `/ws/user` dead-man switch (API.md §16): a connection's end cancels its address's
+/// orders; a process that serves next cancels for the connections other processes left
+/// armed (they ended unseen, with a crash); a clean stop disarms without cancelling.
+#[test]
+fn dead_man_switches_cancel_when_tripped_or_lost_with_their_process_and_not_once_disarmed() {
+    let mut h = Harness::new();
+    let ids: Vec<u64> = (1..=3)
+        .map(|n| h.gtc(n, YES, Side::Buy, 4_000, 1).order_id)
+        .collect();
+    let arm = |process, connection, n| Command::ArmDeadManSwitch {
+        process,
+        connection,
+        address: account(n),
+    };
+    for command in [arm(1, 1, 1), arm(1, 2, 2), arm(2, 1, 3)] {
+        h.ok(command);
+    }
+    assert_eq!(h.engine.dead_man_switches_elsewhere(2), 2);
+    // Trader 2's connection ends while process 1 runs: its order goes, its arming too.
+    h.apply(Command::DeadManSwitchTripped {
+        process: 1,
+        connection: 2,
+        address: account(2),
+    });
+    assert_eq!(h.cancelled(), vec![ids[1]]);
+    // Process 2 serves now: process 1's connections ended with it (trader 1's); its own
+    // (trader 3's) did not.
+    h.apply(Command::DeadManSwitchesLost { process: 2 });
+    assert_eq!(h.cancelled(), vec![ids[0]]);
+    assert_eq!(h.engine.dead_man_switches_armed(), 1);
+    h.apply(Command::DeadManSwitchesLost { process: 2 });
+    assert_eq!(h.cancelled(), Vec::<u64>::new());
+    // A clean stop forgets trader 3's without cancelling; a later process finds nothing.
+    h.ok(Command::DisarmDeadManSwitches);
+    h.apply(Command::DeadManSwitchesLost { process: 3 });
+    assert_eq!(h.cancelled(), Vec::<u64>::new());
+    assert_eq!(h.engine.dead_man_switches_armed(), 0);
+    assert_eq!(h.engine.open_order_count(), 1, "trader 3's order stays");
+}

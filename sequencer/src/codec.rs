@@ -279,6 +279,18 @@ mod tests {
             },
             25 => Command::ForgetHistory { through_seq: p.big },
             26 => Command::BeginTerm { term: p.big },
+            27 => Command::ArmDeadManSwitch {
+                process: p.big,
+                connection: u64::from(p.small),
+                address: p.address,
+            },
+            28 => Command::DeadManSwitchTripped {
+                process: p.big,
+                connection: u64::from(p.small),
+                address: p.address,
+            },
+            29 => Command::DeadManSwitchesLost { process: p.big },
+            30 => Command::DisarmDeadManSwitches,
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,
@@ -293,7 +305,7 @@ mod tests {
     }
 
     /// How many kinds of command `command` makes (one per variant, two for an API key).
-    const COMMAND_KINDS: u8 = 27;
+    const COMMAND_KINDS: u8 = 31;
 
     proptest! {
         /// The codec's bytes are bincode's serde bytes, so journals written either way read

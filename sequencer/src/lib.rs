@@ -38,9 +38,9 @@ pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
 pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};
 pub use sequencer::{
-    rings, start, start_with, BatchEvents, EventConsumer, FlushTimes, Published, PublishedBatch,
-    Publisher, Rings, SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
-    FLUSH_BUCKETS_NS, STANDBY_REFUSAL,
+    rings, start, start_with, wall_clock_ns, BatchEvents, EventConsumer, FlushTimes, Published,
+    PublishedBatch, Publisher, Rings, SequencerConfig, SequencerHandle, SequencerParts,
+    SequencerStats, Takes, FLUSH_BUCKETS_NS, STANDBY_REFUSAL,
 };
 pub use submission::{
     query, Answer, BatchChannelSink, ChannelSink, Completion, CompletionSink, DiscardSink, Query,

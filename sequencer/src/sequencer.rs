@@ -946,7 +946,7 @@ impl Writer {
 }
 
 /// The wall clock in ns since the Unix epoch (0 before it).
-fn wall_clock_ns() -> u64 {
+pub fn wall_clock_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

@@ -447,3 +447,37 @@ fn sigterm_closes_websockets_with_going_away_and_cancels_nothing() {
     assert_eq!(open_ids(&mut alice).len(), 1, "a stop cancels nothing");
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "0");
 }
+
+/// A crash ends a dead-man switch's connection as surely as a network loss (API.md §16):
+/// the connection's arming is journaled, so the next run cancels the orders once it takes
+/// writes, counts it, and a replay of the journal agrees.
+#[test]
+fn a_crash_of_the_service_trips_the_cancel_on_disconnect_of_the_connections_it_held() {
+    let mut service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    rest(&mut alice, yes(), Side::Buy, 1_100, 1);
+    rest(&mut bob, yes(), Side::Buy, 1_200, 1);
+    // Alice's connection is armed; bob's is not.
+    let _armed = user_ws(&service, &alice, true);
+    let _plain = user_ws(&service, &bob, false);
+    std::thread::sleep(Duration::from_millis(300));
+    service.kill_and_restart();
+    wait_until_no_orders(&mut alice, Duration::from_secs(3));
+    assert_eq!(open_ids(&mut bob).len(), 1, "bob's connection had no flag");
+    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+    // Once only: a second crash finds nothing armed.
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    service.kill_and_restart();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(open_ids(&mut alice).len(), 1, "the switch tripped once");
+    let live = service.admin("GET", "/admin/state-hash", None).json();
+    service.kill();
+    let replayed = replayed_state_hash(
+        service.data_dir(),
+        Some(live["seq"].as_u64().expect("seq is a number")),
+        "dead-man switches after a crash",
+    );
+    assert_eq!(live["state_hash"], json!(replayed));
+}

@@ -351,7 +351,7 @@ impl Worker {
     /// Hands one completion to the request or subscription waiting for it; notes the
     /// connection in `touched` when a response was queued on it.
     pub(super) fn take_completion(&mut self, completion: Completion, touched: &mut Vec<usize>) {
-        if self.disconnect_cancel_answered(&completion) {
+        if self.dead_man_record_answered(&completion) {
             return;
         }
         let token = completion.ticket().token;

@@ -36,6 +36,7 @@ use crate::ws::WsKind;
 use tungstenite::protocol::frame::coding::CloseCode;
 
 use feed_routes::FeedRoutes;
+use ws_conns::DeadManRecord;
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -528,6 +529,12 @@ pub struct ServerShared {
     /// Completions a releasing thread carried out in a sleeping loop's seat (the loop was
     /// not woken for them), since start.
     pub answered_while_asleep: AtomicU64,
+    /// This run's id in the dead-man switches it journals (`ArmDeadManSwitch`): set once at
+    /// start (its start time), so that the next run tells its own connections from those
+    /// that ended with this one.
+    pub process: u64,
+    /// The number of the next `/ws/user` connection armed with `cancel_on_disconnect`.
+    pub next_dead_man_connection: AtomicU64,
 }
 
 impl ServerShared {
@@ -583,9 +590,9 @@ pub fn spawn(
             sockets_free: Vec::new(),
             routes: FeedRoutes::default(),
             ws_tickets: HashMap::new(),
-            disconnect_cancels: Vec::new(),
-            disconnect_cancels_in_flight: HashMap::new(),
-            disconnect_cancels_later: Vec::new(),
+            dead_man_records: Vec::new(),
+            dead_man_in_flight: HashMap::new(),
+            dead_man_later: Vec::new(),
             held: Vec::new(),
             parse_later: Vec::new(),
             sockets_unread: Vec::new(),
@@ -627,13 +634,14 @@ struct Worker {
     /// Book snapshots asked for WebSocket subscriptions: the socket's slot and generation,
     /// and where the sequencer leaves the books.
     ws_tickets: HashMap<u64, (usize, u32, ladder_sequencer::Answer<ws_conns::BookAnswer>)>,
-    /// Accounts whose cancel-on-disconnect is still to be submitted (the ring was full).
-    disconnect_cancels: Vec<ladder_engine::Address>,
-    /// Cancel-on-disconnect cancels submitted and not yet answered, by ticket token.
-    disconnect_cancels_in_flight: HashMap<u64, ladder_engine::Address>,
-    /// Cancel-on-disconnect cancels the sequencer refused for a while (too few standbys, a
-    /// full journal): submitted again at the next sweep.
-    disconnect_cancels_later: Vec<ladder_engine::Address>,
+    /// Dead-man switch records (armings, and the cancels of connections that ended) still to
+    /// be submitted, in order (the ring was full).
+    dead_man_records: Vec<DeadManRecord>,
+    /// Those submitted and not yet answered, by ticket token.
+    dead_man_in_flight: HashMap<u64, DeadManRecord>,
+    /// Cancels the sequencer refused for a while (too few standbys, a full journal):
+    /// submitted again at the next sweep.
+    dead_man_later: Vec<DeadManRecord>,
     /// Completions another thread took while the loop slept that must be carried out here
     /// (continuations, book snapshots).
     held: Vec<Completion>,
@@ -726,8 +734,8 @@ impl Worker {
             self.serve_unread_sockets();
         }
         self.take_completions();
-        if !self.disconnect_cancels.is_empty() {
-            self.submit_disconnect_cancels();
+        if !self.dead_man_records.is_empty() {
+            self.submit_dead_man_records();
         }
         let key_removals = self.service.api_key_removals();
         if key_removals != self.key_removals_seen {
@@ -798,7 +806,7 @@ impl Worker {
         let stopped = self.shared.stop.load(Ordering::Acquire) && self.tickets.is_empty();
         self.held.is_empty()
             && self.parse_later.is_empty()
-            && self.disconnect_cancels.is_empty()
+            && self.dead_man_records.is_empty()
             && !stopped
     }
 }

@@ -8,6 +8,39 @@ use super::*;
 /// reads, small beside the outbound queue's 1 MiB bound.
 const DEAD_MAN_SWITCH_SEND_BUFFER_BYTES: usize = 128 * 1024;
 
+/// What a loop journals for a `/ws/user` connection with `cancel_on_disconnect` (API.md §16):
+/// its arming when it is accepted, and the cancel when it ends. Both go through the loop's
+/// ring in that order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeadManRecord {
+    /// The API key's address.
+    address: ladder_engine::Address,
+    /// The connection's number within this run.
+    connection: u64,
+    /// Whether the connection ended (the cancel) rather than began (the arming).
+    ended: bool,
+}
+
+impl DeadManRecord {
+    /// The journaled command of this record, for connections of run `process`.
+    fn command(self, process: u64) -> ladder_engine::Command {
+        let (address, connection) = (self.address, self.connection);
+        if self.ended {
+            ladder_engine::Command::DeadManSwitchTripped {
+                process,
+                connection,
+                address,
+            }
+        } else {
+            ladder_engine::Command::ArmDeadManSwitch {
+                process,
+                connection,
+                address,
+            }
+        }
+    }
+}
+
 /// The books of `tokens`, read on the sequencer thread for a `/ws/market` subscription.
 pub(super) type BookAnswer = Vec<(ladder_engine::Bytes32, Option<ladder_engine::BookView>)>;
 
@@ -136,8 +169,11 @@ impl Worker {
                 cancel_on_disconnect,
             } => {
                 let result = self.service.ws_user_auth(&auth);
-                if let Some(socket) = self.sockets[slot].as_mut() {
-                    if cancel_on_disconnect && result.is_ok() {
+                let Some(socket) = self.sockets[slot].as_mut() else {
+                    return;
+                };
+                let armed = match &result {
+                    Ok(user) if cancel_on_disconnect => {
                         // A dead-man switch's connection: the kernel's share of its outbound
                         // queue stays small, so the 1 MiB bound decides when a client that
                         // stopped reading is dropped and its orders go (autotuning would
@@ -145,8 +181,24 @@ impl Worker {
                         // autotuning, for subscribers far away.
                         let _ = socket2::SockRef::from(&*socket.stream_mut())
                             .set_send_buffer_size(DEAD_MAN_SWITCH_SEND_BUFFER_BYTES);
+                        let connection = self
+                            .shared
+                            .next_dead_man_connection
+                            .fetch_add(1, Ordering::Relaxed);
+                        Some(DeadManRecord {
+                            address: user.address,
+                            connection,
+                            ended: false,
+                        })
                     }
-                    socket.authenticated(result, markets, cancel_on_disconnect);
+                    _ => None,
+                };
+                socket.authenticated(result, markets, armed.map(|record| record.connection));
+                if let Some(record) = armed {
+                    // Journaled so that a crash, which ends the connection unseen, still
+                    // cancels: the next run finds it armed (`DeadManSwitchesLost`).
+                    self.dead_man_records.push(record);
+                    self.submit_dead_man_records();
                 }
             }
             Action::Snapshot(tokens) => {
@@ -273,12 +325,16 @@ impl Worker {
         // Every way a connection ends counts but a service shutdown (API.md §16), and the
         // orders go as it starts closing: a slow consumer or a client that stopped answering
         // pings may never read its close frame, and its grace is no time to keep quotes.
-        if let Some(address) = ended_cancel {
+        if let Some((address, connection)) = ended_cancel {
             if !self.shared.stop.load(Ordering::Acquire) {
-                self.disconnect_cancels.push(address);
+                self.dead_man_records.push(DeadManRecord {
+                    address,
+                    connection,
+                    ended: true,
+                });
                 // In a sleeping loop's seat the loop is woken to submit it.
                 if !self.in_seat {
-                    self.submit_disconnect_cancels();
+                    self.submit_dead_man_records();
                 }
             }
         }
@@ -306,63 +362,68 @@ impl Worker {
         }
     }
 
-    /// Submits the cancels of accounts whose cancel-on-disconnect connection ended: one
-    /// journaled cancel-all each, whose answer comes back to this loop
-    /// ([`Worker::disconnect_cancel_answered`]); kept for the next turn of the loop while the
+    /// Submits the dead-man switch records in order: the armings of new connections, and for
+    /// each one that ended a journaled cancel-all, whose answer comes back to this loop
+    /// ([`Worker::dead_man_record_answered`]); kept for the next turn of the loop while the
     /// ring is full.
-    pub(super) fn submit_disconnect_cancels(&mut self) {
-        while let Some(&requester) = self.disconnect_cancels.first() {
+    pub(super) fn submit_dead_man_records(&mut self) {
+        while let Some(&record) = self.dead_man_records.first() {
             let token = self.next_ticket;
             let submission = Submission {
                 ticket: Ticket {
                     sink: self.lp.sink_index,
                     token,
                 },
-                work: ladder_sequencer::Work::Command(ladder_engine::Command::CancelAll {
-                    requester,
-                }),
+                work: ladder_sequencer::Work::Command(record.command(self.shared.process)),
             };
             match self.submitter.try_submit(submission) {
                 Ok(()) => {
                     self.next_ticket += 1;
-                    self.disconnect_cancels.remove(0);
-                    self.disconnect_cancels_in_flight.insert(token, requester);
+                    self.dead_man_records.remove(0);
+                    self.dead_man_in_flight.insert(token, record);
                 }
                 Err(ladder_sequencer::SubmitError::Full(_)) => return,
                 Err(ladder_sequencer::SubmitError::Stopped(_)) => {
-                    self.disconnect_cancels.clear();
+                    self.dead_man_records.clear();
                     return;
                 }
             }
         }
     }
 
-    /// Takes the answer to a cancel-on-disconnect cancel, if `completion` is one: counted
-    /// when carried out; submitted again at the next sweep when the sequencer refused it for a
-    /// while (too few standbys for `--replicas`, a full journal), so that the orders still go
-    /// once writes are taken again (API.md §16); dropped when this service is no longer the
-    /// one that writes (a standby, or a primary that lost its lease). Whether it was one.
-    pub(super) fn disconnect_cancel_answered(&mut self, completion: &Completion) -> bool {
+    /// Takes the answer to a dead-man switch record, if `completion` is one. A cancel is
+    /// counted when carried out; submitted again at the next sweep when the sequencer refused
+    /// it for a while (too few standbys for `--replicas`, a full journal), so that the orders
+    /// still go once writes are taken again (API.md §16); dropped when this service is no
+    /// longer the one that writes (a standby, or a primary that lost its lease). A refused
+    /// arming is not tried again: the switch still trips from this loop's memory, and only a
+    /// crash would end it unseen. Whether it was one.
+    pub(super) fn dead_man_record_answered(&mut self, completion: &Completion) -> bool {
         // Looked at for every completion: nothing to hash while none is in flight.
-        if self.disconnect_cancels_in_flight.is_empty() {
+        if self.dead_man_in_flight.is_empty() {
             return false;
         }
         let token = completion.ticket().token;
-        let Some(requester) = self.disconnect_cancels_in_flight.remove(&token) else {
+        let Some(record) = self.dead_man_in_flight.remove(&token) else {
             return false;
         };
+        let requester = record.address;
         match completion {
+            Completion::Refused { reason, .. } if !record.ended => {
+                tracing::warn!(%requester, reason, "cancel-on-disconnect armed in memory only");
+            }
             Completion::Refused { reason, .. } if refusal_passes(reason) => {
-                self.disconnect_cancels_later.push(requester);
+                self.dead_man_later.push(record);
             }
             Completion::Refused { reason, .. } => {
                 tracing::warn!(%requester, reason, "cancel-on-disconnect not carried out here");
             }
-            _ => {
+            _ if record.ended => {
                 self.shared
                     .cancels_on_disconnect
                     .fetch_add(1, Ordering::Relaxed);
             }
+            _ => {}
         }
         true
     }
@@ -384,8 +445,8 @@ impl Worker {
     pub(super) fn sweep_sockets(&mut self) {
         // Cancels refused for a while are tried again at each sweep, not at each turn.
         if !self.shared.stop.load(Ordering::Acquire) {
-            let later = std::mem::take(&mut self.disconnect_cancels_later);
-            self.disconnect_cancels.extend(later);
+            let later = std::mem::take(&mut self.dead_man_later);
+            self.dead_man_records.extend(later);
         }
         let limit = Duration::from_secs(crate::ws::SUBSCRIBE_TIMEOUT_S);
         let ping_after = self.limits.ws_ping_after;

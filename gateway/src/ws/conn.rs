@@ -76,7 +76,9 @@ struct UserSub {
     key_id: uuid::Uuid,
     markets: Vec<Bytes32>,
     next_seq: u64,
-    cancel_on_disconnect: bool,
+    /// With `cancel_on_disconnect`: the connection's number in its dead-man switch records,
+    /// until its end is taken.
+    dead_man_connection: Option<u64>,
 }
 
 /// A WebSocket connection.
@@ -220,16 +222,13 @@ impl WsConn {
     /// with `"cancel_on_disconnect": true`, authenticated): once it is no longer open, and
     /// only once. A connection ends when it starts closing, not when its close frame has
     /// been read: a client that stopped reading is never read from again.
-    pub fn take_ended_cancel(&mut self) -> Option<ladder_engine::Address> {
+    pub fn take_ended_cancel(&mut self) -> Option<(ladder_engine::Address, u64)> {
         if self.is_open() {
             return None;
         }
-        let user = self
-            .user
-            .as_mut()
-            .filter(|user| user.cancel_on_disconnect)?;
-        user.cancel_on_disconnect = false;
-        Some(user.address)
+        let user = self.user.as_mut()?;
+        let connection = user.dead_man_connection.take()?;
+        Some((user.address, connection))
     }
 
     /// Whether the subscribe message has arrived.
@@ -384,12 +383,13 @@ impl WsConn {
         }
     }
 
-    /// The user subscription was checked: follow `address`'s events (or refuse).
+    /// The user subscription was checked: follow `address`'s events (or refuse). With
+    /// `dead_man_connection`, its end cancels the account's open orders.
     pub fn authenticated(
         &mut self,
         result: Result<crate::auth::UserAuth, String>,
         markets: Vec<Bytes32>,
-        cancel_on_disconnect: bool,
+        dead_man_connection: Option<u64>,
     ) {
         match result {
             Ok(auth) => {
@@ -398,7 +398,7 @@ impl WsConn {
                     key_id: auth.key_id,
                     markets,
                     next_seq: 1,
-                    cancel_on_disconnect,
+                    dead_man_connection,
                 });
             }
             Err(e) => self.fail(CloseCode::Policy, &e),

@@ -58,7 +58,10 @@ pub(super) fn start_front(
         .collect();
     let (producers, internal_answers, follower_answers) =
         RuntimeProducers::take(&mut submitters, &mut sinks)?;
-    let shared = Arc::new(ServerShared::default());
+    let shared = Arc::new(ServerShared {
+        process: ladder_sequencer::wall_clock_ns(),
+        ..ServerShared::default()
+    });
     let scheme = if options.tls.is_some() {
         "https"
     } else {

@@ -26,6 +26,7 @@ use ladder_sequencer::{CorePin, SequencerConfig};
 mod advertise;
 mod boot;
 mod coordinated;
+mod dead_man;
 mod front;
 mod promotion;
 mod replication;
@@ -468,6 +469,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             snapshots: &snapshots,
             keep_snapshots: options.keep_snapshots,
             data_dir: &data_dir,
+            server: &front.shared,
         },
         internal,
         roles,
@@ -479,18 +481,21 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
 
     supervisor.stop_follower();
     let settlement_thread = supervisor.settlement.take();
-    drop(supervisor);
+    let mut internal = supervisor.into_internal();
     replication_stop.store(true, Ordering::Release);
     if let Some(thread) = replication_thread {
         let _ = thread.join();
     }
+    // A clean stop is no disconnect of a dead-man switch: its armings go (journaled) once the
+    // gateway loops took no more.
+    let clean_stop = matches!(end, LoopEnd::Stopped) && !state.standby.load(Ordering::Acquire);
     shutdown(
         front.shared,
         front.threads,
         handle,
         historian,
-        &data_dir,
-        options.keep_snapshots,
+        (&data_dir, options.keep_snapshots),
+        clean_stop.then_some(&mut internal),
     );
     if let Some(s) = settlement_thread {
         s.join();

@@ -74,18 +74,22 @@ impl Forgetting {
 }
 
 /// Stops accepting, drains what the gateway holds, stops the sequencer and snapshots.
+/// `disarm`, on a primary's clean stop, journals that its dead-man switches are disarmed.
 pub(super) fn shutdown(
     server: Arc<ServerShared>,
     gateway_threads: Vec<std::thread::JoinHandle<()>>,
     handle: SequencerHandle,
     historian: Historian,
-    data_dir: &Path,
-    keep_snapshots: usize,
+    (data_dir, keep_snapshots): (&Path, usize),
+    disarm: Option<&mut Internal>,
 ) {
     tracing::info!("stopping: draining connections");
     server.stop.store(true, Ordering::Release);
     for thread in gateway_threads {
         let _ = thread.join();
+    }
+    if let Some(internal) = disarm {
+        super::dead_man::disarm_at_stop(internal);
     }
     let engine = handle.stop();
     // The history store catches up with the last record before the historian stops, so
@@ -227,7 +231,8 @@ impl Internal {
             .map_err(|_| "the sequencer did not answer".to_string())
     }
 
-    fn query<T: Send + 'static>(
+    /// Reads the engine on the sequencer thread, after every record submitted before.
+    pub(super) fn query<T: Send + 'static>(
         &mut self,
         read: impl FnOnce(&Engine) -> T + Send + 'static,
     ) -> Result<T, String> {

@@ -17,6 +17,7 @@ use ladder_sequencer::SequencerStats;
 use ladder_settlement::SettlementHandle;
 
 use super::coordinated::Coordination;
+use super::dead_man::LostSwitches;
 use super::promotion::{
     answer_promotion, ask_coordinator, lead, promote_here, PromoteRequest, Promotion,
 };
@@ -68,6 +69,8 @@ pub(super) struct Context<'a> {
     pub(super) keep_snapshots: usize,
     /// The data directory.
     pub(super) data_dir: &'a std::path::Path,
+    /// Shared with the gateway loops (this run's id, the cancel-on-disconnect count).
+    pub(super) server: &'a ladder_gateway::server::ServerShared,
 }
 
 /// What the loop owns and changes.
@@ -88,6 +91,8 @@ pub(super) struct Supervisor<'a> {
     forgetting: Forgetting,
     /// An operator's promotion of a coordinated node: answered once it wins or loses.
     promotion_asked: Option<(PromoteRequest, Instant)>,
+    /// The dead-man switches earlier runs left armed.
+    lost_switches: LostSwitches,
 }
 
 impl<'a> Supervisor<'a> {
@@ -110,7 +115,13 @@ impl<'a> Supervisor<'a> {
             follow_target,
             forgetting: Forgetting::after_start_at(started_at_seq),
             promotion_asked: None,
+            lost_switches: LostSwitches::default(),
         }
+    }
+
+    /// The runtime's ring, for what the run does after the loop (a clean stop's records).
+    pub(super) fn into_internal(self) -> Internal {
+        self.internal
     }
 
     /// Runs until the node stops or must run again in another role.
@@ -302,6 +313,9 @@ impl<'a> Supervisor<'a> {
             let internal = &mut self.internal;
             watch.tick(primary && !journal_full, |work| internal.run(work));
         }
+        let writes = primary && !self.context.state.standby.load(Ordering::Acquire);
+        self.lost_switches
+            .settle(writes, self.context.server, &mut self.internal);
     }
 
     /// Stops a standby's follower (the run is ending).
