@@ -617,6 +617,7 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
             let _ = lag_tx.send(wall_ns().saturating_sub(stamped_ns));
         }),
         on_master_key: Box::new(|_| {}),
+        refusal_logged: false,
     })
     .expect("follower");
     let deadline = Instant::now() + Duration::from_secs(10);

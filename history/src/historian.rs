@@ -388,7 +388,7 @@ impl Run {
     ) -> Result<u64, String> {
         let released = (self.config.released)();
         let mut applied = 0;
-        let mut forgetting = false;
+        let mut commit_now = false;
         while applied < COMMIT_EVERY_RECORDS {
             if pending.is_none() {
                 let Some(record) = reader.poll().map_err(|e| e.to_string())? else {
@@ -416,11 +416,17 @@ impl Run {
             // now finds it only here (on a standby, whose primary's store allowed the
             // forgetting, this store may not have committed it yet). Committed at once.
             if matches!(next.command, Command::ForgetHistory { .. }) {
-                forgetting = true;
+                commit_now = true;
+                break;
+            }
+            // A snapshot falls due at this record: committed here, so that the snapshot is
+            // taken at it (every `snapshot_every` records, not at the next commit).
+            if self.snapshot_due_at(next.seq) {
+                commit_now = true;
                 break;
             }
         }
-        let commit_due = forgetting
+        let commit_due = commit_now
             || self.uncommitted >= COMMIT_EVERY_RECORDS
             || self.last_commit.elapsed() >= COMMIT_INTERVAL;
         if self.writer.has_uncommitted() && commit_due {
@@ -437,15 +443,19 @@ impl Run {
         Ok(applied)
     }
 
+    /// Whether `snapshot_every` records passed at `seq` since the last snapshot.
+    fn snapshot_due_at(&self, seq: u64) -> bool {
+        let every = self.config.snapshot_every;
+        every > 0 && seq >= self.last_snapshot.saturating_add(every)
+    }
+
     /// Writes a snapshot of the historian's engine when `snapshot_every` records passed
     /// since the last one (the store holds every record it covers).
     fn snapshot_when_due(&mut self) {
         let seq = self.engine.last_seq();
-        let every = self.config.snapshot_every;
         // Only at a sequence the store has committed: a restart starts from a snapshot at or
         // before what it committed.
-        if every == 0
-            || seq < self.last_snapshot + every
+        if !self.snapshot_due_at(seq)
             || self.writer.has_uncommitted()
             || seq > self.writer.applied_seq()
             || (self.config.journal_full)()

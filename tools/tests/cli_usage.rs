@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 42] = [
+    let cases: [(&[&str], &str); 47] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["standby"], "--primary"),
         (
@@ -154,6 +154,21 @@ fn bad_usage_exits_2_naming_the_flag() {
             &["serve", "--replication-secret-file", &short_secret],
             "at least 16 bytes",
         ),
+        (&["serve", "--rpc-url", "notaurl"], "--rpc-url"),
+        (
+            &[
+                "serve",
+                "--rpc-url",
+                "http://127.0.0.1:8545",
+                "--bundler-url",
+                "notaurl",
+            ],
+            "--bundler-url",
+        ),
+        // Flags that apply only with a coordinator.
+        (&["serve", "--lease-ms", "1000"], "--coordinator"),
+        (&["serve", "--cluster", "foo"], "--coordinator"),
+        (&["serve", "--node-id", "a"], "--coordinator"),
     ];
     for (args, named) in cases {
         let mut with_dir = args.to_vec();

@@ -91,6 +91,16 @@ fn dump_filters_stats_and_state_hash_agree_on_a_live_services_journal() {
     ));
     let seqs: Vec<u64> = window.iter().filter_map(|r| r["seq"].as_u64()).collect();
     assert_eq!(seqs, (2..last).collect::<Vec<_>>());
+    // `tail -n N`: the last N records, none for 0.
+    for n in [0, 1, 2] {
+        let tailed = lines(&journal(&["tail", "-n", &n.to_string()], &dir));
+        let seqs: Vec<u64> = tailed.iter().filter_map(|r| r["seq"].as_u64()).collect();
+        assert_eq!(
+            seqs,
+            (last + 1 - n..=last).collect::<Vec<_>>(),
+            "tail -n {n}"
+        );
+    }
 
     let stats: Value =
         serde_json::from_slice(&journal(&["stats"], &dir).stdout).expect("stats prints JSON");

@@ -97,6 +97,19 @@ fn retired_segments_leave_and_the_service_tools_and_reads_work_on_what_is_left()
     fill_journal(&service, 1_500);
 
     let firsts = wait_trimmed(service.data_dir());
+    // A snapshot every 200 records, exactly (not at the history store's next commit).
+    let snapshots: Vec<u64> = std::fs::read_dir(service.data_dir().join("snapshots"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("snapshot-")?
+                .strip_suffix(".snap")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(!snapshots.is_empty());
+    assert!(snapshots.iter().all(|seq| seq % 200 == 0), "{snapshots:?}");
     let moved: Vec<u64> = std::fs::read_dir(&archive_dir)
         .unwrap()
         .filter_map(|e| {
@@ -132,6 +145,27 @@ fn retired_segments_leave_and_the_service_tools_and_reads_work_on_what_is_left()
             firsts[0]
         )
     );
+    // From any sequence before the start (not only 1): from the first record left.
+    let from_before = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args([
+            "journal",
+            "dump",
+            "--from",
+            &(firsts[0] - 1).to_string(),
+            "--data-dir",
+        ])
+        .arg(service.data_dir())
+        .output()
+        .unwrap();
+    assert!(from_before.status.success());
+    let first_dumped: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&from_before.stdout)
+            .lines()
+            .next()
+            .expect("records"),
+    )
+    .unwrap();
+    assert_eq!(first_dumped["seq"], json!(firsts[0]));
     let hash_live = ladder(&["journal", "state-hash"], service.data_dir());
     assert!(hash_live.trim().starts_with("0x"));
 

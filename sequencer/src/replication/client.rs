@@ -81,6 +81,9 @@ pub struct Follower {
     pub on_applied: OnApplied,
     /// See [`OnMasterKey`].
     pub on_master_key: OnMasterKey,
+    /// Whether the local sequencer's refusal of replicated records (a full disk) was logged
+    /// since the last record it took: logged once, not once per record and retry.
+    pub refusal_logged: bool,
 }
 
 /// How a following session ended.
@@ -239,14 +242,20 @@ fn drain_pending(f: &mut Follower, pending: &mut VecDeque<(RecordMark, Command)>
                 (f.on_applied)(&command, &reply, mark.timestamp_ns);
                 f.last_seq = seq;
                 f.last_mark = Some(mark);
+                if std::mem::take(&mut f.refusal_logged) {
+                    tracing::info!(seq, "replicated records are taken here again");
+                }
             }
             Ok(Completion::Refused { reason, .. }) => {
                 in_order = false;
-                tracing::warn!(
-                    seq = mark.seq,
-                    reason,
-                    "a replicated record was refused here"
-                );
+                if !std::mem::replace(&mut f.refusal_logged, true) {
+                    tracing::warn!(
+                        seq = mark.seq,
+                        reason,
+                        "replicated records are refused here; following again until taken \
+                         (logged once)"
+                    );
+                }
             }
             Ok(_) => in_order = false,
             Err(_) => {

@@ -94,6 +94,19 @@ pub fn http_url(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// A JSON-RPC endpoint's URL: `http://` or `https://` and a host (`--rpc-url`,
+/// `--bundler-url`).
+pub fn rpc_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(|| format!("{text:?}: expected an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{text:?}: expected a host after the scheme"));
+    }
+    Ok(text.to_string())
+}
+
 /// A `0x` + 40 hex digit address (its EIP-55 checksum is not required).
 pub fn address(text: &str) -> Result<String, String> {
     ladder_protocol::Address::parse_ignoring_checksum(text)

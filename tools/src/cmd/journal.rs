@@ -183,7 +183,8 @@ fn for_each_record(
         ));
     }
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
-    if from > 1 {
+    // From before the start: from the first record left.
+    if from > first {
         reader.seek(from).map_err(|e| e.to_string())?;
     }
     while let Some(record) = reader.poll().map_err(|e| e.to_string())? {
@@ -268,7 +269,10 @@ fn tail(args: &TailArgs) -> Result<(), String> {
     reader.seek(from).map_err(|e| e.to_string())?;
     loop {
         while let Some(record) = reader.poll().map_err(|e| e.to_string())? {
-            crate::cmd::stdout::print_line(record_json(&record));
+            // The last N of those there at the start (none for `-n 0`), then every new one.
+            if record.seq.saturating_add(args.lines) > last {
+                crate::cmd::stdout::print_line(record_json(&record));
+            }
         }
         if !args.follow {
             return Ok(());

@@ -192,11 +192,12 @@ pub struct CoordinatorFlags {
     #[arg(long, value_delimiter = ',', value_parser = flags::etcd_endpoint)]
     pub coordinator: Vec<String>,
     /// The cluster's name in etcd (letters, digits, `.`, `_`, `-`).
-    #[arg(long, default_value = "ladder", value_parser = flags::cluster_name)]
+    #[arg(long, default_value = "ladder", value_parser = flags::cluster_name,
+          requires = "coordinator")]
     pub cluster: String,
     /// This node's id in the cluster (default: the listen address, with the advertised host
     /// in place of an unspecified IP).
-    #[arg(long, value_parser = flags::node_id)]
+    #[arg(long, value_parser = flags::node_id, requires = "coordinator")]
     pub node_id: Option<String>,
     /// The host name or IP that other nodes and clients reach this node at: it stands in for
     /// an unspecified listen IP (`0.0.0.0`, `::`) in the URL and the replication address the
@@ -205,7 +206,8 @@ pub struct CoordinatorFlags {
     pub advertise_host: Option<String>,
     /// The leader's lease in ms: a leader that cannot renew it stops acknowledging writes
     /// within it, and a standby takes over within 3 times it.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000),
+          requires = "coordinator")]
     pub lease_ms: u64,
 }
 
@@ -235,7 +237,7 @@ pub struct ReplicationSecretFlag {
 #[derive(Args, Debug, Clone)]
 pub struct ChainFlags {
     /// Ethereum JSON-RPC URL (ERC-1271 checks and chain settlement).
-    #[arg(long)]
+    #[arg(long, value_parser = flags::rpc_url)]
     pub rpc_url: Option<String>,
     /// Address of the exchange contract (EIP-712 verifyingContract; settlement target).
     #[arg(long, default_value = "0x000000000000000000000000000000000000C10b",
@@ -260,7 +262,7 @@ pub struct ChainFlags {
     pub entry_point: String,
     /// With `--rpc-url`: the ERC-4337 bundler run beside the node (its JSON-RPC URL), where
     /// POST /bundler sends redeem operations.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::rpc_url)]
     pub bundler_url: Option<String>,
 }
 

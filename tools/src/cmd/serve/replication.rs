@@ -167,6 +167,7 @@ pub(super) fn start_follower(
                 master_keys.replace_master(master);
             }
         }),
+        refusal_logged: false,
     };
     let thread = client::follow(follower).map_err(|e| format!("standby thread: {e}"))?;
     Ok((stop, thread))
