@@ -69,7 +69,7 @@ pub use event::{
 };
 pub use hints::PREFETCH_AHEAD;
 pub use ledger::Balance;
-pub use market::{LastTrade, MarketState, TICK_SIZES_ALLOWED};
+pub use market::{check_price_on_tick, LastTrade, MarketState, TICK_SIZES_ALLOWED};
 pub use placement::{resting_reservation_units, taker_fee_units, taker_reservation_units};
 pub use queries::*;
 pub use reject::Reject;

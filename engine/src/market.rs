@@ -92,21 +92,26 @@ impl Market {
 
     /// Checks an own-token price against the tick grid and range.
     pub fn check_price(&self, price_ticks: PriceTicks) -> Result<(), Reject> {
-        let tick_ticks = self.spec.tick_size_ticks;
-        if price_ticks < tick_ticks || price_ticks > PRICE_SCALE - tick_ticks {
-            return Err(Reject::PriceOutOfRange {
-                price_ticks,
-                tick_ticks,
-            });
-        }
-        if !price_ticks.is_multiple_of(tick_ticks) {
-            return Err(Reject::PriceOffTick {
-                price_ticks,
-                tick_ticks,
-            });
-        }
-        Ok(())
+        check_price_on_tick(price_ticks, self.spec.tick_size_ticks)
     }
+}
+
+/// Whether `price_ticks` suits a market of tick `tick_ticks`: within `[tick, 1 - tick]`
+/// first, then a multiple of the tick (API.md §8, rows 6 and 7).
+pub fn check_price_on_tick(price_ticks: PriceTicks, tick_ticks: PriceTicks) -> Result<(), Reject> {
+    if price_ticks < tick_ticks || price_ticks > PRICE_SCALE - tick_ticks {
+        return Err(Reject::PriceOutOfRange {
+            price_ticks,
+            tick_ticks,
+        });
+    }
+    if !price_ticks.is_multiple_of(tick_ticks) {
+        return Err(Reject::PriceOffTick {
+            price_ticks,
+            tick_ticks,
+        });
+    }
+    Ok(())
 }
 
 /// Every market, in creation order.

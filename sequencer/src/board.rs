@@ -217,6 +217,16 @@ impl BookBoard {
         Some((books, outcome))
     }
 
+    /// The tick of `token`'s market, in price ticks of 0.0001 (`None`: unknown token), as of
+    /// the last release.
+    pub fn tick_of(&self, token: &TokenId) -> Option<u32> {
+        let directory = self.directory.read();
+        let &(index, _) = directory.tokens.get(token)?;
+        let market = directory.markets.get(index as usize)?;
+        let tick = market.books.load().yes.market.tick_size_ticks;
+        Some(tick)
+    }
+
     /// The price history of `token` held here (`None`: unknown token): its market's condition
     /// id, which of the market's tokens it is, and for each `bucket_s`-second bucket (aligned
     /// to multiples of it) holding recent trades of the token from `start_s` to `end_s`

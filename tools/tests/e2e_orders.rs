@@ -473,6 +473,44 @@ fn off_tick_prices_and_fractional_shares_are_rejected() {
         assert_eq!(status, 200, "{p}");
         assert_eq!(rejection(&p), want);
     }
+    // On the 0.0001 grid but off the market's tick, with a signature that does not verify:
+    // the tick (row 7) is reported before the signature (row 8), and before a paused market
+    // (row 11).
+    let mut order = signed(&alice, builder(&alice, yes(), Side::Buy, 5_005, 2));
+    order.order.salt = U256::from_u64(54_321);
+    let (status, p) = post(&mut alice, &body_of(&order, OrderType::Gtc));
+    assert_eq!(status, 200, "{p}");
+    assert_eq!(
+        rejection(&p),
+        "invalid price 0.5005: must be a multiple of the tick size 0.001"
+    );
+    let paused = service.admin(
+        "POST",
+        &format!("/admin/markets/{CONDITION_ID}/pause"),
+        None,
+    );
+    assert_eq!(paused.status, 200);
+    for (price_ticks, want) in [
+        (
+            5_005,
+            "invalid price 0.5005: must be a multiple of the tick size 0.001",
+        ),
+        (
+            9_995,
+            "invalid price 0.9995: must be between 0.001 and 0.999",
+        ),
+        (5_000, "market not active: it is paused"),
+    ] {
+        let p = place(
+            &mut alice,
+            yes(),
+            Side::Buy,
+            price_ticks,
+            10,
+            OrderType::Gtc,
+        );
+        assert_eq!(rejection(&p), want);
+    }
     // 10.5 shares at 0.55, BUY and SELL.
     for side in [Side::Buy, Side::Sell] {
         let mut order = unsigned(&alice, yes(), side, 5_500, 10);

@@ -66,7 +66,8 @@ enum Refusal {
     Price(PriceRefusal),
 }
 
-/// An order's price refused before the engine saw it (off the 0.0001 grid, or not in (0, 1)).
+/// An order's price refused before its amounts gave a price on the 0.0001 grid within (0, 1)
+/// (a price on that grid is checked against its market's tick in `prepare`).
 struct PriceRefusal {
     /// The order's token.
     token: ladder_engine::TokenId,
@@ -102,11 +103,14 @@ impl PriceRefusal {
 }
 
 /// Turns a parsed request into an engine order: checks the signature type, the maker, the
-/// amounts and the signature (recovered here, off the sequencer).
+/// amounts, the price against the tick of the token's market (`tick_of`, from the books'
+/// read side) and the signature (recovered here, off the sequencer), in the order of API.md
+/// §8's rows 1 to 9.
 fn prepare(
     domain: &ExchangeDomain,
     principal: &L2Principal,
     request: &PostOrderRequest,
+    tick_of: &dyn Fn(&ladder_engine::TokenId) -> Option<u32>,
 ) -> Result<NewOrder, Refusal> {
     if request.post_only && !request.order_type.rests() {
         return Err(Refusal::BadRequest(POST_ONLY_NEEDS_RESTING_TYPE.into()));
@@ -142,6 +146,12 @@ fn prepare(
                 }),
                 None => Refusal::Rejected(e.to_string(), Some(hash)),
             })?;
+    let token_id = engine_token(&order.token_id);
+    // Rows 6 and 7 with the market's own tick, before the signature; the engine checks them
+    // again (row 12) against the tick it holds when the order's turn comes.
+    if let Some(tick_ticks) = tick_of(&token_id) {
+        ladder_engine::check_price_on_tick(price_ticks, tick_ticks).map_err(reject)?;
+    }
     let verified = hashed
         .verify()
         .map_err(|_| reject(Reject::InvalidSignature))?;
@@ -150,7 +160,7 @@ fn prepare(
         order_hash: *verified.hash(),
         maker: order.maker,
         signer: order.signer,
-        token_id: engine_token(&order.token_id),
+        token_id,
         side: order.side,
         price_ticks,
         size_units,
@@ -302,7 +312,8 @@ fn post_order(app: &App, principal: &L2Principal, request: &Request) -> Outcome 
         Ok(p) => p,
         Err(e) => return bad_request(e),
     };
-    match prepare(&app.config.exchange, principal, &parsed) {
+    let tick_of = |token: &ladder_engine::TokenId| app.state.board.tick_of(token);
+    match prepare(&app.config.exchange, principal, &parsed, &tick_of) {
         Err(Refusal::BadRequest(text)) => Outcome::error(Status::BadRequest, &text),
         Err(Refusal::Rejected(text, hash)) => {
             Outcome::Respond(ok_json(&OrderPlacementResult::rejected(text, hash)))
@@ -403,7 +414,7 @@ fn post_orders(app: &App, principal: &L2Principal, request: &Request) -> Outcome
         // names (see `stored_refusal`).
         let mut stored_orders: Vec<(usize, NewOrder)> = Vec::new();
         for (i, item) in parsed.iter().enumerate() {
-            let prepared = prepare(&exchange, &principal, item);
+            let prepared = prepare(&exchange, &principal, item, &|token| board.tick_of(token));
             let stored = match &prepared {
                 Ok(order) => stored_before(history.as_deref(), order),
                 Err(_) => Ok(false),
