@@ -40,6 +40,7 @@ mod hints;
 mod invariants;
 mod key_hash;
 mod ledger;
+mod maker_room;
 mod market;
 mod orders;
 mod placement;

@@ -5,6 +5,7 @@ use crate::command::NewOrder;
 use crate::engine::Engine;
 use crate::event::{Event, OrderEventKind, OrderStatus};
 use crate::hash_slots::Vacancy;
+use crate::maker_room::MakerRoom;
 use crate::orders::{Order, OrderPlace, Slot, NIL};
 use crate::reject::Reject;
 use crate::reply::{Placement, Reply};
@@ -140,7 +141,7 @@ impl Engine {
         // orders is no match (self-trade prevention cancels them and it rests).
         if new.post_only
             && crosses
-            && self.fillable_units(market_index, side, limit_axis, account, 1) > 0
+            && self.fillable_units(market_index, side, limit_axis, account, new.size_units) > 0
         {
             return Err(Reject::PostOnlyWouldCross);
         }
@@ -155,6 +156,9 @@ impl Engine {
             account,
             new.size_units,
         )?;
+        if crosses {
+            self.check_balance_room(account, market_index, outcome, new)?;
+        }
         let fee_rate_bps = market.spec.fee_rate_bps;
         let reserve_units = if delayed {
             // The book may move during the delay: the largest fee covers any fills then.
@@ -190,6 +194,33 @@ impl Engine {
         self.push_order_event(OrderEventKind::Placement, slot);
         let totals = self.take(slot);
         Ok(self.finish_taker(slot, totals, false))
+    }
+
+    /// Refuses a crossing order whose fills could take what `account` holds of the asset it
+    /// receives past the largest balance: its token for a BUY (the size), collateral for a
+    /// SELL (at most the size, at a price of 1). An order that rests is judged when it fills,
+    /// as a maker (`maker_has_room`).
+    fn check_balance_room(
+        &self,
+        account: u32,
+        market: u32,
+        outcome: Outcome,
+        new: &NewOrder,
+    ) -> Result<(), Reject> {
+        let collateral = new.side == Side::Sell;
+        let held = if collateral {
+            self.ledger.account(account).collateral
+        } else {
+            self.ledger.position(account, market, outcome)
+        };
+        let max_units = self.limits.balance_units_max;
+        match held.total().checked_add(new.size_units) {
+            Some(total) if total <= max_units => Ok(()),
+            _ => Err(Reject::BalanceLimit {
+                collateral,
+                max_units,
+            }),
+        }
     }
 
     /// Rests an order that does not cross: what `take` then `finish_taker` would do with
@@ -229,7 +260,9 @@ impl Engine {
             {
                 Err(Reject::FokNotFilled)
             }
-            OrderType::Fak if self.fillable_units(market, side, limit_axis, account, 1) == 0 => {
+            OrderType::Fak
+                if self.fillable_units(market, side, limit_axis, account, size_units) == 0 =>
+            {
                 Err(Reject::FakNoMatch)
             }
             _ => Ok(()),
@@ -249,6 +282,7 @@ impl Engine {
         let book = &self.markets.get(market).book;
         let opposite = side.opposite();
         let mut total: Units = 0;
+        let mut room = MakerRoom::default();
         let mut level_price = book.best(opposite);
         while let Some(price) = level_price {
             if !crosses_level(side, limit_axis, price) {
@@ -257,8 +291,10 @@ impl Engine {
             let mut slot = book.level(opposite, price).head;
             while slot != NIL {
                 let order = self.orders.get(slot);
-                if order.account != account {
-                    total += order.remaining_units();
+                // The fills the taker phase makes: the same makers, the same sizes.
+                let size_units = order.remaining_units().min(enough - total);
+                if order.account != account && room.admit(self, order, size_units) {
+                    total += size_units;
                     if total >= enough {
                         return total;
                     }
@@ -289,6 +325,7 @@ impl Engine {
         let opposite = side.opposite();
         let mut remaining = new.size_units;
         let mut fills_cost: Units = 0;
+        let mut room = MakerRoom::default();
         let mut level_price = book.best(opposite);
         'levels: while let Some(level) = level_price {
             if !crosses_level(side, limit_axis, level) {
@@ -298,8 +335,8 @@ impl Engine {
             let mut slot = book.level(opposite, level).head;
             while slot != NIL {
                 let order = self.orders.get(slot);
-                if order.account != account {
-                    let size_units = remaining.min(order.remaining_units());
+                let size_units = remaining.min(order.remaining_units());
+                if order.account != account && room.admit(self, order, size_units) {
                     let notional = notional_units(taker_price, size_units);
                     fills_cost += notional + taker_fee_units(notional, fee_rate_bps);
                     remaining -= size_units;
@@ -393,6 +430,7 @@ impl Engine {
             first_trade: self.trades.next_index(),
             ..TakerTotals::default()
         };
+        let mut room = MakerRoom::default();
         while self.orders.get(slot).remaining_units() > 0 {
             let book = &self.markets.get(market).book;
             let Some(price) = book.best(opposite) else {
@@ -411,6 +449,12 @@ impl Engine {
                 .get(slot)
                 .remaining_units()
                 .min(self.orders.get(maker).remaining_units());
+            // A maker that cannot receive the fill's proceeds leaves the book, as an own
+            // order does (balances never pass the bound a deposit is held to).
+            if !room.admit(self, self.orders.get(maker), size_units) {
+                self.cancel_slot(maker);
+                continue;
+            }
             let (maker_outcome, maker_side, maker_price) = {
                 let m = self.orders.get(maker);
                 (m.outcome, m.side, m.price_ticks)

@@ -77,6 +77,14 @@ pub enum Reject {
     DuplicateOrder,
     /// The reservation cannot be met.
     NotEnoughBalance,
+    /// A crossing order's fills could take what its maker holds of the asset it receives
+    /// past the largest balance (`EngineLimits::balance_units_max`).
+    BalanceLimit {
+        /// Whether that asset is collateral (else the order's token).
+        collateral: bool,
+        /// The largest balance, in base units.
+        max_units: Units,
+    },
     /// A FOK order could not fill entirely.
     FokNotFilled,
     /// A FAK order found nothing to match.

@@ -1272,3 +1272,71 @@ fn dead_man_switches_cancel_when_tripped_or_lost_with_their_process_and_not_once
     assert_eq!(h.engine.dead_man_switches_armed(), 0);
     assert_eq!(h.engine.open_order_count(), 1, "trader 3's order stays");
 }
+
+/// Tops trader `n`'s `asset` up to `units` below the largest balance.
+fn fill_up_to_room(h: &mut Harness, n: u8, asset: Asset, units: u64) {
+    let held = h.engine.balance(&account(n), asset).total();
+    let max = h.engine.limits().balance_units_max;
+    h.ok(Command::Deposit {
+        address: account(n),
+        asset,
+        amount: max - units - held,
+    });
+}
+
+/// No balance passes the bound a deposit is held to (API.md §8 and §9): a crossing order
+/// whose fills could take its maker's balance past it is refused; a resting order that
+/// cannot receive a fill's proceeds leaves the book when it would fill, as an own order
+/// does; and the FOK and FAK judgements count the makers the taker phase would fill.
+#[test]
+fn fills_never_take_a_balance_past_the_largest_one() {
+    let mut h = Harness::new();
+    let max = h.engine.limits().balance_units_max;
+    // A SELL that crosses, by a trader whose collateral has room for less than its size.
+    h.gtc(2, YES, Side::Buy, 5_000, 10);
+    fill_up_to_room(&mut h, 1, Asset::Collateral, 9 * SHARE);
+    let sell = h.order(1, YES, Side::Sell, 5_000, 10);
+    assert_eq!(
+        h.reject(sell),
+        Reject::BalanceLimit {
+            collateral: true,
+            max_units: max
+        }
+    );
+    // The same trader's resting SELLs at 0.6: room for 9 x 0.6 = 5.4 USDC of proceeds. The
+    // first (5 shares, 3 USDC) fits; the second then does not (2.4 left for 3 USDC).
+    let mut h = Harness::new();
+    fill_up_to_room(&mut h, 1, Asset::Collateral, 5_400_000);
+    let first = h.gtc(1, YES, Side::Sell, 6_000, 5);
+    let second = h.gtc(1, YES, Side::Sell, 6_000, 5);
+    let third = h.gtc(3, YES, Side::Sell, 6_000, 5);
+    // A FOK for 10 finds 5 + 5 (the second maker has no room, the third does).
+    let mut fok = h.order(2, YES, Side::Buy, 6_000, 10);
+    fok.order_type = OrderType::Fok;
+    let placed = h.place(fok);
+    assert_eq!(placed.status, OrderStatus::Matched);
+    assert_eq!(placed.taking_units, 10 * SHARE);
+    assert_eq!(h.cancelled(), vec![second.order_id]);
+    let trades: Vec<u64> = h
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Trade(t) => Some(t.maker.order_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(trades, vec![first.order_id, third.order_id]);
+    let collateral = h.collateral(1);
+    assert!(collateral.total() <= max, "{collateral:?}");
+    // A FOK the makers with room cannot fill is refused, and nothing moves.
+    let mut h = Harness::new();
+    fill_up_to_room(&mut h, 1, Asset::Collateral, 1_000_000);
+    h.gtc(1, YES, Side::Sell, 6_000, 5);
+    let mut fok = h.order(2, YES, Side::Buy, 6_000, 5);
+    fok.order_type = OrderType::Fok;
+    assert_eq!(h.reject(fok), Reject::FokNotFilled);
+    let mut fak = h.order(2, YES, Side::Buy, 6_000, 5);
+    fak.order_type = OrderType::Fak;
+    assert_eq!(h.reject(fak), Reject::FakNoMatch);
+    assert_eq!(h.engine.open_order_count(), 1);
+}

@@ -86,6 +86,11 @@ impl fmt::Display for RefusalText<'_> {
             }
             Reject::DuplicateOrder => f.write_str("duplicate order: an order with this hash was already placed"),
             Reject::NotEnoughBalance => f.write_str(NOT_ENOUGH_BALANCE),
+            Reject::BalanceLimit { collateral, max_units } => write!(
+                f,
+                "balance limit: this order's fills could take the maker's {} balance past {max_units} base units",
+                if collateral { "collateral" } else { "token" }
+            ),
             Reject::FokNotFilled => f.write_str(FOK_NOT_FILLED),
             Reject::FakNoMatch => f.write_str("no orders found to match with FAK order"),
             Reject::PostOnlyWouldCross => f.write_str(POST_ONLY_WOULD_CROSS),
