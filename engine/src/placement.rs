@@ -157,7 +157,7 @@ impl Engine {
             new.size_units,
         )?;
         if crosses {
-            self.check_balance_room(account, market_index, outcome, new)?;
+            self.check_balance_room(account, (market_index, outcome), new.side, new.size_units)?;
         }
         let fee_rate_bps = market.spec.fee_rate_bps;
         let reserve_units = if delayed {
@@ -200,21 +200,21 @@ impl Engine {
     /// receives past the largest balance: its token for a BUY (the size), collateral for a
     /// SELL (at most the size, at a price of 1). An order that rests is judged when it fills,
     /// as a maker (`maker_has_room`).
-    fn check_balance_room(
+    pub(crate) fn check_balance_room(
         &self,
         account: u32,
-        market: u32,
-        outcome: Outcome,
-        new: &NewOrder,
+        (market, outcome): (u32, Outcome),
+        side: Side,
+        size_units: Units,
     ) -> Result<(), Reject> {
-        let collateral = new.side == Side::Sell;
+        let collateral = side == Side::Sell;
         let held = if collateral {
             self.ledger.account(account).collateral
         } else {
             self.ledger.position(account, market, outcome)
         };
         let max_units = self.limits.balance_units_max;
-        match held.total().checked_add(new.size_units) {
+        match held.total().checked_add(size_units) {
             Some(total) if total <= max_units => Ok(()),
             _ => Err(Reject::BalanceLimit {
                 collateral,

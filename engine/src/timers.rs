@@ -46,7 +46,14 @@ impl Engine {
             order.account,
             order.remaining_units(),
         );
-        if !active || fillable.is_err() {
+        // Judged again as at placement: the book, and the maker's balances, may have moved.
+        let room = self.check_balance_room(
+            order.account,
+            (order.market, order.outcome),
+            order.side,
+            order.remaining_units(),
+        );
+        if !active || fillable.is_err() || room.is_err() {
             self.cancel_slot(slot);
             return;
         }
