@@ -1340,3 +1340,21 @@ fn fills_never_take_a_balance_past_the_largest_one() {
     assert_eq!(h.reject(fak), Reject::FakNoMatch);
     assert_eq!(h.engine.open_order_count(), 1);
 }
+
+/// A delayed order is judged against the largest balance again when its delay ends: its
+/// maker's collateral grew meanwhile, so its fills no longer fit and it is cancelled.
+#[test]
+fn a_delayed_order_whose_fills_no_longer_fit_is_cancelled_when_its_delay_ends() {
+    let mut spec = support::market_spec();
+    spec.taker_delay_ms = 250;
+    let mut h = support::Harness::with_market(spec);
+    h.gtc(2, YES, Side::Buy, 5_000, 10);
+    let delayed = h.gtc(1, YES, Side::Sell, 5_000, 10);
+    assert_eq!(delayed.status, OrderStatus::Delayed);
+    fill_up_to_room(&mut h, 1, Asset::Collateral, 9 * SHARE);
+    h.advance_ms(300);
+    h.apply(Command::Tick);
+    assert_eq!(h.cancelled(), vec![delayed.order_id]);
+    assert!(h.collateral(1).total() <= h.engine.limits().balance_units_max);
+    assert_eq!(h.engine.open_order_count(), 1, "the bid stays");
+}
