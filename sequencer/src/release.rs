@@ -150,6 +150,7 @@ impl Releaser {
                 std::process::exit(1);
             }
         }
+        let mut committed_through = self.stats.last_seq.load(Ordering::Acquire);
         for batch in rest {
             self.stats
                 .commands
@@ -157,7 +158,12 @@ impl Releaser {
             self.stats
                 .queries
                 .fetch_add(batch.queries, Ordering::Relaxed);
-            self.stats.batches.fetch_add(1, Ordering::Relaxed);
+            // A group commit is a batch that wrote records: reads alone, and cancels that
+            // changed nothing, are not one.
+            if batch.last_seq > committed_through {
+                committed_through = batch.last_seq;
+                self.stats.batches.fetch_add(1, Ordering::Relaxed);
+            }
             released.push((batch.per_sink, batch.published, batch.board));
         }
         self.stats.last_seq.store(last_seq, Ordering::Release);

@@ -787,3 +787,63 @@ fn refused_key_creations_and_stops_of_idle_heartbeats_journal_nothing() {
     }
     assert_eq!(state_seq(&service), seq_before, "nothing was journaled");
 }
+
+/// The sample of `ladder_http_requests_total` for `route` and `status` (0 when absent).
+fn requests_counted(service: &Service, route: &str, status: u16) -> u64 {
+    let r = public(service, "GET", "/metrics", None);
+    let prefix = format!("ladder_http_requests_total{{route=\"{route}\",status=\"{status}\"}} ");
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map_or(0, |v| v.trim().parse().expect("a count"))
+}
+
+/// Every answer carries a `Date` (RFC 9110 6.6.1) and is counted in
+/// `ladder_http_requests_total`, those the service could not read and refusals included; a
+/// later HTTP/1 minor version is served as HTTP/1.1; reads are no journal group commit.
+#[test]
+fn every_answer_is_dated_and_counted_and_http_1_2_is_served() {
+    let service = Service::start(&["--rate-limit-ip", "40"]);
+    let r = raw_status(&service, b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 200, "{r:?}");
+    let date = r.header("date").expect("a Date header");
+    assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+    let r = raw_status(&service, b"GET /time HTTP/1.1\r\nX-Bytes: \xff\r\n\r\n");
+    assert_raw_error(&r, 400);
+    assert!(r.header("date").is_some(), "an error is dated too");
+
+    let unread_400 = requests_counted(&service, "unread", 400);
+    let unread_413 = requests_counted(&service, "unread", 413);
+    raw_status(&service, b"GET /time HTTP/1.1\r\nX-Bytes: \xff\r\n\r\n");
+    let body = format!("[{}]", vec!["{\"token_id\":\"1\"}"; 5_000].join(","));
+    assert_raw_error(
+        &raw_request(&service, "POST", "/books", &[], body.as_bytes()),
+        413,
+    );
+    assert_eq!(requests_counted(&service, "unread", 400), unread_400 + 1);
+    assert_eq!(requests_counted(&service, "unread", 413), unread_413 + 1);
+
+    let r = raw_status(&service, b"GET /time HTTP/1.2\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 200, "HTTP/1.2 is read as HTTP/1.1: {r:?}");
+
+    let batches = metric(&service, "ladder_journal_batches_total");
+    for _ in 0..5 {
+        assert_eq!(public(&service, "GET", "/markets", None).status, 200);
+    }
+    assert_eq!(
+        metric(&service, "ladder_journal_batches_total"),
+        batches,
+        "reads are no group commit"
+    );
+
+    // Past the IP limit: the 429s are counted under their route.
+    let mut limited = 0;
+    for _ in 0..60 {
+        if public(&service, "GET", "/time", None).status == 429 {
+            limited += 1;
+        }
+    }
+    assert!(limited > 0);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(requests_counted(&service, "/time", 429) >= limited);
+}

@@ -434,6 +434,13 @@ impl crate::server::Service for App {
         self.state.ready.load(Ordering::Acquire)
     }
 
+    fn count_answer(&self, path: Option<&str>, status: u16) {
+        match path {
+            Some(path) => self.metrics.observe(path, status, Instant::now()),
+            None => self.metrics.observe_unread(status),
+        }
+    }
+
     fn admit_upgrade(&self, peer: SocketAddr) -> Result<(), u64> {
         self.ip_limiter.take(&peer.ip(), Instant::now())
     }
@@ -458,12 +465,17 @@ impl crate::server::Service for App {
     fn handle(&self, request: &Request, peer: SocketAddr) -> Outcome {
         let started = Instant::now();
         if !self.state.ready.load(Ordering::Acquire) {
-            return Outcome::Respond(
-                Response::error(Status::Unavailable, "service not ready").retry_after(1),
-            );
+            let response = Response::error(Status::Unavailable, "service not ready").retry_after(1);
+            self.metrics
+                .observe(request.path(), response.status.code(), started);
+            return Outcome::Respond(response);
         }
         if let Err(wait_s) = self.ip_limiter.take(&peer.ip(), started) {
-            return too_many(wait_s);
+            // Counted, without `settle`: the limiter took no token to give back.
+            let response = Response::rate_limited(wait_s);
+            self.metrics
+                .observe(request.path(), response.status.code(), started);
+            return Outcome::Respond(response);
         }
         match self.route(request, peer) {
             // Most answers are immediate: nothing to keep for later.

@@ -183,8 +183,36 @@ pub enum Parsed {
     },
 }
 
-/// Parses one request from the front of `buf`, saying how far it got.
+/// Parses one request from the front of `buf`, saying how far it got. A request of a later
+/// HTTP/1 minor version (`HTTP/1.2` to `HTTP/1.9`) is read as HTTP/1.1, as RFC 9110 6.2 asks
+/// of a recipient that implements a lower minor version of the same major one.
 pub fn parse_front(buf: &[u8]) -> Result<Parsed, HttpError> {
+    match parse_front_as_sent(buf) {
+        Err(HttpError::Version) => match later_minor_version_at(buf) {
+            Some(at) => {
+                let mut as_http_1_1 = buf.to_vec();
+                as_http_1_1[at] = b'1';
+                parse_front_as_sent(&as_http_1_1)
+            }
+            None => Err(HttpError::Version),
+        },
+        parsed => parsed,
+    }
+}
+
+/// Where the request line's minor version digit is, when its version is `HTTP/1.2` to
+/// `HTTP/1.9`.
+fn later_minor_version_at(buf: &[u8]) -> Option<usize> {
+    let line_end = buf.iter().position(|&b| b == b'\r' || b == b'\n')?;
+    let line = &buf[..line_end];
+    let version_at = line.iter().rposition(|&b| b == b' ')? + 1;
+    let version = &line[version_at..];
+    (version.len() == 8 && version.starts_with(b"HTTP/1.") && (b'2'..=b'9').contains(&version[7]))
+        .then_some(version_at + 7)
+}
+
+/// [`parse_front`] of the request as its bytes say.
+fn parse_front_as_sent(buf: &[u8]) -> Result<Parsed, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     match parse_with(buf, &mut headers) {
         Err(TooManyHeaders) => {
@@ -445,12 +473,17 @@ mod tests {
     fn another_http_version_is_505_and_a_garbled_one_400() {
         for line in [
             &b"GET /time HTTP/2.0\r\n\r\n"[..],
-            b"GET /time HTTP/1.2\r\n\r\n",
             b"GET /time HTTP/0.9\r\n\r\n",
             b"GET /time HTTP/3",
         ] {
             assert_eq!(parse_request(line), Err(HttpError::Version), "{line:?}");
         }
+        // A later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110 6.2).
+        let (request, used) = parse_request(b"GET /time HTTP/1.2\r\nHost: a\r\n\r\n")
+            .expect("read as HTTP/1.1")
+            .expect("whole");
+        assert_eq!((request.path(), used), ("/time", 31));
+        assert!(request.keep_alive, "an HTTP/1.1 default");
         for line in [
             &b"GET /time FOO/1.1\r\n\r\n"[..],
             b"GET /time HTTP/x\r\n\r\n",

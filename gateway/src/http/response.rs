@@ -172,6 +172,7 @@ impl Response {
             self.content_type,
             self.body.len()
         );
+        write_date(out);
         if let Some(seconds) = self.retry_after_s {
             let _ = write!(out, "Retry-After: {seconds}\r\n");
         }
@@ -188,6 +189,31 @@ impl Response {
     }
 }
 
+thread_local! {
+    /// This thread's `Date` header line and the second it names: formatted once a second.
+    static DATE_LINE: std::cell::RefCell<(u64, String)> =
+        const { std::cell::RefCell::new((u64::MAX, String::new())) };
+}
+
+/// Appends the `Date` header (RFC 9110 6.6.1: an origin server with a clock sends it), in
+/// the IMF-fixdate form, of the current second.
+fn write_date(out: &mut Vec<u8>) {
+    let now = std::time::SystemTime::now();
+    let second = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    DATE_LINE.with(|line| {
+        let mut line = line.borrow_mut();
+        if line.0 != second {
+            *line = (
+                second,
+                format!("Date: {}\r\n", httpdate::fmt_http_date(now)),
+            );
+        }
+        out.extend_from_slice(line.1.as_bytes());
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,8 +225,15 @@ mod tests {
             .retry_after(2)
             .write_to(&mut out, false);
         let text = String::from_utf8(out).unwrap();
+        // The date line is this second's, in the IMF-fixdate form.
+        let date_at = text.find("Date: ").expect("a Date header");
+        let date_end = date_at + text[date_at..].find("\r\n").unwrap() + 2;
+        let date = &text[date_at + 6..date_end - 2];
+        assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+        assert_eq!(date.len(), 29, "{date}");
+        let without_date = format!("{}{}", &text[..date_at], &text[date_end..]);
         assert_eq!(
-            text,
+            without_date,
             "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 21\r\nRetry-After: 2\r\n\r\n{\"error\":\"not found\"}"
         );
     }

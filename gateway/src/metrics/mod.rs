@@ -108,6 +108,15 @@ impl Metrics {
         let _ = self.sources.state.set(state);
     }
 
+    /// Records the answer to a request that could not be read (malformed, too large, not
+    /// received in time), under the route label `unread`; no duration.
+    pub fn observe_unread(&self, status: u16) {
+        let mut digits = itoa::Buffer::new();
+        self.requests
+            .with_label_values(&["unread", digits.format(status)])
+            .inc();
+    }
+
     /// Records one answered request.
     pub fn observe(&self, path: &str, status: u16, started: Instant) {
         let route = crate::routes::label(path);

@@ -119,6 +119,7 @@ impl Worker {
                 }
                 Err(error) => {
                     let response = http_error_response(error).closing();
+                    self.service.count_answer(None, response.status.code());
                     conn.read_buf.clear();
                     conn.progress = Default::default();
                     conn.push_ready(&response, false);
@@ -439,11 +440,10 @@ impl Worker {
                 conn.read_buf.clear();
                 conn.progress = Default::default();
                 conn.request_started = None;
-                conn.push_ready(
-                    &Response::error(Status::RequestTimeout, "request not received in time")
-                        .closing(),
-                    false,
-                );
+                let timeout =
+                    Response::error(Status::RequestTimeout, "request not received in time");
+                self.service.count_answer(None, timeout.status.code());
+                conn.push_ready(&timeout.closing(), false);
                 expired.push(index);
             } else if idle {
                 expired.push(index);

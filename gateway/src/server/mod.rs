@@ -118,6 +118,10 @@ pub trait Service: Send + Sync + 'static {
         None
     }
 
+    /// Counts an answer the HTTP layer gave itself, without `handle`: a request it could not
+    /// read (`path` unknown) or did not receive in time, a refused WebSocket upgrade.
+    fn count_answer(&self, _path: Option<&str>, _status: u16) {}
+
     /// Whether WebSocket upgrades are accepted now (a service still recovering says no).
     fn ws_ready(&self) -> bool {
         true

@@ -76,6 +76,8 @@ impl Worker {
         let handshake = match handshake {
             Ok(bytes) => bytes,
             Err(response) => {
+                self.service
+                    .count_answer(Some(request.path()), response.status.code());
                 if let Some(conn) = self.conns[index].as_mut() {
                     conn.push_ready(&response.closing(), false);
                 }
