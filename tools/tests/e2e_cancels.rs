@@ -189,6 +189,26 @@ fn delete_orders_cancels_several_and_reports_the_rest() {
     );
     assert_eq!(open_ids(&mut alice), [a2]);
     assert_eq!(open_ids(&mut bob), [b1]);
+    // An order named twice is reported once, as cancelled.
+    let twice: Vec<_> = [a2, a2]
+        .iter()
+        .map(|&id| {
+            cancel_order_request(
+                &alice.wallet,
+                &alice.exchange,
+                id,
+                market(),
+                SignatureType::SmartAccount,
+            )
+        })
+        .collect();
+    let r = alice
+        .send("DELETE", "/orders", Some(&cancel_orders_body(&twice)))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(canceled_sorted(&v), [a2]);
+    assert_eq!(v["notCanceled"], json!({}));
 }
 
 #[test]

@@ -711,6 +711,11 @@ fn merge(
     for (id, reason) in not_done {
         result.not_canceled.insert(id.to_string(), reason.clone());
     }
+    // An order named twice is reported once: cancelled, when one of its copies cancelled it
+    // (the other then found it `already canceled`).
+    for id in &result.canceled {
+        result.not_canceled.remove(id);
+    }
     result
 }
 
