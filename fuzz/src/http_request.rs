@@ -4,7 +4,8 @@
 //! - consume no more than it was given, and parse the same from exactly the bytes it consumed;
 //! - be incomplete (`Ok(None)`) when any shorter prefix of those bytes is given, as the
 //!   connection code feeds a request to the parser while it is still arriving;
-//! - parse back to the same method, target, headers and body when written out again.
+//! - parse back to the same method, target, headers and body when written out again (a
+//!   chunked body written chunked again).
 
 use ladder_gateway::http::{parse_request, HEADER_BYTES_MAX};
 
@@ -52,7 +53,17 @@ pub fn check(data: &[u8]) {
         return;
     }
     let mut written = written.into_bytes();
-    written.extend_from_slice(&request.body);
+    // A chunked request's body is written chunked again: one chunk, then the last.
+    if request.header("transfer-encoding").is_some() {
+        if !request.body.is_empty() {
+            written.extend_from_slice(format!("{:x}\r\n", request.body.len()).as_bytes());
+            written.extend_from_slice(&request.body);
+            written.extend_from_slice(b"\r\n");
+        }
+        written.extend_from_slice(b"0\r\n\r\n");
+    } else {
+        written.extend_from_slice(&request.body);
+    }
     let (again, used_again) = parse_request(&written)
         .unwrap_or_else(|e| panic!("the written request fails to parse: {e:?}"))
         .expect("the written request is complete");

@@ -847,3 +847,44 @@ fn every_answer_is_dated_and_counted_and_http_1_2_is_served() {
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert!(requests_counted(&service, "/time", 429) >= limited);
 }
+
+/// A chunked request body (RFC 9112 7.1) is read as its decoded bytes, on a kept-alive
+/// connection with a request pipelined behind it; another coding is a 501.
+#[test]
+fn a_chunked_body_is_served_and_another_coding_is_501() {
+    use std::io::{Read, Write};
+    let service = Service::start(&[]);
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", service.port())).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let body = format!(r#"[{{"token_id":"{YES}"}}]"#);
+    let (first, rest) = body.split_at(5);
+    let request = format!(
+        "POST /books HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+         {:x};note=1\r\n{first}\r\n{:x}\r\n{rest}\r\n0\r\nX-Trailer: t\r\n\r\n\
+         GET /time HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        first.len(),
+        rest.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answers = String::new();
+    stream.read_to_string(&mut answers).unwrap();
+    assert_eq!(answers.matches("HTTP/1.1 ").count(), 2, "{answers}");
+    assert_eq!(
+        answers.matches("HTTP/1.1 200 OK\r\n").count(),
+        2,
+        "{answers}"
+    );
+    assert!(
+        answers.contains(&format!(r#""asset_id":"{YES}""#)),
+        "{answers}"
+    );
+
+    let r = raw_status(
+        &service,
+        b"POST /books HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+    );
+    assert_raw_error(&r, 501);
+    serves(&service);
+}

@@ -3,7 +3,7 @@
 //! when its request line is whole (a malformed one is refused at once) and when the section
 //! itself is whole; a body is waited for by its length, the header section not parsed again.
 
-use super::request::{parse_front, HttpError, Parsed, Request, HEADER_BYTES_MAX};
+use super::request::{parse_front, ChunkWait, HttpError, Parsed, Request, HEADER_BYTES_MAX};
 
 /// How far the request at the front of a connection's buffer has been read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -16,6 +16,8 @@ pub struct RequestProgress {
     needed: Option<usize>,
     /// The header section asked for `100 Continue` before its body, not yet given.
     continue_due: bool,
+    /// Once the header section is whole, with a chunked body: how far the body was read.
+    chunks: Option<ChunkWait>,
 }
 
 /// Where the first line end at or after `from` is.
@@ -43,6 +45,16 @@ impl RequestProgress {
     /// The request at the front of `buf` once it is whole (and the bytes it took); `Ok(None)`
     /// while more bytes are needed. After a request is returned the progress starts again.
     pub fn advance(&mut self, buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
+        if let Some(chunks) = self.chunks.as_mut() {
+            // Only the new bytes are read; the request is parsed once, when its body is whole.
+            if !chunks.advance(buf)? {
+                return Ok(None);
+            }
+            return match parse_front(buf)? {
+                Parsed::Complete(request, used) => self.done(request, used),
+                _ => Ok(None),
+            };
+        }
         match self.needed {
             Some(needed) if buf.len() < needed => return Ok(None),
             Some(_) => {}
@@ -61,24 +73,27 @@ impl RequestProgress {
                     }
                     // The request line is whole: refuse a malformed one now.
                     self.line_checked = true;
-                    return match parse_front(buf)? {
-                        Parsed::Complete(request, used) => self.done(request, used),
-                        Parsed::NeedHead => Ok(None),
-                        Parsed::NeedBody {
-                            needed,
-                            expects_continue,
-                        } => self.wait_for_body(needed, expects_continue),
-                    };
+                    return self.after_parse(parse_front(buf)?);
                 }
             }
         }
-        match parse_front(buf)? {
+        self.after_parse(parse_front(buf)?)
+    }
+
+    /// Goes on from what a parse of the buffer found.
+    fn after_parse(&mut self, parsed: Parsed) -> Result<Option<(Request, usize)>, HttpError> {
+        match parsed {
             Parsed::Complete(request, used) => self.done(request, used),
             Parsed::NeedHead => Ok(None),
             Parsed::NeedBody {
                 needed,
                 expects_continue,
             } => self.wait_for_body(needed, expects_continue),
+            Parsed::NeedChunks(wait) => {
+                self.continue_due = wait.expects_continue;
+                self.chunks = Some(wait);
+                Ok(None)
+            }
         }
     }
 
@@ -127,6 +142,24 @@ mod tests {
             }
         }
         (last, progress)
+    }
+
+    #[test]
+    fn a_trickled_chunked_request_reads_as_a_whole_one_does_and_may_ask_to_continue() {
+        let request = b"POST /books HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\
+            Expect: 100-continue\r\n\r\n3\r\n[{\"\r\nf\r\ntoken_id\":\"1\"}]\r\n0\r\n\r\nGET";
+        let (got, _) = trickle(request);
+        let whole = parse_request(request);
+        assert_eq!(got, whole);
+        let (parsed, used) = whole.unwrap().expect("whole");
+        assert_eq!(parsed.body, br#"[{"token_id":"1"}]"#.to_vec());
+        assert_eq!(used, request.len() - 3);
+        // The header section asked for 100 Continue: due once, while the body is awaited.
+        let head_end = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let mut progress = RequestProgress::default();
+        assert_eq!(progress.advance(&request[..head_end + 2]), Ok(None));
+        assert!(progress.take_continue());
+        assert!(!progress.take_continue());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Parsing one HTTP/1.1 request from the front of a buffer.
 
+use super::chunked::{ChunkError, ChunkScan};
+
 /// Largest header section (API.md §18: past it, 431).
 pub const HEADER_BYTES_MAX: usize = 16 * 1024;
 /// Largest body (API.md §18: past it, 413).
@@ -156,6 +158,8 @@ pub enum HttpError {
     UnknownMethod,
     /// Not HTTP/1.x (505).
     Version,
+    /// A transfer coding other than chunked (501).
+    UnsupportedCoding,
 }
 
 /// Parses one request from the front of `buf`: `Ok(None)` when more bytes are needed,
@@ -163,7 +167,7 @@ pub enum HttpError {
 pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> {
     Ok(match parse_front(buf)? {
         Parsed::Complete(request, used) => Some((request, used)),
-        Parsed::NeedHead | Parsed::NeedBody { .. } => None,
+        Parsed::NeedHead | Parsed::NeedBody { .. } | Parsed::NeedChunks(_) => None,
     })
 }
 
@@ -181,6 +185,51 @@ pub enum Parsed {
         /// Whether the client waits for `100 Continue` before it sends the body.
         expects_continue: bool,
     },
+    /// The header section is whole and valid; its chunked body has not all arrived.
+    NeedChunks(ChunkWait),
+}
+
+/// A chunked body being waited for: where it starts, how far it was read, its bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkWait {
+    /// The header section's length: the coded body starts there.
+    pub head_len: usize,
+    /// How far the coded body has been read.
+    pub scan: ChunkScan,
+    /// The decoded body's bound (the endpoint's).
+    pub limit: usize,
+    /// The refusal of a body past it.
+    pub too_large: HttpError,
+    /// Whether the client waits for `100 Continue` before it sends the body.
+    pub expects_continue: bool,
+}
+
+impl ChunkWait {
+    /// Reads on in `buf` (the request's bytes from its start): whether the body is whole.
+    pub fn advance(&mut self, buf: &[u8]) -> Result<bool, HttpError> {
+        let coded = buf.get(self.head_len..).unwrap_or_default();
+        let end = self
+            .scan
+            .advance(coded, self.limit, CHUNKED_CODED_BYTES_MAX, &mut |_| {})
+            .map_err(|e| chunk_refusal(e, self.too_large))?;
+        Ok(end.is_some())
+    }
+
+    /// The coded body's length, once [`ChunkWait::advance`] found it whole.
+    fn scan_end(&self) -> usize {
+        self.scan.end()
+    }
+}
+
+/// Most bytes a chunked body's coding may take: what a connection buffers for one request.
+const CHUNKED_CODED_BYTES_MAX: usize = BATCH_CANCEL_BODY_BYTES_MAX + 4096;
+
+/// The refusal of a chunked body that cannot be read.
+fn chunk_refusal(error: ChunkError, too_large: HttpError) -> HttpError {
+    match error {
+        ChunkError::Malformed => HttpError::Malformed("malformed chunked body"),
+        ChunkError::TooLarge => too_large,
+    }
 }
 
 /// Parses one request from the front of `buf`, saying how far it got. A request of a later
@@ -261,13 +310,51 @@ fn parse_parsed(
         content_length,
         keep_alive,
         expects_continue,
+        chunked,
     } = read_headers(parsed.headers, version >= 1)?;
+    let expects_continue = expects_continue && version >= 1;
+    if chunked {
+        if content_length.is_some() {
+            return Err(HttpError::Malformed(
+                "Transfer-Encoding and Content-Length together",
+            ));
+        }
+        if version == 0 {
+            return Err(HttpError::Malformed(
+                "Transfer-Encoding is not HTTP/1.0; send Content-Length",
+            ));
+        }
+        let mut wait = ChunkWait {
+            head_len,
+            scan: ChunkScan::default(),
+            limit: body_limit(method, &target),
+            too_large: body_too_large(method, &target),
+            expects_continue,
+        };
+        if !wait.advance(buf)? {
+            return Ok(Parsed::NeedChunks(wait));
+        }
+        let coded_len = wait.scan_end();
+        let body = super::chunked::decode(&buf[head_len..head_len + coded_len], wait.limit)
+            .map_err(|e| chunk_refusal(e, wait.too_large))?;
+        return Ok(Parsed::Complete(
+            Request {
+                method,
+                target,
+                headers,
+                body,
+                keep_alive,
+                peer: None,
+            },
+            head_len + coded_len,
+        ));
+    }
     let body_len = content_length.unwrap_or(0);
     check_body_size(method, &target, body_len)?;
     if buf.len() < head_len + body_len {
         return Ok(Parsed::NeedBody {
             needed: head_len + body_len,
-            expects_continue: expects_continue && version >= 1,
+            expects_continue,
         });
     }
     let body = buf[head_len..head_len + body_len].to_vec();
@@ -356,17 +443,20 @@ struct Headers {
     keep_alive: bool,
     /// `Expect: 100-continue` (heeded from HTTP/1.1 clients only).
     expects_continue: bool,
+    /// `Transfer-Encoding: chunked`.
+    chunked: bool,
 }
 
 /// Reads the header lines. `Content-Length` must be a number (repeated only with the same
-/// value); `Transfer-Encoding` is refused; `Connection` overrides `keep_alive` (the HTTP
-/// version's default).
+/// value); `Transfer-Encoding` may only be `chunked`, once; `Connection` overrides
+/// `keep_alive` (the HTTP version's default).
 fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Headers, HttpError> {
     let mut read = Headers {
         headers: Vec::with_capacity(lines.len()),
         content_length: None,
         keep_alive,
         expects_continue: false,
+        chunked: false,
     };
     for h in lines {
         let value = std::str::from_utf8(h.value)
@@ -384,11 +474,13 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
                 }
                 read.content_length = Some(n);
             }
-            "transfer-encoding" => {
+            "transfer-encoding" if read.chunked => {
                 return Err(HttpError::Malformed(
-                    "Transfer-Encoding is not supported; send Content-Length",
+                    "Transfer-Encoding given more than once",
                 ))
             }
+            "transfer-encoding" if value.eq_ignore_ascii_case("chunked") => read.chunked = true,
+            "transfer-encoding" => return Err(HttpError::UnsupportedCoding),
             "expect" => read.expects_continue = value.eq_ignore_ascii_case("100-continue"),
             "connection" => {
                 let v = value.to_ascii_lowercase();
@@ -405,28 +497,78 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
     Ok(read)
 }
 
-/// Refuses a body longer than the endpoint takes: a 400 for placing orders (API.md §8,
-/// which covers the batch too), a 413 elsewhere.
+/// Refuses a body longer than the endpoint takes.
 fn check_body_size(method: Method, target: &str, body_len: usize) -> Result<(), HttpError> {
-    let limit = body_limit(method, target);
-    if body_len <= limit {
+    if body_len <= body_limit(method, target) {
         return Ok(());
     }
+    Err(body_too_large(method, target))
+}
+
+/// The refusal of a body longer than the endpoint takes: a 400 for placing orders (API.md
+/// §8, which covers the batch too), a 413 elsewhere.
+fn body_too_large(method: Method, target: &str) -> HttpError {
     let path = target.split('?').next().unwrap_or(target);
-    Err(
-        if method == Method::Post && (path == "/order" || path == "/orders") {
-            HttpError::OrderBodyTooLarge
-        } else {
-            HttpError::BodyTooLarge {
-                limit_kib: limit / 1024,
-            }
-        },
-    )
+    if method == Method::Post && (path == "/order" || path == "/orders") {
+        HttpError::OrderBodyTooLarge
+    } else {
+        HttpError::BodyTooLarge {
+            limit_kib: body_limit(method, target) / 1024,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunked_body_is_read_and_other_codings_refused() {
+        let (request, used) = parse_request(
+            b"POST /books HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n",
+        )
+        .unwrap()
+        .expect("whole");
+        assert_eq!((request.body.as_slice(), used), (&b"[]"[..], 64));
+        for (head, error) in [
+            ("Transfer-Encoding: gzip\r\n", HttpError::UnsupportedCoding),
+            (
+                "Transfer-Encoding: gzip, chunked\r\n",
+                HttpError::UnsupportedCoding,
+            ),
+            (
+                "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n",
+                HttpError::Malformed("Transfer-Encoding and Content-Length together"),
+            ),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                HttpError::Malformed("Transfer-Encoding given more than once"),
+            ),
+        ] {
+            let bytes = format!("POST /books HTTP/1.1\r\n{head}\r\n2\r\n[]\r\n0\r\n\r\n");
+            assert_eq!(parse_request(bytes.as_bytes()), Err(error), "{head:?}");
+        }
+        assert!(matches!(
+            parse_request(b"POST /books HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+            Err(HttpError::Malformed(_))
+        ));
+        assert_eq!(
+            parse_request(b"POST /books HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+            Err(HttpError::Malformed("malformed chunked body"))
+        );
+        // Past the endpoint's limit: refused at the chunk's size line, as a Content-Length
+        // past it is (400 for placing orders, 413 elsewhere).
+        for (path, error) in [
+            ("/order", HttpError::OrderBodyTooLarge),
+            ("/books", HttpError::BodyTooLarge { limit_kib: 64 }),
+        ] {
+            let bytes = format!(
+                "POST {path} HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+                BODY_BYTES_MAX + 1
+            );
+            assert_eq!(parse_request(bytes.as_bytes()), Err(error), "{path}");
+        }
+    }
 
     #[test]
     fn a_content_length_is_digits_only() {

@@ -850,6 +850,10 @@ pub fn http_error_response(error: HttpError) -> Response {
         HttpError::Version => {
             Response::error(Status::VersionNotSupported, "only HTTP/1.x is supported")
         }
+        HttpError::UnsupportedCoding => Response::error(
+            Status::NotImplemented,
+            "Transfer-Encoding: only chunked is supported",
+        ),
     }
 }
 
