@@ -129,9 +129,10 @@ impl ChunkScan {
         Ok(Some(line))
     }
 
-    /// More bytes are needed; refused once the coded body passes what may be buffered.
+    /// More bytes are needed; refused once the coded body fills what may be buffered (the
+    /// connection reads no more then: waiting would only end in a timeout).
     fn waiting(&self, coded: &[u8], coded_max: usize) -> Result<Option<usize>, ChunkError> {
-        if coded.len() > coded_max {
+        if coded.len() >= coded_max {
             return Err(ChunkError::TooLarge);
         }
         Ok(None)
