@@ -209,8 +209,13 @@ pub enum Command {
         /// The process that serves now.
         process: u64,
     },
-    /// A clean stop (SIGTERM): every armed connection is forgotten and nothing is cancelled.
-    DisarmDeadManSwitches,
+    /// A clean stop (SIGTERM): every armed connection but those in `keep` is forgotten and
+    /// nothing is cancelled. `keep` holds connections that ended before the stop and whose
+    /// cancel could not be journaled (a full disk): the next start cancels for them.
+    DisarmDeadManSwitches {
+        /// Connections (process, number) that stay armed.
+        keep: Vec<(u64, u64)>,
+    },
 }
 
 impl Command {
@@ -278,7 +283,7 @@ impl Command {
             Command::ArmDeadManSwitch { .. } => "arm_dead_man_switch",
             Command::DeadManSwitchTripped { .. } => "dead_man_switch_tripped",
             Command::DeadManSwitchesLost { .. } => "dead_man_switches_lost",
-            Command::DisarmDeadManSwitches => "disarm_dead_man_switches",
+            Command::DisarmDeadManSwitches { .. } => "disarm_dead_man_switches",
         }
     }
 }

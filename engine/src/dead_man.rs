@@ -52,9 +52,10 @@ impl Engine {
         Reply::Canceled(report)
     }
 
-    /// A clean stop: every arming is forgotten, nothing cancelled.
-    pub(crate) fn disarm_dead_man_switches(&mut self) -> Reply {
-        self.dead_man_switches.clear();
+    /// A clean stop: every arming but those of `keep` is forgotten, nothing cancelled.
+    pub(crate) fn disarm_dead_man_switches(&mut self, keep: &[ConnectionKey]) -> Reply {
+        self.dead_man_switches
+            .retain(|connection, _| keep.contains(connection));
         Reply::Ok
     }
 

@@ -242,7 +242,7 @@ impl Engine {
                 address,
             } => self.trip_dead_man_switch((*process, *connection), address),
             Command::DeadManSwitchesLost { process } => self.lose_dead_man_switches(*process),
-            Command::DisarmDeadManSwitches => self.disarm_dead_man_switches(),
+            Command::DisarmDeadManSwitches { keep } => self.disarm_dead_man_switches(keep),
             Command::BeginTerm { term } => {
                 if *term > self.term.0 {
                     self.term = (*term, self.last_seq);
@@ -341,7 +341,7 @@ impl Engine {
             | Command::ArmDeadManSwitch { .. }
             | Command::DeadManSwitchTripped { .. }
             | Command::DeadManSwitchesLost { .. }
-            | Command::DisarmDeadManSwitches
+            | Command::DisarmDeadManSwitches { .. }
             | Command::Tick => unreachable!("handled by apply"),
         }
     }

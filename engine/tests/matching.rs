@@ -1265,8 +1265,14 @@ fn dead_man_switches_cancel_when_tripped_or_lost_with_their_process_and_not_once
     assert_eq!(h.engine.dead_man_switches_armed(), 1);
     h.apply(Command::DeadManSwitchesLost { process: 2 });
     assert_eq!(h.cancelled(), Vec::<u64>::new());
-    // A clean stop forgets trader 3's without cancelling; a later process finds nothing.
-    h.ok(Command::DisarmDeadManSwitches);
+    // A clean stop forgets trader 3's without cancelling but keeps the one it was told to (a
+    // connection that ended before the stop, whose cancel could not be journaled); a later
+    // process cancels for that one only.
+    let kept = h.gtc(4, YES, Side::Buy, 4_000, 1).order_id;
+    h.ok(arm(2, 2, 4));
+    h.ok(Command::DisarmDeadManSwitches { keep: vec![(2, 2)] });
+    h.apply(Command::DeadManSwitchesLost { process: 3 });
+    assert_eq!(h.cancelled(), vec![kept]);
     h.apply(Command::DeadManSwitchesLost { process: 3 });
     assert_eq!(h.cancelled(), Vec::<u64>::new());
     assert_eq!(h.engine.dead_man_switches_armed(), 0);

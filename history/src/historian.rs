@@ -443,10 +443,13 @@ impl Run {
         Ok(applied)
     }
 
-    /// Whether `snapshot_every` records passed at `seq` since the last snapshot.
+    /// Whether `snapshot_every` records passed at `seq` since the last snapshot (never while
+    /// the journal is full: no snapshot is written then, and the store commits as usual).
     fn snapshot_due_at(&self, seq: u64) -> bool {
         let every = self.config.snapshot_every;
-        every > 0 && seq >= self.last_snapshot.saturating_add(every)
+        every > 0
+            && seq >= self.last_snapshot.saturating_add(every)
+            && !(self.config.journal_full)()
     }
 
     /// Writes a snapshot of the historian's engine when `snapshot_every` records passed
@@ -458,7 +461,6 @@ impl Run {
         if !self.snapshot_due_at(seq)
             || self.writer.has_uncommitted()
             || seq > self.writer.applied_seq()
-            || (self.config.journal_full)()
         {
             return;
         }

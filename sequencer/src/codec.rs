@@ -290,7 +290,9 @@ mod tests {
                 address: p.address,
             },
             29 => Command::DeadManSwitchesLost { process: p.big },
-            30 => Command::DisarmDeadManSwitches,
+            30 => Command::DisarmDeadManSwitches {
+                keep: some_if(p.flag, vec![(p.big, u64::from(p.small))]).unwrap_or_default(),
+            },
             _ => Command::CreateCountedApiKey {
                 spec: ApiKeySpec {
                     address: p.address,

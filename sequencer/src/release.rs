@@ -163,6 +163,9 @@ impl Releaser {
             if batch.last_seq > committed_through {
                 committed_through = batch.last_seq;
                 self.stats.batches.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .batched_commands
+                    .fetch_add(batch.commands, Ordering::Relaxed);
             }
             released.push((batch.per_sink, batch.published, batch.board));
         }

@@ -150,6 +150,8 @@ pub type PublishedBatch = Arc<BatchEvents>;
 pub struct SequencerStats {
     /// Commands applied.
     pub commands: AtomicU64,
+    /// Commands applied in batches that wrote records (what `batches` group-committed).
+    pub batched_commands: AtomicU64,
     /// Queries answered.
     pub queries: AtomicU64,
     /// Batches committed.
@@ -973,9 +975,15 @@ fn record_room(command: &Command) -> (usize, WriteClass) {
             let signature = order.signed.as_ref().map_or(0, |s| s.signature.len());
             (RECORD_BYTES_ESTIMATE + signature, WriteClass::Ordinary)
         }
+        // Cancels of every kind (a dead-man switch's too, and a clean stop's disarming, which
+        // keeps the next start from cancelling), timers and settlement use the reserve.
         Command::CancelOrder { .. }
         | Command::CancelMarket { .. }
         | Command::CancelAll { .. }
+        | Command::HeartbeatsExpired { .. }
+        | Command::DeadManSwitchTripped { .. }
+        | Command::DeadManSwitchesLost { .. }
+        | Command::DisarmDeadManSwitches { .. }
         | Command::Tick
         | Command::SettlementUpdate { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
         _ => (RECORD_BYTES_ESTIMATE, WriteClass::Ordinary),

@@ -443,9 +443,63 @@ fn sigterm_closes_websockets_with_going_away_and_cancels_nothing() {
             .is_some_and(|s| s.success()),
         "a clean stop"
     );
+    // The stop journaled the disarming; the next start finds nothing armed.
+    assert_eq!(journal_types(&service, "disarm_dead_man_switches"), 1);
     service.restart();
+    // Past the start's settling of lost switches (before it answers) and a few of the
+    // supervisor's turns.
+    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(open_ids(&mut alice).len(), 1, "a stop cancels nothing");
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "0");
+    assert_eq!(journal_types(&service, "dead_man_switches_lost"), 0);
+}
+
+/// How many records of `record_type` the service's journal holds.
+fn journal_types(service: &Service, record_type: &str) -> usize {
+    let dump = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["journal", "dump", "--type", record_type, "--data-dir"])
+        .arg(service.data_dir())
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "{dump:?}");
+    String::from_utf8_lossy(&dump.stdout).lines().count()
+}
+
+/// A standby that takes over from its primary knows the primary's dead-man switches: after
+/// a clean stop of the primary (SIGTERM) they were disarmed and the promoted standby cancels
+/// nothing; after a crash (SIGKILL) their connections ended unseen and it cancels for them.
+#[test]
+fn a_promoted_standby_cancels_for_a_crashed_primarys_switches_and_not_for_a_stopped_ones() {
+    for crash in [false, true] {
+        let replication = free_port();
+        let mut primary =
+            Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+        let standby = start_standby(replication);
+        let mut alice = primary.trader(0);
+        rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+        let _armed = user_ws(&primary, &alice, true);
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, held) = admin_at(&standby.url, "GET", "/admin/state-hash");
+        let (_, live) = admin_at(&primary.url, "GET", "/admin/state-hash");
+        assert_eq!(held, live, "the standby holds the arming");
+        if crash {
+            primary.kill();
+        } else {
+            primary.signal("TERM");
+            assert!(primary
+                .wait_exit(Duration::from_secs(30))
+                .is_some_and(|s| s.success()));
+        }
+        let (status, body) = admin_at(&standby.url, "POST", "/admin/promote");
+        assert_eq!(status, 200, "{body}");
+        let mut alice_b = trader_on(&standby.url, 0, &alice);
+        if crash {
+            wait_until_no_orders(&mut alice_b, Duration::from_secs(5));
+        } else {
+            std::thread::sleep(Duration::from_millis(500));
+            assert_eq!(open_ids(&mut alice_b).len(), 1, "a stop is no disconnect");
+        }
+    }
 }
 
 /// A crash ends a dead-man switch's connection as surely as a network loss (API.md §16):

@@ -218,7 +218,7 @@ fn pulled_families(sources: &Arc<Sources>) -> Vec<Box<dyn Collector>> {
         from_sequencer(sources, counter, "ladder_journal_batches_total", "Journal group commits.", |s| count(&s.batches)),
         from_sequencer(sources, gauge, "ladder_journal_batch_commands_avg", "Commands per journal batch, on average.", |s| {
             let batches = s.batches.load(Ordering::Relaxed);
-            if batches == 0 { 0.0 } else { s.commands.load(Ordering::Relaxed) as f64 / batches as f64 }
+            if batches == 0 { 0.0 } else { s.batched_commands.load(Ordering::Relaxed) as f64 / batches as f64 }
         }),
         from_sequencer(sources, gauge, "ladder_last_seq", "Last journal sequence.", |s| count(&s.last_seq)),
         from_sequencer(sources, counter, "ladder_unjournaled_cancels_total", "Cancels answered without a journal record (they changed nothing).", |s| count(&s.unjournaled_cancels)),

@@ -539,6 +539,9 @@ pub struct ServerShared {
     pub process: u64,
     /// The number of the next `/ws/user` connection armed with `cancel_on_disconnect`.
     pub next_dead_man_connection: AtomicU64,
+    /// Connections (address, number) that ended before a stop and whose cancel a stopping
+    /// loop could not see journaled: the runtime journals them, or keeps them armed.
+    pub dead_man_unfinished: parking_lot::Mutex<Vec<(ladder_engine::Address, u64)>>,
 }
 
 impl ServerShared {
@@ -604,7 +607,8 @@ pub fn spawn(
             in_seat: false,
             last_sweep: Instant::now(),
             key_removals_seen: 0,
-            sockets_told_of_stop: false,
+            stop_seen: None,
+            dead_man_unarmed: std::collections::HashSet::new(),
         };
         *wake.seat.lock() = Some(worker);
         handles.push(
@@ -662,8 +666,11 @@ struct Worker {
     /// The service's count of deleted API keys when this loop last looked at its user
     /// subscriptions' keys.
     key_removals_seen: u64,
-    /// Whether this loop's WebSocket clients were sent the stopping service's 1001 close.
-    sockets_told_of_stop: bool,
+    /// When this loop saw the stop (its WebSocket clients were sent the 1001 close then).
+    stop_seen: Option<Instant>,
+    /// Dead-man switch connections whose arming the sequencer refused (a standby, a full
+    /// disk): a refused cancel of theirs is not tried again once this node writes.
+    dead_man_unarmed: std::collections::HashSet<u64>,
 }
 
 /// A loop thread: blocks in `poll` without its worker's seat, and holds the seat while it
@@ -721,8 +728,8 @@ impl Worker {
             self.take_queued();
         }
         let stopping = self.shared.stop.load(Ordering::Acquire);
-        if stopping && !self.sockets_told_of_stop {
-            self.sockets_told_of_stop = true;
+        if stopping && self.stop_seen.is_none() {
+            self.stop_seen = Some(Instant::now());
             self.close_sockets_going_away();
         }
         for event in events.iter() {
@@ -751,7 +758,14 @@ impl Worker {
             self.sweep_sockets();
             self.last_sweep = Instant::now();
         }
-        !(stopping && self.tickets.is_empty() && self.deferred.is_empty())
+        let done = stopping
+            && self.tickets.is_empty()
+            && self.deferred.is_empty()
+            && self.dead_man_records_settled();
+        if done {
+            self.hand_over_dead_man_records();
+        }
+        !done
     }
 
     /// Whether anything waits for this loop in its queues.

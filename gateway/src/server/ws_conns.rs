@@ -8,6 +8,9 @@ use super::*;
 /// reads, small beside the outbound queue's 1 MiB bound.
 const DEAD_MAN_SWITCH_SEND_BUFFER_BYTES: usize = 128 * 1024;
 
+/// How long a stopping loop waits for the answers to its dead-man switch records.
+const DEAD_MAN_STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// What a loop journals for a `/ws/user` connection with `cancel_on_disconnect` (API.md §16):
 /// its arming when it is accepted, and the cancel when it ends. Both go through the loop's
 /// ring in that order.
@@ -174,8 +177,10 @@ impl Worker {
                 let Some(socket) = self.sockets[slot].as_mut() else {
                     return;
                 };
+                // A stopping service arms no more switches: the stop disarms them.
+                let stopping = self.shared.stop.load(Ordering::Acquire);
                 let armed = match &result {
-                    Ok(user) if cancel_on_disconnect => {
+                    Ok(user) if cancel_on_disconnect && !stopping => {
                         // A dead-man switch's connection: the kernel's share of its outbound
                         // queue stays small, so the 1 MiB bound decides when a client that
                         // stopped reading is dropped and its orders go (autotuning would
@@ -412,15 +417,25 @@ impl Worker {
         let requester = record.address;
         match completion {
             Completion::Refused { reason, .. } if !record.ended => {
+                self.dead_man_unarmed.insert(record.connection);
                 tracing::warn!(%requester, reason, "cancel-on-disconnect armed in memory only");
             }
-            Completion::Refused { reason, .. } if refusal_passes(reason) => {
+            // Tried again while the refusal lasts: a full disk, too few standbys, or (for a
+            // connection this node armed as the writer) a lost lease, which this run may
+            // win back. Another leader cancels for it meanwhile (`DeadManSwitchesLost`), and
+            // this run then ends.
+            Completion::Refused { reason, .. }
+                if refusal_passes(reason)
+                    || !self.dead_man_unarmed.contains(&record.connection) =>
+            {
                 self.dead_man_later.push(record);
             }
             Completion::Refused { reason, .. } => {
+                self.dead_man_unarmed.remove(&record.connection);
                 tracing::warn!(%requester, reason, "cancel-on-disconnect not carried out here");
             }
             _ if record.ended => {
+                self.dead_man_unarmed.remove(&record.connection);
                 self.shared
                     .cancels_on_disconnect
                     .fetch_add(1, Ordering::Relaxed);
@@ -428,6 +443,29 @@ impl Worker {
             _ => {}
         }
         true
+    }
+
+    /// Whether a stopping loop may leave: its dead-man switch records are answered, or
+    /// `DEAD_MAN_STOP_WAIT` passed since it saw the stop.
+    pub(super) fn dead_man_records_settled(&self) -> bool {
+        self.dead_man_in_flight.is_empty()
+            || self
+                .stop_seen
+                .is_some_and(|seen| seen.elapsed() >= DEAD_MAN_STOP_WAIT)
+    }
+
+    /// At a stopping loop's end: hands the cancels of connections that ended and were not
+    /// seen journaled (not submitted, refused for a while, unanswered) to the runtime, which
+    /// journals them or keeps them armed past the stop.
+    pub(super) fn hand_over_dead_man_records(&mut self) {
+        let unfinished = self
+            .dead_man_records
+            .drain(..)
+            .chain(self.dead_man_later.drain(..))
+            .chain(self.dead_man_in_flight.drain().map(|(_, record)| record))
+            .filter(|record| record.ended)
+            .map(|record| (record.address, record.connection));
+        self.shared.dead_man_unfinished.lock().extend(unfinished);
     }
 
     /// Ends the `/ws/user` subscriptions whose API key was deleted (an API key was: each

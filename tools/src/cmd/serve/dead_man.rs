@@ -6,9 +6,11 @@
 //! disconnect.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use ladder_engine::{Command, Engine};
 use ladder_gateway::server::ServerShared;
+use ladder_sequencer::replication::ReplicationHub;
 use ladder_sequencer::{Completion, Work};
 
 use super::runtime::Internal;
@@ -57,18 +59,48 @@ impl LostSwitches {
     }
 }
 
-/// A clean stop: forgets every armed connection (journaled), so that the next run cancels
-/// nothing for them. When the journal refuses it (a full disk), the next run cancels for
-/// them as after a crash; that is logged.
-pub(super) fn disarm_at_stop(internal: &mut Internal) {
+/// How long a stop waits for connected standbys to hold its disarming.
+const STANDBYS_HOLD_WAIT: Duration = Duration::from_secs(2);
+
+/// A clean stop, once the gateway loops have ended: journals the cancels of connections
+/// that ended before the stop and that the loops could not see journaled (a connection that
+/// ended is a disconnect, stop or not), then forgets every other armed connection, so that
+/// the next run, or a standby that takes over, cancels nothing for them. A cancel refused
+/// again (a full disk) keeps its connection armed: the next start cancels for it. Waits a
+/// little for connected standbys to hold the record.
+pub(super) fn disarm_at_stop(
+    internal: &mut Internal,
+    server: &ServerShared,
+    hub: Option<&ReplicationHub>,
+) {
+    let process = server.process;
+    let mut keep = Vec::new();
+    let unfinished = std::mem::take(&mut *server.dead_man_unfinished.lock());
+    for (address, connection) in unfinished {
+        let tripped = Command::DeadManSwitchTripped {
+            process,
+            connection,
+            address,
+        };
+        match internal.run(Work::Command(tripped)) {
+            Ok(Completion::Applied { .. }) => {
+                server.cancels_on_disconnect.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => keep.push((process, connection)),
+        }
+    }
     let armed = internal
         .query(|e: &Engine| e.dead_man_switches_armed())
         .unwrap_or(0);
-    if armed == 0 {
+    if armed == keep.len() {
         return;
     }
-    let why = match internal.run(Work::Command(Command::DisarmDeadManSwitches)) {
-        Ok(Completion::Applied { .. }) => return,
+    let disarm = Command::DisarmDeadManSwitches { keep };
+    let why = match internal.run(Work::Command(disarm)) {
+        Ok(Completion::Applied { seq, .. }) => {
+            wait_held(hub, seq);
+            return;
+        }
         Ok(Completion::Refused { reason, .. }) => reason.to_string(),
         Ok(_) => "not journaled".to_string(),
         Err(e) => e,
@@ -78,4 +110,15 @@ pub(super) fn disarm_at_stop(internal: &mut Internal) {
         why,
         "cancel-on-disconnect: not disarmed at the stop; the next start cancels their orders"
     );
+}
+
+/// Waits up to [`STANDBYS_HOLD_WAIT`] for the connected standbys to hold record `seq`.
+fn wait_held(hub: Option<&ReplicationHub>, seq: u64) {
+    let Some(hub) = hub else {
+        return;
+    };
+    let deadline = Instant::now() + STANDBYS_HOLD_WAIT;
+    while hub.slowest_ack().is_some_and(|held| held < seq) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

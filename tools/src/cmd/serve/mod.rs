@@ -38,7 +38,7 @@ use boot::{AppParts, LateParts, Recovery, SequencerStart, Sequencing};
 use coordinated::{coordinated, CoordinatedNode, Coordination};
 use replication::node_id;
 use roles::{start_role, RoleStart};
-use runtime::{shutdown, Internal, SettlementStarter};
+use runtime::{shutdown, stop_gateway, Internal, SettlementStarter};
 use supervisor::{Context, LoopEnd, Supervisor};
 
 use super::chain_link::ChainLink;
@@ -445,6 +445,11 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         &mut internal,
     )?;
     let replication_thread = roles.replication.take();
+    // A primary cancels for the dead-man switches a crashed run left armed before it takes
+    // any request: an order placed after its start is never one of those it cancels.
+    let mut lost_switches = dead_man::LostSwitches::default();
+    let writes = !state.standby.load(Ordering::Acquire) && !follower_flag.load(Ordering::Acquire);
+    lost_switches.settle(writes, &front.shared, &mut internal);
     state.ready.store(true, Ordering::Release);
     tracing::info!("ready");
     let redemption_watch = match &chain {
@@ -471,7 +476,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
             data_dir: &data_dir,
             server: &front.shared,
         },
-        internal,
+        (internal, lost_switches),
         roles,
         redemption_watch,
         follow_target,
@@ -482,21 +487,19 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     supervisor.stop_follower();
     let settlement_thread = supervisor.settlement.take();
     let mut internal = supervisor.into_internal();
+    // The gateway stops first, while standbys still follow: what it drains is replicated.
+    stop_gateway(&front.shared, front.threads);
+    // A clean stop is no disconnect of a dead-man switch: its armings go, journaled once the
+    // gateway loops take no more and before replication stops, so that a standby that takes
+    // over knows them disarmed.
+    if matches!(end, LoopEnd::Stopped) && !state.standby.load(Ordering::Acquire) {
+        dead_man::disarm_at_stop(&mut internal, &front.shared, hub.as_deref());
+    }
     replication_stop.store(true, Ordering::Release);
     if let Some(thread) = replication_thread {
         let _ = thread.join();
     }
-    // A clean stop is no disconnect of a dead-man switch: its armings go (journaled) once the
-    // gateway loops took no more.
-    let clean_stop = matches!(end, LoopEnd::Stopped) && !state.standby.load(Ordering::Acquire);
-    shutdown(
-        front.shared,
-        front.threads,
-        handle,
-        historian,
-        (&data_dir, options.keep_snapshots),
-        clean_stop.then_some(&mut internal),
-    );
+    shutdown(handle, historian, &data_dir, options.keep_snapshots);
     if let Some(s) = settlement_thread {
         s.join();
     }

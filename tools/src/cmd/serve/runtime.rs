@@ -73,24 +73,26 @@ impl Forgetting {
     }
 }
 
-/// Stops accepting, drains what the gateway holds, stops the sequencer and snapshots.
-/// `disarm`, on a primary's clean stop, journals that its dead-man switches are disarmed.
-pub(super) fn shutdown(
-    server: Arc<ServerShared>,
+/// Stops accepting and drains what the gateway holds: its loops end once their requests are
+/// answered.
+pub(super) fn stop_gateway(
+    server: &ServerShared,
     gateway_threads: Vec<std::thread::JoinHandle<()>>,
-    handle: SequencerHandle,
-    historian: Historian,
-    (data_dir, keep_snapshots): (&Path, usize),
-    disarm: Option<&mut Internal>,
 ) {
     tracing::info!("stopping: draining connections");
     server.stop.store(true, Ordering::Release);
     for thread in gateway_threads {
         let _ = thread.join();
     }
-    if let Some(internal) = disarm {
-        super::dead_man::disarm_at_stop(internal);
-    }
+}
+
+/// Stops the sequencer (after the gateway) and snapshots.
+pub(super) fn shutdown(
+    handle: SequencerHandle,
+    historian: Historian,
+    data_dir: &Path,
+    keep_snapshots: usize,
+) {
     let engine = handle.stop();
     // The history store catches up with the last record before the historian stops, so
     // that the next start finds a snapshot at or before where it stands.

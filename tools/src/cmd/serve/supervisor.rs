@@ -99,7 +99,7 @@ impl<'a> Supervisor<'a> {
     /// A supervisor of what the run started.
     pub(super) fn new(
         context: Context<'a>,
-        internal: Internal,
+        (internal, lost_switches): (Internal, LostSwitches),
         roles: super::roles::RoleThreads,
         redemption_watch: Option<RedemptionWatch>,
         follow_target: Option<FollowTarget>,
@@ -115,7 +115,7 @@ impl<'a> Supervisor<'a> {
             follow_target,
             forgetting: Forgetting::after_start_at(started_at_seq),
             promotion_asked: None,
-            lost_switches: LostSwitches::default(),
+            lost_switches,
         }
     }
 
