@@ -481,6 +481,11 @@ fn read_headers(lines: &[httparse::Header<'_>], keep_alive: bool) -> Result<Head
             }
             "transfer-encoding" if value.eq_ignore_ascii_case("chunked") => read.chunked = true,
             "transfer-encoding" => return Err(HttpError::UnsupportedCoding),
+            // RFC 9112 3.2: more than one Host is a 400 (none is tolerated: clients this
+            // service knows of send one, and a bare request line is handy to an operator).
+            "host" if read.headers.iter().any(|(n, _)| n == "host") => {
+                return Err(HttpError::Malformed("Host given more than once"))
+            }
             "expect" => read.expects_continue = value.eq_ignore_ascii_case("100-continue"),
             "connection" => {
                 let v = value.to_ascii_lowercase();
@@ -521,6 +526,15 @@ fn body_too_large(method: Method, target: &str) -> HttpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_host_is_refused() {
+        assert_eq!(
+            parse_request(b"GET /time HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(HttpError::Malformed("Host given more than once"))
+        );
+        assert!(parse_request(b"GET /time HTTP/1.1\r\nHost: a\r\n\r\n").is_ok());
+    }
 
     #[test]
     fn a_chunked_body_is_read_and_other_codings_refused() {
