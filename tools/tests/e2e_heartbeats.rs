@@ -219,7 +219,7 @@ fn a_user_connection_with_cancel_on_disconnect_cancels_when_it_ends_and_one_with
     std::thread::sleep(Duration::from_millis(200));
     drop(ws);
     wait_until_no_orders(&mut alice, Duration::from_secs(3));
-    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "2");
+    wait_for_metric(&service, "ladder_cancel_on_disconnect_total", "2");
 }
 
 #[test]
@@ -356,7 +356,7 @@ fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_
     // A standby is back: the cancel is carried out without anyone asking again.
     let _standby = start_standby_in(replication, standby_dir.path());
     wait_until_no_orders(&mut alice, Duration::from_secs(15));
-    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+    wait_for_metric(&service, "ladder_cancel_on_disconnect_total", "1");
 }
 
 #[test]
@@ -398,7 +398,9 @@ fn a_cancel_on_disconnect_subscriber_that_stops_reading_loses_its_orders_when_it
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+    // Counted when the cancel's answer reaches the connection's loop, which may come just
+    // after a read sees the orders gone.
+    wait_for_metric(&service, "ladder_cancel_on_disconnect_total", "1");
     drop(ws);
 }
 
@@ -452,6 +454,19 @@ fn sigterm_closes_websockets_with_going_away_and_cancels_nothing() {
     assert_eq!(open_ids(&mut alice).len(), 1, "a stop cancels nothing");
     assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "0");
     assert_eq!(journal_types(&service, "dead_man_switches_lost"), 0);
+}
+
+/// Waits up to 3 s for the metric `name` to read `value`; panics otherwise.
+fn wait_for_metric(service: &Service, name: &str, value: &str) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = metric(service, name);
+        if now == value {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} is {now}, not {value}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// How many records of `record_type` the service's journal holds.
@@ -520,7 +535,7 @@ fn a_crash_of_the_service_trips_the_cancel_on_disconnect_of_the_connections_it_h
     service.kill_and_restart();
     wait_until_no_orders(&mut alice, Duration::from_secs(3));
     assert_eq!(open_ids(&mut bob).len(), 1, "bob's connection had no flag");
-    assert_eq!(metric(&service, "ladder_cancel_on_disconnect_total"), "1");
+    wait_for_metric(&service, "ladder_cancel_on_disconnect_total", "1");
     // Once only: a second crash finds nothing armed.
     rest(&mut alice, yes(), Side::Buy, 1_000, 1);
     service.kill_and_restart();
