@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 47] = [
+    let cases: [(&[&str], &str); 50] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["standby"], "--primary"),
         (
@@ -155,6 +155,9 @@ fn bad_usage_exits_2_naming_the_flag() {
             "at least 16 bytes",
         ),
         (&["serve", "--rpc-url", "notaurl"], "--rpc-url"),
+        (&["serve", "--rpc-url", "http://a b"], "--rpc-url"),
+        (&["serve", "--rpc-url", "http://[::1"], "--rpc-url"),
+        (&["serve", "--rpc-url", "http://h:99999"], "--rpc-url"),
         (
             &[
                 "serve",

@@ -39,7 +39,11 @@ fn wait_until_no_orders(trader: &mut Trader, within: Duration) {
 }
 
 fn user_ws(service: &Service, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
-    let url = format!("{}/ws/user", service.url.replace("http://", "ws://"));
+    user_ws_at(&service.url, trader, cancel_on_disconnect)
+}
+
+fn user_ws_at(base_url: &str, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
+    let url = format!("{}/ws/user", base_url.replace("http://", "ws://"));
     let (mut ws, _) = connect(url).unwrap();
     if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -549,4 +553,49 @@ fn a_crash_of_the_service_trips_the_cancel_on_disconnect_of_the_connections_it_h
         "dead-man switches after a crash",
     );
     assert_eq!(live["state_hash"], json!(replayed));
+}
+
+/// A standby cannot journal a dead-man switch: a subscription asking for one is refused
+/// there (1008, saying why), and one without it is served.
+#[test]
+fn a_standby_refuses_a_cancel_on_disconnect_subscription() {
+    let replication = free_port();
+    let primary = Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
+    let standby = start_standby(replication);
+    let alice = primary.trader(0);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut armed = user_ws_at(&standby.url, &alice, true);
+    let refusal = loop {
+        match armed.read() {
+            Ok(Message::Text(text)) => break text.to_string(),
+            Ok(_) => continue,
+            Err(e) => panic!("no refusal: {e}"),
+        }
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&refusal).unwrap(),
+        json!({ "error": "cancel_on_disconnect: this node is a standby (not primary); subscribe on the primary" })
+    );
+    let close = loop {
+        match armed.read() {
+            Ok(Message::Close(frame)) => break frame,
+            Ok(_) => continue,
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    };
+    assert_eq!(
+        close.map(|f| f.code),
+        Some(tungstenite::protocol::frame::coding::CloseCode::Policy)
+    );
+    // Without the switch, the standby serves the subscription: a PING is answered.
+    let mut plain = user_ws_at(&standby.url, &alice, false);
+    plain.send(Message::text("PING")).unwrap();
+    let pong = loop {
+        match plain.read() {
+            Ok(Message::Text(text)) => break text.to_string(),
+            Ok(_) => continue,
+            Err(e) => panic!("no answer: {e}"),
+        }
+    };
+    assert_eq!(pong, "PONG");
 }

@@ -434,6 +434,12 @@ impl crate::server::Service for App {
         self.state.ready.load(Ordering::Acquire)
     }
 
+    fn dead_man_switch_refusal(&self) -> Option<&'static str> {
+        self.state.standby.load(Ordering::Acquire).then_some(
+            "cancel_on_disconnect: this node is a standby (not primary); subscribe on the primary",
+        )
+    }
+
     fn count_answer(&self, path: Option<&str>, status: u16) {
         match path {
             Some(path) => self.metrics.observe(path, status, Instant::now()),

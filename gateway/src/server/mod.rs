@@ -122,6 +122,12 @@ pub trait Service: Send + Sync + 'static {
     /// read (`path` unknown) or did not receive in time, a refused WebSocket upgrade.
     fn count_answer(&self, _path: Option<&str>, _status: u16) {}
 
+    /// Why a `/ws/user` subscription with `cancel_on_disconnect` is refused here (`None`: it
+    /// is taken): a standby cannot journal its arming nor its cancel.
+    fn dead_man_switch_refusal(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether WebSocket upgrades are accepted now (a service still recovering says no).
     fn ws_ready(&self) -> bool {
         true

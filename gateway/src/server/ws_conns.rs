@@ -173,7 +173,12 @@ impl Worker {
                 markets,
                 cancel_on_disconnect,
             } => {
-                let result = self.service.ws_user_auth(&auth);
+                let mut result = self.service.ws_user_auth(&auth);
+                if cancel_on_disconnect && result.is_ok() {
+                    if let Some(why) = self.service.dead_man_switch_refusal() {
+                        result = Err(why.to_string());
+                    }
+                }
                 let Some(socket) = self.sockets[slot].as_mut() else {
                     return;
                 };

@@ -104,6 +104,9 @@ impl From<String> for SessionEnd {
 /// thread returns the last sequence held, or why the primary refused to be followed.
 pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, String>>> {
     std::thread::Builder::new().name("standby".into()).spawn(move || {
+        // The last interruption logged: the same one again (a full disk, a primary that is
+        // down) is not logged at every retry, until another or a record in between.
+        let mut last_logged: Option<(String, u64)> = None;
         while !follower.stop.load(Ordering::Acquire) {
             let Some(primary) = follower.primary.get() else {
                 std::thread::sleep(Duration::from_millis(50));
@@ -111,7 +114,13 @@ pub fn follow(mut follower: Follower) -> std::io::Result<JoinHandle<Result<u64, 
             };
             match session(&mut follower, &primary) {
                 Ok(()) => {}
-                Err(SessionEnd::Interrupted(e)) => tracing::warn!(error = %e, %primary, last_seq = follower.last_seq, "replication interrupted; reconnecting"),
+                Err(SessionEnd::Interrupted(e)) => {
+                    let now = (e.clone(), follower.last_seq);
+                    if last_logged.as_ref() != Some(&now) {
+                        tracing::warn!(error = %e, %primary, last_seq = follower.last_seq, "replication interrupted; reconnecting (the same interruption is logged once)");
+                        last_logged = Some(now);
+                    }
+                }
                 Err(SessionEnd::Refused(why)) => {
                     let behind = why.starts_with(super::server::BEHIND_JOURNAL);
                     if behind || super::server::JournalEnd::of_refusal(&why).is_some() {

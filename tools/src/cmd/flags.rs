@@ -101,8 +101,39 @@ pub fn rpc_url(text: &str) -> Result<String, String> {
         .strip_prefix("http://")
         .or_else(|| text.strip_prefix("https://"))
         .ok_or_else(|| format!("{text:?}: expected an http:// or https:// URL"))?;
-    if rest.is_empty() || rest.starts_with('/') {
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{text:?}: a URL has no spaces"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => {
+            let (ip, after) = bracketed
+                .split_once(']')
+                .ok_or_else(|| format!("{text:?}: an IPv6 host needs its closing ]"))?;
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| format!("{text:?}: expected :PORT after the IPv6 host"))?,
+                ),
+            };
+            (ip, port)
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
         return Err(format!("{text:?}: expected a host after the scheme"));
+    }
+    if let Some(port) = port {
+        port.parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("{text:?}: the port must be 1 to 65535"))?;
     }
     Ok(text.to_string())
 }
