@@ -165,23 +165,7 @@ fn delete_orders_cancels_several_and_reports_the_rest() {
     let a2 = rest_id(&mut alice, no(), Side::Buy, 2_000, 1);
     let a3 = rest_id(&mut alice, yes(), Side::Sell, 8_000, 1);
     let b1 = rest_id(&mut bob, yes(), Side::Buy, 2_000, 1);
-    let requests: Vec<_> = [a1, a3, b1, 9_999]
-        .iter()
-        .map(|&id| {
-            cancel_order_request(
-                &alice.wallet,
-                &alice.exchange,
-                id,
-                market(),
-                SignatureType::SmartAccount,
-            )
-        })
-        .collect();
-    let r = alice
-        .send("DELETE", "/orders", Some(&cancel_orders_body(&requests)))
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    let v = r.json();
+    let v = delete_orders(&mut alice, &[a1, a3, b1, 9_999]);
     assert_eq!(canceled_sorted(&v), [a1, a3]);
     assert_eq!(
         v["notCanceled"],
@@ -190,25 +174,30 @@ fn delete_orders_cancels_several_and_reports_the_rest() {
     assert_eq!(open_ids(&mut alice), [a2]);
     assert_eq!(open_ids(&mut bob), [b1]);
     // An order named twice is reported once, as cancelled.
-    let twice: Vec<_> = [a2, a2]
+    let v = delete_orders(&mut alice, &[a2, a2]);
+    assert_eq!(canceled_sorted(&v), [a2]);
+    assert_eq!(v["notCanceled"], json!({}));
+}
+
+/// `DELETE /orders` of `trader`'s signed cancels of `ids` on the market; its 200 answer.
+fn delete_orders(trader: &mut Trader, ids: &[u64]) -> Value {
+    let requests: Vec<_> = ids
         .iter()
         .map(|&id| {
             cancel_order_request(
-                &alice.wallet,
-                &alice.exchange,
+                &trader.wallet,
+                &trader.exchange,
                 id,
                 market(),
                 SignatureType::SmartAccount,
             )
         })
         .collect();
-    let r = alice
-        .send("DELETE", "/orders", Some(&cancel_orders_body(&twice)))
+    let r = trader
+        .send("DELETE", "/orders", Some(&cancel_orders_body(&requests)))
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let v = r.json();
-    assert_eq!(canceled_sorted(&v), [a2]);
-    assert_eq!(v["notCanceled"], json!({}));
+    r.json()
 }
 
 #[test]

@@ -313,7 +313,7 @@ fn parse_parsed(
         chunked,
     } = read_headers(parsed.headers, version >= 1)?;
     let expects_continue = expects_continue && version >= 1;
-    if chunked {
+    let (body, used) = if chunked {
         if content_length.is_some() {
             return Err(HttpError::Malformed(
                 "Transfer-Encoding and Content-Length together",
@@ -337,27 +337,21 @@ fn parse_parsed(
         let coded_len = wait.scan_end();
         let body = super::chunked::decode(&buf[head_len..head_len + coded_len], wait.limit)
             .map_err(|e| chunk_refusal(e, wait.too_large))?;
-        return Ok(Parsed::Complete(
-            Request {
-                method,
-                target,
-                headers,
-                body,
-                keep_alive,
-                peer: None,
-            },
-            head_len + coded_len,
-        ));
-    }
-    let body_len = content_length.unwrap_or(0);
-    check_body_size(method, &target, body_len)?;
-    if buf.len() < head_len + body_len {
-        return Ok(Parsed::NeedBody {
-            needed: head_len + body_len,
-            expects_continue,
-        });
-    }
-    let body = buf[head_len..head_len + body_len].to_vec();
+        (body, head_len + coded_len)
+    } else {
+        let body_len = content_length.unwrap_or(0);
+        check_body_size(method, &target, body_len)?;
+        if buf.len() < head_len + body_len {
+            return Ok(Parsed::NeedBody {
+                needed: head_len + body_len,
+                expects_continue,
+            });
+        }
+        (
+            buf[head_len..head_len + body_len].to_vec(),
+            head_len + body_len,
+        )
+    };
     Ok(Parsed::Complete(
         Request {
             method,
@@ -367,7 +361,7 @@ fn parse_parsed(
             keep_alive,
             peer: None,
         },
-        head_len + body_len,
+        used,
     ))
 }
 
