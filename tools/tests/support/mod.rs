@@ -308,12 +308,25 @@ pub fn market() -> B256 {
     CONDITION_ID.parse().expect("market")
 }
 
-/// A loopback port free when asked (for a replication listener).
+/// A loopback port free when asked (for a replication listener), below Linux's ephemeral
+/// range (32768 and up): a port the kernel handed out (`bind :0`) could be taken as the source
+/// port of another test's outgoing connection before the service binds it (a clean-clone CI
+/// run failed so, "Address already in use"). Each test binary walks its own stretch of ports
+/// (by its process id), one port per call.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % u32::from(SPAN);
+    for _ in 0..SPAN {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST + ((start + offset) % u32::from(SPAN)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
 }
 
 /// An admin request to the service at `url`: its status and JSON body.
