@@ -169,14 +169,7 @@ fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_
     wait_until_no_orders(&mut alice, Duration::from_millis(4_000));
     assert!(ready.elapsed() >= Duration::from_millis(2_900));
     // The expiry is a journaled command: the journal's replay gives the live state.
-    let live = service.admin("GET", "/admin/state-hash", None).json();
-    service.kill();
-    let replayed = replayed_state_hash(
-        service.data_dir(),
-        Some(live["seq"].as_u64().expect("seq is a number")),
-        "heartbeats after a restart",
-    );
-    assert_eq!(live["state_hash"], json!(replayed));
+    kill_and_check_replay(&mut service, "heartbeats after a restart");
     let dump = Command::new(env!("CARGO_BIN_EXE_ladder"))
         .args([
             "journal",
@@ -545,14 +538,7 @@ fn a_crash_of_the_service_trips_the_cancel_on_disconnect_of_the_connections_it_h
     service.kill_and_restart();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(open_ids(&mut alice).len(), 1, "the switch tripped once");
-    let live = service.admin("GET", "/admin/state-hash", None).json();
-    service.kill();
-    let replayed = replayed_state_hash(
-        service.data_dir(),
-        Some(live["seq"].as_u64().expect("seq is a number")),
-        "dead-man switches after a crash",
-    );
-    assert_eq!(live["state_hash"], json!(replayed));
+    kill_and_check_replay(&mut service, "dead-man switches after a crash");
 }
 
 /// A standby cannot journal a dead-man switch: a subscription asking for one is refused

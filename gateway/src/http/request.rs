@@ -214,11 +214,6 @@ impl ChunkWait {
             .map_err(|e| chunk_refusal(e, self.too_large))?;
         Ok(end.is_some())
     }
-
-    /// The coded body's length, once [`ChunkWait::advance`] found it whole.
-    fn scan_end(&self) -> usize {
-        self.scan.end()
-    }
 }
 
 /// Most bytes a chunked body's coding may take: what a connection buffers for one request.
@@ -337,7 +332,7 @@ fn parse_parsed(
         if !wait.advance(buf)? {
             return Ok(Parsed::NeedChunks(wait));
         }
-        let coded_len = wait.scan_end();
+        let coded_len = wait.scan.end();
         let body = super::chunked::decode(&buf[head_len..head_len + coded_len], wait.limit)
             .map_err(|e| chunk_refusal(e, wait.too_large))?;
         (body, head_len + coded_len)

@@ -542,6 +542,21 @@ pub fn spawn_standby(mut command: Command) -> Standby {
     }
 }
 
+/// Stops `service` (SIGKILL) and checks that its journal, replayed up to the sequence the
+/// running service reported, gives the state hash it reported then; `context` names the
+/// caller in a failure.
+pub fn kill_and_check_replay(service: &mut Service, context: &str) {
+    let live = service.admin("GET", "/admin/state-hash", None).json();
+    service.kill();
+    let seq = live["seq"].as_u64().expect("seq is a number");
+    let replayed = replayed_state_hash(service.data_dir(), Some(seq), context);
+    assert_eq!(
+        live["state_hash"],
+        serde_json::Value::from(replayed),
+        "{context}"
+    );
+}
+
 /// `ladder journal state-hash` of `data_dir`'s journal replayed up to `at` (default its end);
 /// `context` names the caller in a failure.
 pub fn replayed_state_hash(data_dir: &Path, at: Option<u64>, context: &str) -> String {
