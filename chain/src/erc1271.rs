@@ -108,7 +108,8 @@ impl Erc1271Verifier {
         );
         match self.rpc.eth_call(&account.to_lowercase_hex(), &data) {
             Ok(returned) => Ok(is_magic_word(&returned)),
-            Err(e) if e.is_revert() => Ok(false),
+            // A call that reverted or halted is the account's answer: not a valid signature.
+            Err(e) if e.is_execution_failure() => Ok(false),
             Err(e) => Err(e),
         }
     }

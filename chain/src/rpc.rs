@@ -38,6 +38,31 @@ impl RpcError {
             _ => false,
         }
     }
+
+    /// Whether the node ran the call and its execution failed: it reverted, or it halted
+    /// (an invalid opcode, out of gas, a bad jump, a stack fault...). Such an answer is the
+    /// contract's, final and the same on every retry; any other error says nothing about it.
+    pub fn is_execution_failure(&self) -> bool {
+        /// What geth, erigon, anvil and nethermind say when execution halts.
+        const HALTS: [&str; 9] = [
+            "evm error",
+            "invalid opcode",
+            "opcode not found",
+            "out of gas",
+            "stack underflow",
+            "stack overflow",
+            "invalid jump",
+            "write protection",
+            "vm execution error",
+        ];
+        match self {
+            RpcError::Node { message, .. } => {
+                let message = message.to_ascii_lowercase();
+                self.is_revert() || HALTS.iter().any(|halt| message.contains(halt))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for RpcError {
@@ -207,6 +232,37 @@ mod tests {
                 data: Some("0x08c379a0".into())
             }
         );
+        assert!(revert.is_execution_failure());
+        for (code, halt) in [
+            (-32603, "EVM error InvalidFEOpcode"),
+            (-32603, "EVM error OutOfGas"),
+            (-32000, "invalid opcode: INVALID"),
+            (-32000, "out of gas"),
+            (-32000, "stack underflow (0 <=> 1)"),
+        ] {
+            let error = RpcError::Node {
+                code,
+                message: halt.into(),
+                data: None,
+            };
+            assert!(error.is_execution_failure(), "{halt}");
+            assert!(!error.is_revert(), "{halt}");
+        }
+        for unanswered in [
+            RpcError::Node {
+                code: -32005,
+                message: "limit exceeded".into(),
+                data: None,
+            },
+            RpcError::Node {
+                code: -32000,
+                message: "header not found".into(),
+                data: None,
+            },
+            RpcError::Transport("connection refused".into()),
+        ] {
+            assert!(!unanswered.is_execution_failure(), "{unanswered}");
+        }
         assert!(matches!(
             parse_answer(json!({"jsonrpc": "2.0", "id": 1})),
             Err(RpcError::Malformed(_))

@@ -59,7 +59,8 @@ pub fn decode_cursor(text: &str) -> Result<Cursor, CursorError> {
     if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
         return Err(CursorError);
     }
-    digits.parse().map(Cursor::Offset).map_err(|_| CursorError)
+    // An offset too large for a u64 is past the end of any list, as u64::MAX is.
+    Ok(Cursor::Offset(digits.parse().unwrap_or(u64::MAX)))
 }
 
 /// The `next_cursor` of a page that returned `count` items from `offset` with page size
@@ -103,6 +104,14 @@ mod tests {
         assert_eq!(decode_cursor(END_CURSOR), Ok(Cursor::End));
         // Without its padding too, as an offset's cursor is read.
         assert_eq!(decode_cursor("LTE"), Ok(Cursor::End));
+    }
+
+    #[test]
+    fn an_offset_past_u64_is_past_every_list_end() {
+        let past = STANDARD.encode("18446744073709551616");
+        assert_eq!(decode_cursor(&past), Ok(Cursor::Offset(u64::MAX)));
+        let far = STANDARD.encode("99999999999999999999");
+        assert_eq!(decode_cursor(&far), Ok(Cursor::Offset(u64::MAX)));
     }
 
     #[test]
