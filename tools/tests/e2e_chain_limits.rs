@@ -1,7 +1,8 @@
 //! Chain calls a client can cause before it is authenticated (API.md §18): an L1 request
 //! whose signer is not the address asks the address's ERC-1271 `isValidSignature` on the
 //! node (`--rpc-url`). Random signers for a smart account cannot make the node work more than
-//! the per-address chain-call budget allows. A fake JSON-RPC node counts the calls.
+//! the per-address chain-call budget allows. A fake JSON-RPC node counts the calls. A call the
+//! node ran and the account failed (it halted) is a "no", not a node that could not be asked.
 
 mod support;
 
@@ -14,8 +15,17 @@ use ladder_client::{Trader, Wallet};
 use ladder_protocol::Address;
 use support::{demo_trader_at, Service};
 
+/// How the fake node answers `eth_call`.
+#[derive(Clone, Copy)]
+enum CallAnswer {
+    /// A word that is not the magic value.
+    NotMagic,
+    /// The error anvil gives when the account's code hits an invalid opcode.
+    Halted,
+}
+
 /// Answers one JSON-RPC request read from `stream`; false when the connection ended.
-fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
+fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize, call_answer: CallAnswer) -> bool {
     let mut content_length = 0usize;
     loop {
         let mut line = String::new();
@@ -40,8 +50,17 @@ fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
     let result = match request["method"].as_str().unwrap_or("") {
         "eth_call" => {
             calls.fetch_add(1, Ordering::SeqCst);
-            // Not the magic word: the account does not accept the signer.
-            serde_json::json!(format!("0x{}", "ff".repeat(4) + &"00".repeat(28)))
+            match call_answer {
+                // Not the magic word: the account does not accept the signer.
+                CallAnswer::NotMagic => {
+                    serde_json::json!(format!("0x{}", "ff".repeat(4) + &"00".repeat(28)))
+                }
+                CallAnswer::Halted => {
+                    let reply = serde_json::json!({ "jsonrpc": "2.0", "id": request["id"],
+                        "error": {"code": -32603, "message": "EVM error InvalidFEOpcode"} });
+                    return write_reply(stream, &reply.to_string());
+                }
+            }
         }
         "eth_accounts" => serde_json::json!(["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"]),
         "eth_getCode" => serde_json::json!("0x"),
@@ -50,6 +69,11 @@ fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
     };
     let reply =
         serde_json::json!({ "jsonrpc": "2.0", "id": request["id"], "result": result }).to_string();
+    write_reply(stream, &reply)
+}
+
+/// Writes `reply` as an HTTP 200 with a JSON body; false when the connection ended.
+fn write_reply(stream: &mut BufReader<TcpStream>, reply: &str) -> bool {
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         reply.len()
@@ -60,8 +84,8 @@ fn answer(stream: &mut BufReader<TcpStream>, calls: &AtomicUsize) -> bool {
         .is_ok()
 }
 
-/// A node on loopback that answers every `eth_call` "no" and counts them.
-fn fake_node() -> (String, Arc<AtomicUsize>) {
+/// A node on loopback that answers every `eth_call` with `call_answer` and counts them.
+fn fake_node(call_answer: CallAnswer) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let calls = Arc::new(AtomicUsize::new(0));
@@ -71,7 +95,7 @@ fn fake_node() -> (String, Arc<AtomicUsize>) {
             let calls = counted.clone();
             std::thread::spawn(move || {
                 let mut stream = BufReader::new(stream);
-                while answer(&mut stream, &calls) {}
+                while answer(&mut stream, &calls, call_answer) {}
             });
         }
     });
@@ -80,7 +104,7 @@ fn fake_node() -> (String, Arc<AtomicUsize>) {
 
 #[test]
 fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budget() {
-    let (node, calls) = fake_node();
+    let (node, calls) = fake_node(CallAnswer::NotMagic);
     let service = Service::start(&["--rpc-url", &node, "--rpc-timeout-ms", "2000"]);
     let account = Address::parse("0x5a11c0C0a000000000000000000000000000A001").unwrap();
     let mut statuses = Vec::new();
@@ -137,4 +161,19 @@ fn random_signers_for_a_smart_account_cost_the_node_at_most_the_chain_call_budge
     assert_eq!(r.status, 200, "{}", r.body);
     // A token may have come back between the two requests (5 a second): at most one call.
     assert!(calls.load(Ordering::SeqCst) <= spent + 2);
+}
+
+#[test]
+fn an_account_whose_check_halts_refuses_the_signer_instead_of_asking_to_retry() {
+    let (node, calls) = fake_node(CallAnswer::Halted);
+    let service = Service::start(&["--rpc-url", &node, "--rpc-timeout-ms", "2000"]);
+    let account = Address::parse("0x5a11c0C0a000000000000000000000000000A001").unwrap();
+    let stranger = Trader::new(&service.url, Wallet::random(), account).unwrap();
+    let r = service
+        .http()
+        .request("GET", "/auth/derive-api-key", &stranger.l1(0), None)
+        .unwrap();
+    assert_eq!(r.status, 401, "a halted check is a 'no': {}", r.body);
+    assert!(!r.body.contains("smart-account check failed"), "{}", r.body);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the node was asked");
 }
