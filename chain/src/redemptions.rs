@@ -49,6 +49,34 @@ pub fn redemptions_in(
     logs.iter().map(parse_log).collect()
 }
 
+/// Whether `account` redeemed `condition_id` on the chain in a block from `from` on (up to
+/// the newest, final or not): one `eth_getLogs` filtered by both indexed topics.
+pub fn redeemed_since(
+    rpc: &RpcClient,
+    exchange: &Address,
+    account: &Address,
+    condition_id: &B256,
+    from: u64,
+) -> Result<bool, RpcError> {
+    let logs = rpc.call(
+        "eth_getLogs",
+        json!([{
+            "address": exchange.to_lowercase_hex(),
+            "fromBlock": format!("0x{from:x}"),
+            "toBlock": "latest",
+            "topics": [
+                redeemed_topic(),
+                format!("0x{}{}", "00".repeat(12), hex::encode(account.0)),
+                format!("0x{}", hex::encode(condition_id.0)),
+            ],
+        }]),
+    )?;
+    let logs = logs
+        .as_array()
+        .ok_or_else(|| RpcError::Malformed("eth_getLogs: not a list".into()))?;
+    Ok(!logs.is_empty())
+}
+
 /// One log as a redemption.
 fn parse_log(log: &Value) -> Result<Redemption, RpcError> {
     let malformed = |what: &str| RpcError::Malformed(format!("Redeemed log: {what}: {log}"));

@@ -383,8 +383,10 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
         &anvil.url,
         "--exchange-address",
         &exchange_text,
+        // Six blocks (a block a second): a window in which the redemption is on the chain
+        // but not final, so its entry is still in the ledger.
         "--chain-confirmations",
-        "2",
+        "6",
         "--chain-poll-ms",
         "100",
         "--bundler-url",
@@ -472,6 +474,36 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
     assert_eq!(receipt["success"], json!(true), "{receipt}");
     assert_eq!(receipt["sender"], json!(account.to_string()), "{receipt}");
 
+    // A second redeem before the first is final (its entry still listed): nothing to redeem,
+    // refused before the bundler, though the EntryPoint would take its nonce.
+    let second_redeem = |nonce: u64| {
+        let mut op = probe.clone();
+        op.nonce = U256::from(nonce);
+        let hash = op.hash(&entry_point, CHAIN_ID);
+        op.signature = taker
+            .wallet
+            .sign_digest(&eip191_digest(&hash))
+            .as_bytes()
+            .to_vec();
+        bundler_call(
+            &service,
+            "eth_sendUserOperation",
+            json!([op.to_json(), entry_point.to_string()]),
+        )
+    };
+    assert_eq!(
+        claimable_of(&service, &account).len(),
+        1,
+        "the redemption is not final yet"
+    );
+    let early = second_redeem(1);
+    assert_eq!(early["error"]["code"], json!(-32500), "{early}");
+    assert_eq!(
+        early["error"]["message"],
+        json!("nothing to redeem"),
+        "{early}"
+    );
+
     // The exchange paid the test collateral on the chain; the entry leaves /claimable once
     // the redemption is final.
     let collateral_address = anvil
@@ -498,19 +530,7 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
     }
 
     // Nothing left: refused before it reaches the bundler.
-    let mut again_op = probe;
-    again_op.nonce = U256::from(1u64);
-    let hash = again_op.hash(&entry_point, CHAIN_ID);
-    again_op.signature = taker
-        .wallet
-        .sign_digest(&eip191_digest(&hash))
-        .as_bytes()
-        .to_vec();
-    let again = bundler_call(
-        &service,
-        "eth_sendUserOperation",
-        json!([again_op.to_json(), entry_point.to_string()]),
-    );
+    let again = second_redeem(1);
     assert_eq!(again["error"]["code"], json!(-32500), "{again}");
     assert_eq!(
         again["error"]["message"],

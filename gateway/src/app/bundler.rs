@@ -7,6 +7,7 @@
 //! service marks the entries redeemed when the exchange's redemption event is final.
 //! Refusals are JSON-RPC errors and change nothing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ladder_chain::{RpcClient, RpcError};
@@ -31,6 +32,9 @@ const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 /// ERC-4337: the operation was refused (validation).
 const REJECTED: i64 = -32500;
+/// ERC-4337 (bundlers such as Alto): the account's signature check failed; answered as
+/// [`REJECTED`] (CONTRACT 20: `-32500` with `AA24 signature error`).
+const SIGNATURE_CHECK_FAILED: i64 = -32507;
 /// JSON-RPC: the call could not be carried out (the bundler beside the node did not answer).
 const INTERNAL_ERROR: i64 = -32603;
 
@@ -43,6 +47,13 @@ pub struct ChainBundler {
     pub node: RpcClient,
     /// The node's chain id (the userOpHash's).
     pub chain_id: u64,
+    /// The exchange contract (`--exchange-address`), whose `Redeemed` events say what was
+    /// redeemed on the chain.
+    pub exchange: Address,
+    /// The first block whose redemptions the service has not journaled yet (the redemption
+    /// watch moves it): a redemption from there on is on the chain, but its entries are still
+    /// in the ledger until it is final.
+    pub redemptions_unrecorded_from: Arc<AtomicU64>,
 }
 
 /// Gas the service asks for (it charges none): what `eth_estimateUserOperationGas` answers.
@@ -201,10 +212,11 @@ fn dispatch_on_chain(
                 let method = method.to_string();
                 let entry_point = app.config.entry_point;
                 let nonce = form.op.nonce_key_and_sequence().1;
-                let check_nonce = Before::CheckNonce {
+                let check_nonce = Before::CheckRedeem {
                     entry_point,
                     sender,
                     nonce,
+                    condition_id,
                 };
                 Outcome::then(work, move |completion| {
                     let ladder_sequencer::Completion::Answered { .. } = completion else {
@@ -248,12 +260,16 @@ fn dispatch_on_chain(
 /// What a forwarded call checks at the node first.
 enum Before {
     Nothing,
-    /// The operation's sequence must be the EntryPoint's next for its sender (key 0): else
-    /// the refusal says which (`data.expectedNonce`), as the built-in bundler's does.
-    CheckNonce {
+    /// A redeem: the operation's sequence must be the EntryPoint's next for its sender (key
+    /// 0), else the refusal says which (`data.expectedNonce`), as the built-in bundler's does;
+    /// and the sender must not have redeemed the market already in a block whose redemptions
+    /// are not journaled yet (not final): a second redeem finds nothing to redeem (CONTRACT
+    /// 20), though the ledger keeps the entries until the first is final.
+    CheckRedeem {
         entry_point: Address,
         sender: Address,
         nonce: u64,
+        condition_id: B256,
     },
 }
 
@@ -291,12 +307,39 @@ fn forward(
         let Some(bundler) = &chain.bundler else {
             unreachable!("checked before deferring");
         };
-        if let Before::CheckNonce {
+        if let Before::CheckRedeem {
             entry_point,
             sender,
             nonce,
+            condition_id,
         } = before
         {
+            let unrecorded_from = chain.redemptions_unrecorded_from.load(Ordering::Acquire);
+            match ladder_chain::redemptions::redeemed_since(
+                &chain.node,
+                &chain.exchange,
+                &sender,
+                &condition_id,
+                unrecorded_from,
+            ) {
+                Ok(true) => {
+                    return answer(
+                        &id,
+                        Err((REJECTED, Reject::NothingToRedeem.words().to_string(), None)),
+                    )
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    return answer(
+                        &id,
+                        Err((
+                            INTERNAL_ERROR,
+                            format!("the node did not answer: {e}"),
+                            None,
+                        )),
+                    )
+                }
+            }
             match chain_nonce(&chain.node, &entry_point, &sender) {
                 Ok(expected) if expected != nonce => {
                     return answer(
@@ -335,6 +378,12 @@ fn forward(
                 }
                 Ok(result)
             }
+            // ERC-4337's code for a failed signature check is CONTRACT 20's rejection.
+            Err(RpcError::Node {
+                code: SIGNATURE_CHECK_FAILED,
+                message,
+                data,
+            }) => Err((REJECTED, message, data.map(Value::String))),
             Err(RpcError::Node {
                 code,
                 message,

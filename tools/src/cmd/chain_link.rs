@@ -1,6 +1,7 @@
 //! `--rpc-url`: the service's link to a chain. One RPC client for the ERC-1271 verifier
 //! (shared by the gateway's deferred-work workers) and one for the settlement thread.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +84,8 @@ impl ChainLink {
                 bundler,
                 node: RpcClient::new(url, timeout).map_err(|e| e.to_string())?,
                 chain_id,
+                exchange,
+                redemptions_unrecorded_from: Arc::new(AtomicU64::new(0)),
             }),
         }))
     }
@@ -118,6 +121,7 @@ impl ChainLink {
             self.settings.confirmations,
             self.settings.poll_interval,
             data_dir,
+            self.chain_bundler.redemptions_unrecorded_from.clone(),
         )
     }
 

@@ -7,6 +7,8 @@
 //! (after a crash between the two) finds nothing left and changes nothing.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
@@ -35,6 +37,9 @@ pub struct RedemptionWatch {
     last_read: Option<Instant>,
     /// Whether the last read failed (logged once, then its recovery).
     failing: bool,
+    /// `next_block`, shared with the bundler: redemptions from there on are on the chain
+    /// but not journaled yet.
+    unrecorded_from: Arc<AtomicU64>,
 }
 
 impl RedemptionWatch {
@@ -45,6 +50,7 @@ impl RedemptionWatch {
         confirmations: u64,
         poll: Duration,
         data_dir: &Path,
+        unrecorded_from: Arc<AtomicU64>,
     ) -> Result<RedemptionWatch, String> {
         let cursor = data_dir.join(CURSOR_FILE);
         let next_block = match std::fs::read_to_string(&cursor) {
@@ -55,6 +61,7 @@ impl RedemptionWatch {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(format!("{}: {e}", cursor.display())),
         };
+        unrecorded_from.store(next_block, Ordering::Release);
         let (requests, inbox) = bounded::<u64>(1);
         let (outbox, answers) = bounded::<Found>(1);
         std::thread::Builder::new()
@@ -77,6 +84,7 @@ impl RedemptionWatch {
             poll,
             last_read: None,
             failing: false,
+            unrecorded_from,
         })
     }
 
@@ -164,6 +172,8 @@ impl RedemptionWatch {
         }
         if through + 1 > self.next_block {
             self.next_block = through + 1;
+            self.unrecorded_from
+                .store(self.next_block, Ordering::Release);
             let text = format!("{}\n", self.next_block);
             if let Err(e) = ladder_journal::write_file_durably(&self.cursor, text.as_bytes()) {
                 tracing::warn!(error = %e, "chain redemptions: cursor not kept");
