@@ -468,6 +468,36 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
         "{refused}"
     );
 
+    // Signed by a stranger: the EntryPoint's simulation refuses it (Alto answers ERC-4337's
+    // -32507), answered as CONTRACT 20's -32500.
+    let quantity = |key: &str| {
+        let text = estimate["result"][key].as_str().expect("estimate field");
+        u128::from_str_radix(text.trim_start_matches("0x"), 16).expect("quantity")
+    };
+    let mut stranger_op = probe.clone();
+    stranger_op.call_gas_limit = quantity("callGasLimit") * 3 / 2;
+    stranger_op.verification_gas_limit = quantity("verificationGasLimit") * 3 / 2;
+    stranger_op.pre_verification_gas = U256::from(quantity("preVerificationGas"));
+    stranger_op.max_fee_per_gas = quantity("maxFeePerGas");
+    stranger_op.max_priority_fee_per_gas = quantity("maxPriorityFeePerGas");
+    let hash = stranger_op.hash(&entry_point, CHAIN_ID);
+    stranger_op.signature = ladder_client::Wallet::random()
+        .sign_digest(&eip191_digest(&hash))
+        .as_bytes()
+        .to_vec();
+    let refused = bundler_call(
+        &service,
+        "eth_sendUserOperation",
+        json!([stranger_op.to_json(), entry_point.to_string()]),
+    );
+    assert_eq!(refused["error"]["code"], json!(-32500), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("AA24")),
+        "{refused}"
+    );
+
     // The Rust client: execute(exchange, 0, redeem(conditionId)) with Alto's estimate,
     // signed by the owner, sent, and its receipt waited for.
     let receipt = taker.redeem(&support::market()).expect("redeem");
