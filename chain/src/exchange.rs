@@ -173,10 +173,30 @@ impl ExchangeClient {
 
     /// The block at which the contract recorded `batch_id` (0: not settled).
     pub fn settled_at(&self, batch_id: &[u8; 32]) -> Result<u64, RpcError> {
+        self.settled_at_block(batch_id, "latest")
+    }
+
+    /// Whether `batch_id` is settled in the node's pending state: mined, or in a transaction
+    /// waiting in the node's pool (one whose sender did not see the answer, say).
+    pub fn settled_pending(&self, batch_id: &[u8; 32]) -> Result<bool, RpcError> {
+        Ok(self.settled_at_block(batch_id, "pending")? > 0)
+    }
+
+    /// Whether the node knows transaction `tx` (pending or mined): `false` once its pool has
+    /// dropped it, or after a restart of the node that lost it.
+    pub fn transaction_known(&self, tx: &[u8; 32]) -> Result<bool, RpcError> {
+        let found = self
+            .rpc
+            .call("eth_getTransactionByHash", json!([to_hex(tx)]))?;
+        Ok(!found.is_null())
+    }
+
+    /// `settledAt(batch_id)` at `block` (a tag).
+    fn settled_at_block(&self, batch_id: &[u8; 32], block: &str) -> Result<u64, RpcError> {
         let data = encode_call(selector("settledAt(bytes32)"), &[Arg::Word(*batch_id)]);
         let returned = self
             .rpc
-            .eth_call(&self.exchange.to_lowercase_hex(), &data)?;
+            .eth_call_at(&self.exchange.to_lowercase_hex(), &data, block)?;
         let word = returned
             .get(..32)
             .ok_or_else(|| RpcError::Malformed("settledAt: short answer".into()))?;

@@ -142,10 +142,12 @@ impl RpcClient {
 
     /// `eth_call` of `data` on `to` at the latest block; the returned bytes.
     pub fn eth_call(&self, to: &str, data: &[u8]) -> Result<Vec<u8>, RpcError> {
-        let result = self.call(
-            "eth_call",
-            json!([{"to": to, "data": to_hex(data)}, "latest"]),
-        )?;
+        self.eth_call_at(to, data, "latest")
+    }
+
+    /// `eth_call` of `data` on `to` at `block` (a tag such as `latest` or `pending`).
+    pub fn eth_call_at(&self, to: &str, data: &[u8], block: &str) -> Result<Vec<u8>, RpcError> {
+        let result = self.call("eth_call", json!([{"to": to, "data": to_hex(data)}, block]))?;
         bytes(&result)
     }
 }

@@ -2,9 +2,13 @@
 //! `matchOrders` over JSON-RPC; its receipt makes it MINED and the confirmation depth
 //! CONFIRMED. A node that cannot be reached is retried with back-off (the batch shows
 //! RETRYING) and, past the attempt limit, FAILED; a revert is FAILED at once (through
-//! RETRYING). Before sending, the contract's `settledAt(batchId)` is read, so a batch sent
-//! before a restart is never sent twice; the same read at the confirmation depth catches a
-//! reorganisation that dropped it (back to RETRYING, sent again).
+//! RETRYING). Before sending, the contract's `settledAt(batchId)` is read, in the latest block
+//! and in the node's pending state, so a batch sent before a restart, or sent without its
+//! answer coming back, is never sent twice: one waiting in the node's pool is waited for. A
+//! refusal at estimation is a revert only if neither holds the batch. A sent transaction the
+//! node no longer knows (dropped from its pool, lost in its restart) is sent again, and the same
+//! read at the confirmation depth catches a reorganisation that dropped it (back to RETRYING,
+//! sent again). A reverted transaction fails the batch only if no other one settled it.
 
 use std::collections::HashMap;
 use std::thread::JoinHandle;
@@ -32,6 +36,9 @@ pub struct ChainSettings {
     pub attempts_max: u32,
     /// The first back-off; it doubles per attempt, up to 30 s.
     pub backoff: Duration,
+    /// How long a sent transaction may go without a receipt before the node is asked whether
+    /// it still knows it (then at every poll).
+    pub dropped_check_after: Duration,
 }
 
 impl Default for ChainSettings {
@@ -41,6 +48,7 @@ impl Default for ChainSettings {
             confirmations: 2,
             attempts_max: 8,
             backoff: Duration::from_millis(500),
+            dropped_check_after: Duration::from_secs(5),
         }
     }
 }
@@ -52,10 +60,23 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 enum Phase {
     /// Not (known to be) on chain: check `settledAt`, then send.
     Send,
-    /// Sent as transaction `tx`; waiting for its receipt.
-    Receipt { tx: [u8; 32] },
+    /// Sent as transaction `tx` at `sent`; waiting for its receipt.
+    Receipt { tx: [u8; 32], sent: Instant },
+    /// Settled in the node's pending state by a transaction this run did not see sent (one
+    /// sent before a restart, or whose answer was lost): waiting for it to be mined.
+    Pooled,
     /// Recorded at `block`; waiting for the confirmation depth.
     Depth { block: u64 },
+}
+
+/// Where the chain holds a batch.
+enum Whereabouts {
+    /// Recorded at this block (the latest state).
+    Recorded(u64),
+    /// In the node's pending state only: a transaction in its pool carries it.
+    Pooled,
+    /// Nowhere.
+    Nowhere,
 }
 
 /// One batch being settled.
@@ -101,6 +122,10 @@ pub trait ChainExchange: Send {
     fn receipt(&self, tx: &[u8; 32]) -> Result<Option<Receipt>, RpcError>;
     /// The newest block.
     fn block_number(&self) -> Result<u64, RpcError>;
+    /// Whether the batch is settled in the node's pending state (mined, or in its pool).
+    fn settled_pending(&self, batch_id: &[u8; 32]) -> Result<bool, RpcError>;
+    /// Whether the node still knows a sent transaction (pending or mined).
+    fn transaction_known(&self, tx: &[u8; 32]) -> Result<bool, RpcError>;
 }
 
 impl ChainExchange for ExchangeClient {
@@ -115,6 +140,12 @@ impl ChainExchange for ExchangeClient {
     }
     fn block_number(&self) -> Result<u64, RpcError> {
         ExchangeClient::block_number(self)
+    }
+    fn settled_pending(&self, batch_id: &[u8; 32]) -> Result<bool, RpcError> {
+        ExchangeClient::settled_pending(self, batch_id)
+    }
+    fn transaction_known(&self, tx: &[u8; 32]) -> Result<bool, RpcError> {
+        ExchangeClient::transaction_known(self, tx)
     }
 }
 
@@ -237,15 +268,43 @@ impl ChainSettler {
         };
         let poll = self.settings.poll_interval;
         match phase {
-            Phase::Send => match self.client.settled_at(&tx.0) {
-                Ok(block) if block > 0 => self.recorded(tx, block, now),
-                Ok(_) => self.send(tx, now),
+            Phase::Send => match self.whereabouts(&tx) {
+                Ok(Whereabouts::Recorded(block)) => self.recorded(tx, block, now),
+                Ok(Whereabouts::Pooled) => self.pooled(tx, now),
+                Ok(Whereabouts::Nowhere) => self.send(tx, now),
                 Err(e) => self.unreachable(tx, &e, now),
             },
-            Phase::Receipt { tx: chain_tx } => match self.client.receipt(&chain_tx) {
-                Ok(None) => self.set_next(tx, now + poll),
+            Phase::Pooled => match self.whereabouts(&tx) {
+                Ok(Whereabouts::Recorded(block)) => self.recorded(tx, block, now),
+                Ok(Whereabouts::Pooled) => self.set_next(tx, now + poll),
+                Ok(Whereabouts::Nowhere) => {
+                    tracing::warn!(batch = %hex(&tx), "settlement batch left the node's pool unmined; sending again");
+                    self.send_again(tx, now);
+                }
+                Err(e) => self.unreachable(tx, &e, now),
+            },
+            Phase::Receipt { tx: chain_tx, sent } => match self.client.receipt(&chain_tx) {
+                Ok(None)
+                    if now.saturating_duration_since(sent) < self.settings.dropped_check_after =>
+                {
+                    self.set_next(tx, now + poll)
+                }
+                Ok(None) => match self.client.transaction_known(&chain_tx) {
+                    Ok(true) => self.set_next(tx, now + poll),
+                    Ok(false) => {
+                        tracing::warn!(batch = %hex(&tx), transaction = %hex_bytes(&chain_tx), "settlement transaction dropped by the node unmined; sending again");
+                        self.send_again(tx, now);
+                    }
+                    Err(e) => self.unreachable(tx, &e, now),
+                },
                 Ok(Some(r)) if r.success => self.recorded(tx, r.block_number, now),
-                Ok(Some(_)) => self.fail(tx, "the settlement transaction reverted"),
+                // Another transaction may have settled the batch first (this one then
+                // reverts on `batch already settled`): only a batch the chain lacks fails.
+                Ok(Some(_)) => match self.client.settled_at(&tx.0) {
+                    Ok(block) if block > 0 => self.recorded(tx, block, now),
+                    Ok(_) => self.fail(tx, "the settlement transaction reverted"),
+                    Err(e) => self.unreachable(tx, &e, now),
+                },
                 Err(e) => self.unreachable(tx, &e, now),
             },
             Phase::Depth { block } => {
@@ -275,6 +334,43 @@ impl ChainSettler {
         }
     }
 
+    /// Where the chain holds the batch: recorded in the latest block, in the node's pending
+    /// state only, or nowhere. A node that cannot read the pending state (an error other than
+    /// a failed connection) is taken to hold nothing pending.
+    fn whereabouts(&self, tx: &Hash32) -> Result<Whereabouts, RpcError> {
+        let block = self.client.settled_at(&tx.0)?;
+        if block > 0 {
+            return Ok(Whereabouts::Recorded(block));
+        }
+        match self.client.settled_pending(&tx.0) {
+            Ok(true) => Ok(Whereabouts::Pooled),
+            Ok(false) => Ok(Whereabouts::Nowhere),
+            Err(e @ RpcError::Transport(_)) => Err(e),
+            Err(_) => Ok(Whereabouts::Nowhere),
+        }
+    }
+
+    /// The batch waits in the node's pool: wait for it to be mined, without sending.
+    fn pooled(&mut self, tx: Hash32, now: Instant) {
+        tracing::info!(batch = %hex(&tx), "settlement batch waits in the node's pool; not sent again");
+        if let Some(t) = self.batches.get_mut(&tx) {
+            t.phase = Phase::Pooled;
+            t.next_try = now + self.settings.poll_interval;
+        }
+    }
+
+    /// The transaction that carried the batch is gone unmined: RETRYING, sent again (after
+    /// the same checks as a first send).
+    fn send_again(&mut self, tx: Hash32, now: Instant) {
+        if self.batches.get(&tx).map(|t| t.status) != Some(TradeStatus::Retrying) {
+            self.change(tx, TradeStatus::Retrying);
+        }
+        if let Some(t) = self.batches.get_mut(&tx) {
+            t.phase = Phase::Send;
+            t.next_try = now;
+        }
+    }
+
     /// Sends the batch; a batch journaled as MINED that is not on chain goes back to RETRYING.
     fn send(&mut self, tx: Hash32, now: Instant) {
         if self.batches.get(&tx).map(|t| t.status) == Some(TradeStatus::Mined) {
@@ -288,11 +384,22 @@ impl ChainSettler {
                 tracing::info!(batch = %hex(&tx), transaction = %hex_bytes(&chain_tx), fills = tracked.fills.len(), "settlement batch sent");
                 let first_look = self.settings.poll_interval.min(Duration::from_millis(100));
                 if let Some(t) = self.batches.get_mut(&tx) {
-                    t.phase = Phase::Receipt { tx: chain_tx };
+                    t.phase = Phase::Receipt {
+                        tx: chain_tx,
+                        sent: now,
+                    };
                     t.next_try = now + first_look;
                 }
             }
-            Err(SubmitError::Reverted(why)) => self.fail(tx, &format!("reverted: {why}")),
+            // Refused at estimation, which runs on the pending state: a transaction in the
+            // pool or just mined may hold the batch (its re-send reverts on `batch already
+            // settled`). Only a batch the chain holds nowhere fails.
+            Err(SubmitError::Reverted(why)) => match self.whereabouts(&tx) {
+                Ok(Whereabouts::Recorded(block)) => self.recorded(tx, block, now),
+                Ok(Whereabouts::Pooled) => self.pooled(tx, now),
+                Ok(Whereabouts::Nowhere) => self.fail(tx, &format!("reverted: {why}")),
+                Err(e) => self.unreachable(tx, &e, now),
+            },
             Err(SubmitError::Rpc(e)) => self.unreachable(tx, &e, now),
         }
     }
@@ -391,6 +498,31 @@ mod tests {
         down: bool,
         rejecting: bool,
         sent: usize,
+        /// Sent transactions wait in the pool (batch by transaction) until `mine`.
+        holding: bool,
+        pool: HashMap<[u8; 32], [u8; 32]>,
+        /// A sent transaction's answer is lost (the node took it).
+        answers_lost: bool,
+        /// Mined transactions revert, though the batch is recorded (by another one).
+        receipts_revert: bool,
+    }
+
+    impl Chain {
+        /// Mines the pool in one new block.
+        fn mine(&mut self) {
+            self.head += 1;
+            let block = self.head;
+            for (chain_tx, batch) in std::mem::take(&mut self.pool) {
+                self.settled.insert(batch, block);
+                self.receipts.insert(
+                    chain_tx,
+                    Receipt {
+                        block_number: block,
+                        success: true,
+                    },
+                );
+            }
+        }
     }
 
     struct Fake(Arc<Mutex<Chain>>);
@@ -418,18 +550,27 @@ mod tests {
                 ));
             }
             c.sent += 1;
-            c.head += 1;
-            let block = c.head;
-            c.settled.insert(*batch_id, block);
             let mut chain_tx = *batch_id;
             chain_tx[0] ^= 0xff;
-            c.receipts.insert(
-                chain_tx,
-                Receipt {
-                    block_number: block,
-                    success: true,
-                },
-            );
+            chain_tx[1] = c.sent as u8;
+            if c.holding {
+                c.pool.insert(chain_tx, *batch_id);
+            } else {
+                c.head += 1;
+                let block = c.head;
+                c.settled.insert(*batch_id, block);
+                let success = !c.receipts_revert;
+                c.receipts.insert(
+                    chain_tx,
+                    Receipt {
+                        block_number: block,
+                        success,
+                    },
+                );
+            }
+            if c.answers_lost {
+                return Err(SubmitError::Rpc(RpcError::Transport("timed out".into())));
+            }
             Ok(chain_tx)
         }
         fn receipt(&self, tx: &[u8; 32]) -> Result<Option<Receipt>, RpcError> {
@@ -446,6 +587,20 @@ mod tests {
             }
             Ok(c.head)
         }
+        fn settled_pending(&self, batch_id: &[u8; 32]) -> Result<bool, RpcError> {
+            let c = self.0.lock().unwrap();
+            if c.down {
+                return Err(down());
+            }
+            Ok(c.settled.contains_key(batch_id) || c.pool.values().any(|b| b == batch_id))
+        }
+        fn transaction_known(&self, tx: &[u8; 32]) -> Result<bool, RpcError> {
+            let c = self.0.lock().unwrap();
+            if c.down {
+                return Err(down());
+            }
+            Ok(c.receipts.contains_key(tx) || c.pool.contains_key(tx))
+        }
     }
 
     const BATCH: Bytes32 = FixedBytes([7; 32]);
@@ -456,6 +611,7 @@ mod tests {
             confirmations: 2,
             attempts_max: 3,
             backoff: Duration::ZERO,
+            dropped_check_after: Duration::ZERO,
         };
         let pending = vec![PendingBatch {
             transaction_hash: BATCH,
@@ -579,5 +735,68 @@ mod tests {
         chain.lock().unwrap().head += 1;
         assert_eq!(run(&mut s, 1), [Confirmed]);
         assert_eq!(chain.lock().unwrap().sent, 2);
+    }
+
+    #[test]
+    fn a_send_whose_answer_was_lost_waits_for_its_transaction_instead_of_sending_again() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            answers_lost: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 1), [Retrying], "the send looked unanswered");
+        assert_eq!(run(&mut s, 10), [], "it waits in the pool: no FAILED");
+        assert_eq!(chain.lock().unwrap().sent, 1, "not sent twice");
+        chain.lock().unwrap().mine();
+        assert_eq!(run(&mut s, 2), [Mined]);
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 2), [Confirmed]);
+    }
+
+    #[test]
+    fn after_a_restart_a_batch_waiting_in_the_pool_is_waited_for() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            ..Chain::default()
+        }));
+        chain.lock().unwrap().pool.insert([0xee; 32], BATCH.0);
+        // The restarted service's estimate would revert (`batch already settled`).
+        chain.lock().unwrap().rejecting = true;
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 5), [], "waits: neither sent nor FAILED");
+        assert_eq!(chain.lock().unwrap().sent, 0);
+        chain.lock().unwrap().mine();
+        assert_eq!(run(&mut s, 2), [Mined]);
+    }
+
+    #[test]
+    fn a_transaction_the_node_dropped_is_sent_again() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [], "sent; waiting for the receipt");
+        assert_eq!(chain.lock().unwrap().sent, 1);
+        chain.lock().unwrap().pool.clear();
+        assert_eq!(run(&mut s, 2), [Retrying], "dropped: sent again");
+        assert_eq!(chain.lock().unwrap().sent, 2);
+        chain.lock().unwrap().mine();
+        assert_eq!(run(&mut s, 2), [Mined]);
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 2), [Confirmed]);
+    }
+
+    #[test]
+    fn a_reverted_transaction_of_a_batch_another_one_settled_is_mined_not_failed() {
+        let chain = Arc::new(Mutex::new(Chain {
+            receipts_revert: true,
+            ..Chain::default()
+        }));
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 3), [Mined]);
+        chain.lock().unwrap().head += 1;
+        assert_eq!(run(&mut s, 2), [Confirmed]);
     }
 }

@@ -227,6 +227,86 @@ fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
     assert_eq!(statuses(&before), statuses(&after));
 }
 
+/// A batch whose transaction waits in the node's pool when the service is killed: the
+/// restarted service finds it in the node's pending state and waits for it, instead of
+/// sending it again (that estimate reverts on `batch already settled`) and failing a batch
+/// the chain then settles. Mining resumes: CONFIRMED, never FAILED.
+#[test]
+fn a_batch_in_the_pool_across_a_crash_is_waited_for_not_failed() {
+    let Some(anvil) = Anvil::start() else { return };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let mut service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "2",
+        "--chain-poll-ms",
+        "100",
+    ]);
+    let mut maker = smart_trader(&anvil, &service, &exchange);
+    let mut taker = smart_trader(&anvil, &service, &exchange);
+    for t in [&mut maker, &mut taker] {
+        let r = t.create_api_key(0).expect("create key");
+        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
+    }
+    // No more blocks: the batch's transaction stays in the pool.
+    anvil
+        .rpc
+        .call("evm_setIntervalMining", json!([0]))
+        .expect("stop mining");
+    rest(&mut maker, yes(), Side::Buy, 6_000, 10);
+    let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let trade_id = matched["tradeIds"][0].as_str().expect("id").to_string();
+    let batch = batch_word(matched["transactionsHashes"][0].as_str().expect("batch"));
+    let settled_at = encode_call(selector("settledAt(bytes32)"), &[Arg::Word(batch)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pending = anvil
+            .rpc
+            .eth_call_at(&exchange_text, &settled_at, "pending")
+            .expect("settledAt at pending");
+        if pending.iter().any(|&b| b != 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the batch never reached the pool"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    service.kill_and_restart();
+    let mut taker = Trader::new(&service.url, taker.wallet.clone(), taker.account)
+        .map(|mut t| {
+            t.exchange = exchange;
+            t.credentials = taker.credentials.clone();
+            t
+        })
+        .expect("trader");
+    // The restarted settler has looked several times (every 100 ms) before mining resumes.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut seen = Vec::new();
+    let r = taker
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .expect("GET /trades/{id}");
+    assert_ne!(r.json()["status"], json!("FAILED"), "{}", r.body);
+    anvil
+        .rpc
+        .call("evm_setIntervalMining", json!([1]))
+        .expect("mine again");
+    wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
+    assert!(!seen.contains(&"FAILED".to_string()), "{seen:?}");
+    assert!(
+        anvil.call_word(&exchange_address, &settled_at) > 0,
+        "the contract recorded the batch"
+    );
+}
+
 /// With the chain down, the registry still decides; what it refuses says the chain could not
 /// be asked, and a match waits in RETRYING. Needs no node.
 #[test]
