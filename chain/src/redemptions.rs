@@ -49,8 +49,13 @@ pub fn redemptions_in(
     logs.iter().map(parse_log).collect()
 }
 
+/// The most blocks [`redeemed_since`] reads back from the newest (providers cap the range of
+/// one `eth_getLogs`, often at 10,000 blocks).
+pub const REDEEMED_LOOKBACK_BLOCKS: u64 = 9_000;
+
 /// Whether `account` redeemed `condition_id` on the chain in a block from `from` on (up to
-/// the newest, final or not): one `eth_getLogs` filtered by both indexed topics.
+/// the newest, final or not; at most [`REDEEMED_LOOKBACK_BLOCKS`] back from the newest):
+/// `eth_blockNumber`, then one `eth_getLogs` filtered by both indexed topics.
 pub fn redeemed_since(
     rpc: &RpcClient,
     exchange: &Address,
@@ -58,6 +63,8 @@ pub fn redeemed_since(
     condition_id: &B256,
     from: u64,
 ) -> Result<bool, RpcError> {
+    let head = rpc.block_number()?;
+    let from = from.max(head.saturating_sub(REDEEMED_LOOKBACK_BLOCKS));
     let logs = rpc.call(
         "eth_getLogs",
         json!([{

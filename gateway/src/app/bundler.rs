@@ -204,6 +204,10 @@ fn dispatch_on_chain(
             Err(error) => answer(&id, Err(error)),
             Ok(form) => {
                 let (sender, condition_id) = (form.op.sender, form.condition_id);
+                // Read before the ledger check: a redemption journaled after this read is
+                // in a block from here on, so the chain check below still finds it when the
+                // ledger check ran before its entries left.
+                let unrecorded_from = chain.redemptions_unrecorded_from.load(Ordering::Acquire);
                 let chain = chain.clone();
                 let (query, checked) = ladder_sequencer::query(move |engine: &Engine| {
                     engine.check_redeemable(&sender, &condition_id)
@@ -217,6 +221,7 @@ fn dispatch_on_chain(
                     sender,
                     nonce,
                     condition_id,
+                    unrecorded_from,
                 };
                 Outcome::then(work, move |completion| {
                     let ladder_sequencer::Completion::Answered { .. } = completion else {
@@ -270,6 +275,8 @@ enum Before {
         sender: Address,
         nonce: u64,
         condition_id: B256,
+        /// The first block whose redemptions were not journaled when the ledger was asked.
+        unrecorded_from: u64,
     },
 }
 
@@ -312,9 +319,9 @@ fn forward(
             sender,
             nonce,
             condition_id,
+            unrecorded_from,
         } = before
         {
-            let unrecorded_from = chain.redemptions_unrecorded_from.load(Ordering::Acquire);
             match ladder_chain::redemptions::redeemed_since(
                 &chain.node,
                 &chain.exchange,
