@@ -76,13 +76,19 @@ pub struct Receipt {
     pub success: bool,
 }
 
-/// Why a submission did not produce a transaction.
+/// Why a submission did not produce a transaction hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SubmitError {
-    /// The call reverts (the node refused it at estimation): retrying will not help.
+    /// The call reverts (the node refused it at estimation, before anything was sent):
+    /// retrying will not help, unless the state it ran on already holds the batch.
     Reverted(String),
-    /// Anything else: the node is unreachable or refused for another reason; retry later.
+    /// The estimate failed otherwise (the node unreachable, say): nothing was sent; retry
+    /// later.
     Rpc(RpcError),
+    /// `eth_sendTransaction` failed or its answer was lost: the node may have taken the
+    /// transaction (a timeout after it did, a refusal such as "already known" or "nonce too
+    /// low"), so the batch may be on its way to the chain.
+    Unanswered(RpcError),
 }
 
 impl std::fmt::Display for SubmitError {
@@ -90,6 +96,7 @@ impl std::fmt::Display for SubmitError {
         match self {
             SubmitError::Reverted(why) => write!(f, "reverted: {why}"),
             SubmitError::Rpc(e) => e.fmt(f),
+            SubmitError::Unanswered(e) => write!(f, "sent, answer unknown: {e}"),
         }
     }
 }
@@ -149,10 +156,11 @@ impl ExchangeClient {
         let hash = self
             .rpc
             .call("eth_sendTransaction", params)
-            .map_err(classify)?;
-        let raw = bytes(&hash).map_err(SubmitError::Rpc)?;
-        <[u8; 32]>::try_from(raw.as_slice())
-            .map_err(|_| SubmitError::Rpc(RpcError::Malformed("transaction hash length".into())))
+            .map_err(SubmitError::Unanswered)?;
+        let raw = bytes(&hash).map_err(SubmitError::Unanswered)?;
+        <[u8; 32]>::try_from(raw.as_slice()).map_err(|_| {
+            SubmitError::Unanswered(RpcError::Malformed("transaction hash length".into()))
+        })
     }
 
     /// The receipt of `tx`, once mined.

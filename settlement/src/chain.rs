@@ -55,13 +55,21 @@ impl Default for ChainSettings {
 
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// The exchange contract's revert reason for a batch it holds already (`matchOrders`).
+const ALREADY_SETTLED: &str = "batch already settled";
+/// JSON-RPC's code for an unknown method (a node that cannot call on its pending state).
+const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC's code for parameters a node does not take (the `pending` block tag).
+const INVALID_PARAMS: i64 = -32602;
+
 /// Where a batch is on its way to the chain.
 #[derive(Clone, Copy, Debug)]
 enum Phase {
     /// Not (known to be) on chain: check `settledAt`, then send.
     Send,
-    /// Sent as transaction `tx` at `sent`; waiting for its receipt.
-    Receipt { tx: [u8; 32], sent: Instant },
+    /// Sent as transaction `tx`; waiting for its receipt. `checked`: when the node last
+    /// said it knows the transaction (at first, when it took it).
+    Receipt { tx: [u8; 32], checked: Instant },
     /// Settled in the node's pending state by a transaction this run did not see sent (one
     /// sent before a restart, or whose answer was lost): waiting for it to be mined.
     Pooled,
@@ -85,8 +93,13 @@ struct Tracked {
     /// The last status this thread journaled (or found journaled).
     status: TradeStatus,
     phase: Phase,
+    /// Failed attempts to reach the node in a row.
     attempts: u32,
     next_try: Instant,
+    /// Whether a transaction carrying the batch may have reached a node: a send was tried
+    /// (answered or not), or the batch was found pending at start (a run before may have
+    /// sent it). Such a batch never fails for want of the node; it waits for it.
+    may_be_sent: bool,
 }
 
 /// The fill the contract records for one trade.
@@ -213,12 +226,13 @@ impl ChainSettler {
                 batch.transaction_hash,
                 batch.status,
                 batch.trades.iter().map(fill_of).collect(),
+                true,
             );
         }
         settler
     }
 
-    fn track(&mut self, tx: Hash32, status: TradeStatus, fills: Vec<Fill>) {
+    fn track(&mut self, tx: Hash32, status: TradeStatus, fills: Vec<Fill>, may_be_sent: bool) {
         self.batches.insert(
             tx,
             Tracked {
@@ -227,6 +241,7 @@ impl ChainSettler {
                 phase: Phase::Send,
                 attempts: 0,
                 next_try: Instant::now(),
+                may_be_sent,
             },
         );
     }
@@ -241,9 +256,9 @@ impl ChainSettler {
                 }
                 let tx = trade.transaction_hash;
                 match self.batches.get_mut(&tx) {
-                    Some(tracked) if tracked.attempts == 0 => tracked.fills.push(fill_of(trade)),
+                    Some(tracked) if !tracked.may_be_sent => tracked.fills.push(fill_of(trade)),
                     Some(_) => {}
-                    None => self.track(tx, TradeStatus::Matched, vec![fill_of(trade)]),
+                    None => self.track(tx, TradeStatus::Matched, vec![fill_of(trade)], false),
                 }
             }
         }
@@ -283,14 +298,27 @@ impl ChainSettler {
                 }
                 Err(e) => self.unreachable(tx, &e, now),
             },
-            Phase::Receipt { tx: chain_tx, sent } => match self.client.receipt(&chain_tx) {
+            Phase::Receipt {
+                tx: chain_tx,
+                checked,
+            } => match self.client.receipt(&chain_tx) {
                 Ok(None)
-                    if now.saturating_duration_since(sent) < self.settings.dropped_check_after =>
+                    if now.saturating_duration_since(checked)
+                        < self.settings.dropped_check_after =>
                 {
                     self.set_next(tx, now + poll)
                 }
+                // Asked once per `dropped_check_after`, not at every poll.
                 Ok(None) => match self.client.transaction_known(&chain_tx) {
-                    Ok(true) => self.set_next(tx, now + poll),
+                    Ok(true) => {
+                        if let Some(t) = self.batches.get_mut(&tx) {
+                            t.phase = Phase::Receipt {
+                                tx: chain_tx,
+                                checked: now,
+                            };
+                        }
+                        self.set_next(tx, now + poll)
+                    }
                     Ok(false) => {
                         tracing::warn!(batch = %hex(&tx), transaction = %hex_bytes(&chain_tx), "settlement transaction dropped by the node unmined; sending again");
                         self.send_again(tx, now);
@@ -298,11 +326,15 @@ impl ChainSettler {
                     Err(e) => self.unreachable(tx, &e, now),
                 },
                 Ok(Some(r)) if r.success => self.recorded(tx, r.block_number, now),
-                // Another transaction may have settled the batch first (this one then
-                // reverts on `batch already settled`): only a batch the chain lacks fails.
-                Ok(Some(_)) => match self.client.settled_at(&tx.0) {
-                    Ok(block) if block > 0 => self.recorded(tx, block, now),
-                    Ok(_) => self.fail(tx, "the settlement transaction reverted"),
+                // Another transaction may have settled the batch first, or wait in the pool
+                // to (this one then reverts on `batch already settled`): only a batch the
+                // chain holds nowhere fails.
+                Ok(Some(_)) => match self.whereabouts(&tx) {
+                    Ok(Whereabouts::Recorded(block)) => self.recorded(tx, block, now),
+                    Ok(Whereabouts::Pooled) => self.pooled(tx, now),
+                    Ok(Whereabouts::Nowhere) => {
+                        self.fail(tx, "the settlement transaction reverted")
+                    }
                     Err(e) => self.unreachable(tx, &e, now),
                 },
                 Err(e) => self.unreachable(tx, &e, now),
@@ -335,8 +367,9 @@ impl ChainSettler {
     }
 
     /// Where the chain holds the batch: recorded in the latest block, in the node's pending
-    /// state only, or nowhere. A node that cannot read the pending state (an error other than
-    /// a failed connection) is taken to hold nothing pending.
+    /// state only, or nowhere. A node that says it cannot read a pending state (no such
+    /// method or parameter) is taken to hold nothing pending; any other failure is the
+    /// caller's to retry.
     fn whereabouts(&self, tx: &Hash32) -> Result<Whereabouts, RpcError> {
         let block = self.client.settled_at(&tx.0)?;
         if block > 0 {
@@ -345,8 +378,11 @@ impl ChainSettler {
         match self.client.settled_pending(&tx.0) {
             Ok(true) => Ok(Whereabouts::Pooled),
             Ok(false) => Ok(Whereabouts::Nowhere),
-            Err(e @ RpcError::Transport(_)) => Err(e),
-            Err(_) => Ok(Whereabouts::Nowhere),
+            Err(RpcError::Node {
+                code: METHOD_NOT_FOUND | INVALID_PARAMS,
+                ..
+            }) => Ok(Whereabouts::Nowhere),
+            Err(e) => Err(e),
         }
     }
 
@@ -355,6 +391,8 @@ impl ChainSettler {
         tracing::info!(batch = %hex(&tx), "settlement batch waits in the node's pool; not sent again");
         if let Some(t) = self.batches.get_mut(&tx) {
             t.phase = Phase::Pooled;
+            t.attempts = 0;
+            t.may_be_sent = true;
             t.next_try = now + self.settings.poll_interval;
         }
     }
@@ -367,6 +405,7 @@ impl ChainSettler {
         }
         if let Some(t) = self.batches.get_mut(&tx) {
             t.phase = Phase::Send;
+            t.attempts = 0;
             t.next_try = now;
         }
     }
@@ -386,21 +425,30 @@ impl ChainSettler {
                 if let Some(t) = self.batches.get_mut(&tx) {
                     t.phase = Phase::Receipt {
                         tx: chain_tx,
-                        sent: now,
+                        checked: now,
                     };
+                    t.may_be_sent = true;
                     t.next_try = now + first_look;
                 }
             }
-            // Refused at estimation, which runs on the pending state: a transaction in the
-            // pool or just mined may hold the batch (its re-send reverts on `batch already
-            // settled`). Only a batch the chain holds nowhere fails.
+            // Refused at estimation, which may run on the pending state: a transaction in
+            // the pool or just mined may hold the batch. The contract's own words say so;
+            // otherwise only a batch the chain holds nowhere fails.
             Err(SubmitError::Reverted(why)) => match self.whereabouts(&tx) {
                 Ok(Whereabouts::Recorded(block)) => self.recorded(tx, block, now),
                 Ok(Whereabouts::Pooled) => self.pooled(tx, now),
+                Ok(Whereabouts::Nowhere) if why.contains(ALREADY_SETTLED) => self.pooled(tx, now),
                 Ok(Whereabouts::Nowhere) => self.fail(tx, &format!("reverted: {why}")),
                 Err(e) => self.unreachable(tx, &e, now),
             },
             Err(SubmitError::Rpc(e)) => self.unreachable(tx, &e, now),
+            // The node may have taken it: from now on the batch waits rather than fails.
+            Err(SubmitError::Unanswered(e)) => {
+                if let Some(t) = self.batches.get_mut(&tx) {
+                    t.may_be_sent = true;
+                }
+                self.unreachable(tx, &e, now)
+            }
         }
     }
 
@@ -426,8 +474,7 @@ impl ChainSettler {
         };
         tracked.attempts += 1;
         let attempts = tracked.attempts;
-        let may_be_on_chain =
-            !matches!(tracked.phase, Phase::Send) || tracked.status == TradeStatus::Mined;
+        let may_be_on_chain = tracked.may_be_sent || !matches!(tracked.phase, Phase::Send);
         if attempts >= self.settings.attempts_max && !may_be_on_chain {
             return self.fail(tx, &format!("{attempts} attempts: {error}"));
         }
@@ -505,6 +552,10 @@ mod tests {
         answers_lost: bool,
         /// Mined transactions revert, though the batch is recorded (by another one).
         receipts_revert: bool,
+        /// A refused estimate finds the batch already in the pool (sent by a run before).
+        pooled_on_reject: bool,
+        /// The pending state cannot be read, with this error.
+        pending_error: Option<RpcError>,
     }
 
     impl Chain {
@@ -544,6 +595,10 @@ mod tests {
             if c.down {
                 return Err(SubmitError::Rpc(down()));
             }
+            if c.rejecting && c.pooled_on_reject {
+                c.pool.insert([0xee; 32], *batch_id);
+                return Err(SubmitError::Reverted("batch already settled".into()));
+            }
             if c.rejecting {
                 return Err(SubmitError::Reverted(
                     "exchange is rejecting batches".into(),
@@ -569,7 +624,9 @@ mod tests {
                 );
             }
             if c.answers_lost {
-                return Err(SubmitError::Rpc(RpcError::Transport("timed out".into())));
+                return Err(SubmitError::Unanswered(RpcError::Transport(
+                    "timed out".into(),
+                )));
             }
             Ok(chain_tx)
         }
@@ -592,6 +649,9 @@ mod tests {
             if c.down {
                 return Err(down());
             }
+            if let Some(e) = &c.pending_error {
+                return Err(e.clone());
+            }
             Ok(c.settled.contains_key(batch_id) || c.pool.values().any(|b| b == batch_id))
         }
         fn transaction_known(&self, tx: &[u8; 32]) -> Result<bool, RpcError> {
@@ -605,21 +665,32 @@ mod tests {
 
     const BATCH: Bytes32 = FixedBytes([7; 32]);
 
-    fn settler(chain: &Arc<Mutex<Chain>>, status: TradeStatus) -> ChainSettler {
-        let settings = ChainSettings {
+    fn settings() -> ChainSettings {
+        ChainSettings {
             poll_interval: Duration::ZERO,
             confirmations: 2,
             attempts_max: 3,
             backoff: Duration::ZERO,
             dropped_check_after: Duration::ZERO,
-        };
+        }
+    }
+
+    /// A settler that found `BATCH` pending at start, journaled with `status`.
+    fn settler(chain: &Arc<Mutex<Chain>>, status: TradeStatus) -> ChainSettler {
         let pending = vec![PendingBatch {
             transaction_hash: BATCH,
             status,
             last_update_ns: 0,
             trades: Vec::new(),
         }];
-        ChainSettler::new(Box::new(Fake(chain.clone())), settings, pending)
+        ChainSettler::new(Box::new(Fake(chain.clone())), settings(), pending)
+    }
+
+    /// A settler whose `BATCH` was just matched (never sent).
+    fn fresh_settler(chain: &Arc<Mutex<Chain>>) -> ChainSettler {
+        let mut s = ChainSettler::new(Box::new(Fake(chain.clone())), settings(), Vec::new());
+        s.track(BATCH, Matched, Vec::new(), false);
+        s
     }
 
     /// Advances `rounds` times; the statuses journaled.
@@ -675,7 +746,7 @@ mod tests {
             down: true,
             ..Chain::default()
         }));
-        let mut s = settler(&chain, Matched);
+        let mut s = fresh_settler(&chain);
         assert_eq!(run(&mut s, 1), [Retrying]);
         assert_eq!(run(&mut s, 1), [], "RETRYING is journaled once");
         chain.lock().unwrap().down = false;
@@ -685,8 +756,109 @@ mod tests {
             down: true,
             ..Chain::default()
         }));
-        let mut s = settler(&chain, Matched);
+        let mut s = fresh_settler(&chain);
         assert_eq!(run(&mut s, 3), [Retrying, Failed], "three attempts");
+    }
+
+    #[test]
+    fn a_batch_found_pending_at_start_waits_for_the_node_instead_of_failing() {
+        // A run before may have sent it, whatever it journaled.
+        for status in [Matched, Mined, Retrying] {
+            let chain = Arc::new(Mutex::new(Chain {
+                down: true,
+                ..Chain::default()
+            }));
+            let mut s = settler(&chain, status);
+            let changes = run(&mut s, 10);
+            assert!(!changes.contains(&Failed), "{status:?}: {changes:?}");
+            chain.lock().unwrap().down = false;
+            assert_eq!(run(&mut s, 3).last(), Some(&Mined), "{status:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_answer_then_a_node_that_goes_away_never_fails_the_batch() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            answers_lost: true,
+            ..Chain::default()
+        }));
+        let mut s = fresh_settler(&chain);
+        assert_eq!(run(&mut s, 1), [Retrying]);
+        chain.lock().unwrap().down = true;
+        assert_eq!(run(&mut s, 10), [], "waits for the node, however long");
+        {
+            let mut c = chain.lock().unwrap();
+            c.down = false;
+            c.mine();
+        }
+        assert_eq!(run(&mut s, 2), [Mined]);
+        assert_eq!(chain.lock().unwrap().sent, 1, "not sent twice");
+    }
+
+    #[test]
+    fn a_refused_estimate_of_a_batch_in_the_pool_waits_for_it() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            rejecting: true,
+            pooled_on_reject: true,
+            ..Chain::default()
+        }));
+        let mut s = fresh_settler(&chain);
+        assert_eq!(run(&mut s, 5), [], "neither FAILED nor RETRYING");
+        chain.lock().unwrap().mine();
+        assert_eq!(run(&mut s, 2), [Mined]);
+    }
+
+    #[test]
+    fn a_batch_that_leaves_the_pool_unmined_is_sent_again() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            ..Chain::default()
+        }));
+        chain.lock().unwrap().pool.insert([0xee; 32], BATCH.0);
+        let mut s = settler(&chain, Matched);
+        assert_eq!(run(&mut s, 2), [], "waits in the pool");
+        chain.lock().unwrap().pool.clear();
+        assert_eq!(run(&mut s, 2), [Retrying], "gone: sent again");
+        assert_eq!(chain.lock().unwrap().sent, 1);
+        chain.lock().unwrap().mine();
+        assert_eq!(run(&mut s, 2), [Mined]);
+    }
+
+    #[test]
+    fn a_pending_state_that_cannot_be_read_now_is_retried_not_taken_for_empty() {
+        let chain = Arc::new(Mutex::new(Chain {
+            pending_error: Some(RpcError::Node {
+                code: -32005,
+                message: "rate limited".into(),
+                data: None,
+            }),
+            ..Chain::default()
+        }));
+        let mut s = fresh_settler(&chain);
+        assert_eq!(run(&mut s, 2), [Retrying]);
+        assert_eq!(chain.lock().unwrap().sent, 0, "not sent on a guess");
+        chain.lock().unwrap().pending_error = Some(RpcError::Node {
+            code: -32602,
+            message: "unknown block tag pending".into(),
+            data: None,
+        });
+        assert_eq!(run(&mut s, 2), [Mined], "a node without a pending state");
+    }
+
+    #[test]
+    fn a_transaction_without_a_receipt_is_looked_up_only_after_the_wait() {
+        let chain = Arc::new(Mutex::new(Chain {
+            holding: true,
+            ..Chain::default()
+        }));
+        let mut s = fresh_settler(&chain);
+        s.settings.dropped_check_after = Duration::from_secs(3600);
+        assert_eq!(run(&mut s, 1), []);
+        chain.lock().unwrap().pool.clear();
+        assert_eq!(run(&mut s, 5), [], "not yet looked up: not sent again");
+        assert_eq!(chain.lock().unwrap().sent, 1);
     }
 
     #[test]

@@ -613,6 +613,11 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
         json!("nothing to redeem"),
         "{early}"
     );
+    assert_eq!(
+        claimable_of(&service, &account).len(),
+        1,
+        "still not final after the refusal: the chain refused it, not the ledger"
+    );
 
     // The exchange paid the test collateral on the chain; the entry leaves /claimable once
     // the redemption is final.
