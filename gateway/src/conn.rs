@@ -11,8 +11,13 @@ use crate::stream::Stream;
 use crate::handler::Completer;
 use crate::http::{Response, BATCH_CANCEL_BODY_BYTES_MAX, HEADER_BYTES_MAX};
 
-/// Most requests of one connection waiting for an answer; past it, parsing pauses.
+/// Most requests of one connection in flight (parsed, their answers not yet handed to the
+/// socket); past it, parsing pauses. It also bounds what one connection is served in one turn
+/// of its loop, before the other connections' turn.
 pub const IN_FLIGHT_MAX: usize = 64;
+/// Unsent output past which parsing pauses until the client reads: a client that pipelines
+/// and never reads holds this much, not an answer for everything it sends.
+pub const WRITE_PAUSE_BYTES: usize = 256 * 1024;
 /// Largest buffered input: one full request plus a little of the next.
 pub const READ_BUFFER_MAX: usize = HEADER_BYTES_MAX + BATCH_CANCEL_BODY_BYTES_MAX + 4096;
 /// Largest unsent output before the connection is considered stuck and closed.
@@ -56,6 +61,9 @@ pub struct Connection {
     pub request_started: Option<Instant>,
     /// Last time anything happened.
     pub last_active: Instant,
+    /// Last time output was written (or the connection opened): output that waits longer
+    /// than the request timeout means a client that does not read.
+    pub last_written: Instant,
     /// Close once everything queued is written.
     pub close_after_flush: bool,
     /// Parse no further requests (the last one asked to close).
@@ -85,6 +93,7 @@ impl Connection {
             next_serial: 0,
             request_started: None,
             last_active: Instant::now(),
+            last_written: Instant::now(),
             close_after_flush: false,
             stop_reading: false,
             generation,
@@ -217,6 +226,19 @@ impl Connection {
             .count()
     }
 
+    /// Whether parsing waits for the client: [`IN_FLIGHT_MAX`] answers not yet handed to the
+    /// socket, or [`WRITE_PAUSE_BYTES`] of output it has not read.
+    pub fn waits_for_client(&self) -> bool {
+        self.slots.len() >= IN_FLIGHT_MAX || self.write_buf.len() >= WRITE_PAUSE_BYTES
+    }
+
+    /// Whether output has waited for the client longer than `timeout` with nothing written.
+    pub fn unread_for(&self, now: Instant, timeout: std::time::Duration) -> bool {
+        !self.write_buf.is_empty()
+            && self.last_written < now
+            && now.duration_since(self.last_written) > timeout
+    }
+
     /// Moves ready responses at the front into the write buffer and writes what the
     /// socket takes. Returns `Ok(true)` when everything queued is written.
     pub fn flush(&mut self) -> io::Result<bool> {
@@ -224,6 +246,10 @@ impl Connection {
             if let Some(Slot::Ready(bytes)) = self.slots.pop_front() {
                 self.write_buf.extend_from_slice(&bytes);
             }
+        }
+        if self.write_buf.is_empty() {
+            // Nothing was waiting: the clock of unread output starts with what comes now.
+            self.last_written = Instant::now();
         }
         let mut written = 0;
         while written < self.write_buf.len() {
@@ -244,6 +270,7 @@ impl Connection {
         }
         if written > 0 {
             self.last_active = Instant::now();
+            self.last_written = self.last_active;
         }
         if self.write_buf.len() > WRITE_BUFFER_MAX {
             return Err(io::Error::other("client does not read its responses"));

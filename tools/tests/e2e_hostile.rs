@@ -888,3 +888,44 @@ fn a_chunked_body_is_served_and_another_coding_is_501() {
     assert_raw_error(&r, 501);
     serves(&service);
 }
+
+/// A client that pipelines requests as fast as it can and never reads its answers (CONTRACT
+/// 18: other connections are never slowed by such a client). The service stops parsing its
+/// requests once its unread answers pile up, serves everyone else meanwhile, and closes it
+/// once its answers have waited 10 s unread. Before, one loop thread answered it without
+/// end, and requests of other clients on that thread waited 9 to 26 s.
+#[test]
+fn a_client_that_pipelines_and_never_reads_slows_no_one_and_is_closed() {
+    let service = Service::start(&["--rate-limit-ip", "0", "--rate-limit-key", "0"]);
+    let mut flooder = connect(&service);
+    let sending = std::thread::spawn(move || {
+        let burst = b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2_000);
+        let started = Instant::now();
+        while flooder.write_all(&burst).is_ok() {
+            if started.elapsed() > Duration::from_secs(60) {
+                return None;
+            }
+        }
+        Some(started.elapsed())
+    });
+    // Fresh connections, spread over the service's loop threads: each answered at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        serves(&service);
+        slowest = slowest.max(started.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a request waited {slowest:?} behind the flood"
+    );
+    let ended = sending.join().expect("the flooding thread");
+    let ended = ended.expect("the flooding connection was never closed");
+    assert!(
+        ended < Duration::from_secs(30),
+        "closed after {ended:?}, not about 10 s"
+    );
+    serves(&service);
+}

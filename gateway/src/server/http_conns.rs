@@ -81,7 +81,10 @@ impl Worker {
             let Some(conn) = self.conns[index].as_mut() else {
                 return;
             };
-            if conn.close_after_flush || conn.stop_reading || conn.pending() >= IN_FLIGHT_MAX {
+            if conn.close_after_flush || conn.stop_reading || conn.waits_for_client() {
+                // What already arrived waits for the client, not for the rest of a request:
+                // the request timeout starts again once parsing does.
+                conn.request_started = None;
                 return;
             }
             if conn.read_buf.is_empty() {
@@ -397,13 +400,24 @@ impl Worker {
         touched.push(index);
     }
 
+    /// Writes what connection `index` has ready; closes it when it is done or broken. Input
+    /// that waited for the client (or for the connection's turn) is parsed in the loop's next
+    /// turn, after the other connections', once the client has made room.
     pub(super) fn flush(&mut self, index: usize) {
         let Some(conn) = self.conns[index].as_mut() else {
             return;
         };
         match conn.flush() {
             Ok(done) if done && conn.close_after_flush => self.close(index),
-            Ok(_) => {}
+            Ok(_) => {
+                let resumes = !conn.close_after_flush
+                    && !conn.stop_reading
+                    && !conn.waits_for_client()
+                    && conn.has_input_waiting();
+                if resumes {
+                    self.parse_later.push((index, conn.generation));
+                }
+            }
             Err(_) => self.close(index),
         }
     }
@@ -419,6 +433,7 @@ impl Worker {
     pub(super) fn sweep_timeouts(&mut self) {
         let now = Instant::now();
         let mut expired = Vec::new();
+        let mut unread = Vec::new();
         for (index, conn) in self.conns.iter_mut().enumerate() {
             let Some(conn) = conn else { continue };
             let slow = conn
@@ -430,6 +445,11 @@ impl Worker {
             // Nothing of a request yet (a TLS handshake not finished counts as nothing).
             let silent = !conn.received_any
                 && now.duration_since(conn.opened) > self.limits.first_bytes_timeout;
+            // Answers it has not read for as long as a request may take to arrive.
+            if conn.unread_for(now, self.limits.request_timeout) {
+                unread.push(index);
+                continue;
+            }
             if silent {
                 self.shared
                     .first_bytes_timeouts
@@ -449,6 +469,12 @@ impl Worker {
                 expired.push(index);
                 conn.close_after_flush = true;
             }
+        }
+        for index in unread {
+            if let Some(conn) = self.conns[index].as_ref() {
+                tracing::debug!(peer = %conn.peer, unsent = conn.write_buf.len(), "closing a connection that does not read its answers");
+            }
+            self.close(index);
         }
         for index in expired {
             self.flush(index);

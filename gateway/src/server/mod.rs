@@ -26,7 +26,7 @@ use ladder_sequencer::{
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::conn::{Connection, IN_FLIGHT_MAX, READ_BUFFER_MAX};
+use crate::conn::{Connection, READ_BUFFER_MAX};
 use crate::deferred::{DeferPool, Return, DEFER_WORKERS};
 use crate::handler::Outcome;
 use crate::http::{HttpError, Method, Request, Response, Status};
