@@ -134,7 +134,9 @@ where
             }
             Err(reason) => {
                 let start = layout::SEGMENT_HEADER_BYTES;
-                let damage = classify(&scan.files, segment_index, &map, 0, start, reason, false)?;
+                let definite = !magic_may_be_torn(&map);
+                let damage =
+                    classify(&scan.files, segment_index, &map, 0, start, reason, definite)?;
                 scan.damage = Some(damage);
                 break;
             }
@@ -177,6 +179,17 @@ where
         }
     }
     Ok(scan)
+}
+
+/// Whether a bad segment header may be an interrupted write of a new segment's header: its
+/// magic bytes (as many as the file holds) are each either zero (not written yet) or the
+/// magic's own. Other bytes there are no write of ours: corruption, whatever follows.
+fn magic_may_be_torn(map: &SegmentMap) -> bool {
+    let magic = map.bytes(0..map.len().min(layout::SEGMENT_MAGIC.len()));
+    magic
+        .iter()
+        .zip(layout::SEGMENT_MAGIC)
+        .all(|(&byte, expected)| byte == 0 || byte == expected)
 }
 
 /// Checks a segment header against its file name and the sequence expected next.

@@ -145,6 +145,41 @@ fn last_segment_whose_header_never_reached_the_disk_is_a_torn_tail() {
     assert_eq!(read_all(dir.path()), written);
 }
 
+/// A last segment whose first bytes are neither zeros nor the magic (a file overwritten with
+/// other data, not a header write that did not finish) is corruption: the start refuses it
+/// and keeps it, instead of cutting it as a torn tail and starting without its records.
+#[test]
+fn last_segment_with_foreign_bytes_for_a_header_is_corruption_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(RECORDS));
+    let segments = segment_paths(dir.path());
+    let last = segments.last().unwrap().clone();
+    // A short file of bytes that no write of ours makes (no valid frame inside).
+    let foreign: Vec<u8> = (0..100_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+        .collect();
+    fs::write(&last, &foreign).unwrap();
+
+    let error = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(error, JournalError::Corrupt { offset: 0, reason: Fault::BadMagic, ref segment, .. } if *segment == last),
+        "{error}"
+    );
+    let error = Journal::open(dir.path(), small_segments()).unwrap_err();
+    assert!(matches!(error, JournalError::Corrupt { .. }), "{error}");
+    assert_eq!(
+        fs::read(&last).unwrap(),
+        foreign,
+        "the segment is kept as it was"
+    );
+
+    // A header write that stopped part-way (the magic's first bytes, then zeros) is torn.
+    let mut partial = vec![0u8; TEST_SEGMENT_BYTES as usize];
+    partial[..3].copy_from_slice(&layout::SEGMENT_MAGIC[..3]);
+    fs::write(&last, &partial).unwrap();
+    assert!(verify(dir.path()).unwrap().torn_tail.is_some());
+}
+
 #[test]
 fn empty_segment_that_does_not_continue_the_sequence_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
