@@ -522,3 +522,61 @@ fn a_batch_no_standby_held_reaches_the_feeds_only_once_a_standby_holds_it() {
         .expect("the withheld level change, once a standby holds it");
     assert!(change.to_string().contains("\"0.4\""), "{change}");
 }
+
+/// A connection to the replication port from `source` (a loopback address).
+fn connect_from(source: &str, replication: u16) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    let from: std::net::SocketAddr = format!("{source}:0").parse().ok()?;
+    socket.bind(&from.into()).ok()?;
+    let target: std::net::SocketAddr = format!("127.0.0.1:{replication}").parse().ok()?;
+    socket.connect(&target.into()).ok()?;
+    Some(socket.into())
+}
+
+/// Peers without the secret hold every handshake place from 8 addresses (4 each, the most
+/// allowed) and reopen each connection the moment the primary closes it. A standby that
+/// restarts meanwhile still gets in: a newcomer takes the place of the oldest handshake of the
+/// address that holds the most. Before, it was refused for as long as the peers kept it up,
+/// and with `--replicas 1` every write waited.
+#[test]
+fn silent_peers_holding_every_handshake_place_cannot_keep_a_standby_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, replication) = primary(dir.path(), 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let holders: Vec<_> = (2..10)
+        .map(|last| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let source = format!("127.0.0.{last}");
+                let mut held: Vec<TcpStream> = Vec::new();
+                while !stop.load(Ordering::Acquire) {
+                    // Drop what the primary closed, open again up to 4.
+                    held.retain(|stream| {
+                        let mut byte = [0u8; 1];
+                        let _ = stream.set_nonblocking(true);
+                        matches!((&*stream).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    });
+                    while held.len() < 4 {
+                        match connect_from(&source, replication) {
+                            Some(stream) => held.push(stream),
+                            None => break,
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let secret = secret_file(dir.path(), "standby.secret", SECRET);
+    let standby = start_standby_with(
+        replication,
+        &dir.path().join("standby"),
+        &["--replication-secret-file", secret.to_str().unwrap()],
+    );
+    wait_until_caught_up(&primary, &standby.url);
+    stop.store(true, Ordering::Release);
+    for holder in holders {
+        holder.join().unwrap();
+    }
+}

@@ -24,6 +24,7 @@
 
 pub mod bootstrap;
 pub mod client;
+mod handshakes;
 mod hub;
 mod mark;
 pub mod patient;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use ladder_journal::JournalReader;
 use parking_lot::Mutex;
 
 use super::bootstrap::{self, BootstrapRequest, BootstrapSource, HistoryCopy};
+use super::handshakes::{Handshakes, PendingHandshake};
 use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
 use super::{
     check_standby, HandshakePin, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED,
@@ -66,10 +67,7 @@ impl JournalEnd {
 
 /// Most standbys (distinct node ids) served at once.
 pub const STANDBYS_MAX: usize = 16;
-/// Most handshakes under way at once (each has [`secure::HANDSHAKE_TIMEOUT`] to finish).
-pub const HANDSHAKES_MAX: usize = 32;
-/// Most handshakes under way at once from one address.
-pub const HANDSHAKES_PER_IP_MAX: usize = 4;
+pub use super::handshakes::{HANDSHAKES_MAX, HANDSHAKES_PER_IP_MAX};
 
 /// Reads the service's master key as it is at the moment.
 pub type MasterKeySource = Arc<dyn Fn() -> [u8; 32] + Send + Sync>;
@@ -106,7 +104,7 @@ pub fn serve(listener: TcpListener, primary: Primary) -> std::io::Result<JoinHan
                 match listener.accept() {
                     Ok((stream, peer)) => {
                         // Closed at once, unanswered, past the handshake limits.
-                        let Some(pending) = handshakes.begin(peer.ip()) else {
+                        let Some(pending) = handshakes.begin(peer.ip(), &stream) else {
                             primary.hub.count_refused_link();
                             continue;
                         };
@@ -129,46 +127,6 @@ pub fn serve(listener: TcpListener, primary: Primary) -> std::io::Result<JoinHan
                 }
             }
         })
-}
-
-/// Handshakes under way, in all and per address.
-#[derive(Default)]
-struct Handshakes {
-    by_ip: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One handshake under way; its slot is given back when dropped.
-struct PendingHandshake {
-    handshakes: Arc<Handshakes>,
-    ip: IpAddr,
-}
-
-impl Handshakes {
-    fn begin(self: &Arc<Self>, ip: IpAddr) -> Option<PendingHandshake> {
-        let mut by_ip = self.by_ip.lock();
-        let total: usize = by_ip.values().sum();
-        let mine = by_ip.entry(ip).or_insert(0);
-        if total >= HANDSHAKES_MAX || *mine >= HANDSHAKES_PER_IP_MAX {
-            return None;
-        }
-        *mine += 1;
-        Some(PendingHandshake {
-            handshakes: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for PendingHandshake {
-    fn drop(&mut self) {
-        let mut by_ip = self.handshakes.by_ip.lock();
-        if let Some(count) = by_ip.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                by_ip.remove(&self.ip);
-            }
-        }
-    }
 }
 
 /// The authenticated sessions by node id: one each, a new one ending the old (whose peer
