@@ -79,6 +79,12 @@ pub struct Connection {
     /// The last read stopped with `read_buf` full: the socket may hold more, and no new
     /// readiness event will say so (edge-triggered), so it is read again once there is room.
     pub capped: bool,
+    /// Parsing stopped because the client had not taken its answers ([`Self::waits_for_client`]):
+    /// it resumes once a flush made room.
+    pub paused_for_client: bool,
+    /// The peer closed its sending side: once the requests it sent are all parsed, the
+    /// connection closes after their answers.
+    pub peer_closed: bool,
 }
 
 impl Connection {
@@ -101,6 +107,8 @@ impl Connection {
             received_any: false,
             progress: crate::http::RequestProgress::default(),
             capped: false,
+            paused_for_client: false,
+            peer_closed: false,
         }
     }
 
@@ -242,14 +250,14 @@ impl Connection {
     /// Moves ready responses at the front into the write buffer and writes what the
     /// socket takes. Returns `Ok(true)` when everything queued is written.
     pub fn flush(&mut self) -> io::Result<bool> {
+        if self.write_buf.is_empty() {
+            // Nothing was waiting: the clock of unread output starts with what comes now.
+            self.last_written = Instant::now();
+        }
         while let Some(Slot::Ready(_)) = self.slots.front() {
             if let Some(Slot::Ready(bytes)) = self.slots.pop_front() {
                 self.write_buf.extend_from_slice(&bytes);
             }
-        }
-        if self.write_buf.is_empty() {
-            // Nothing was waiting: the clock of unread output starts with what comes now.
-            self.last_written = Instant::now();
         }
         let mut written = 0;
         while written < self.write_buf.len() {

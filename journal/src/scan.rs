@@ -182,11 +182,24 @@ where
 }
 
 /// Whether a bad segment header may be an interrupted write of a new segment's header: its
-/// magic bytes (as many as the file holds) are each either zero (not written yet) or the
-/// magic's own. Other bytes there are no write of ours: corruption, whatever follows.
+/// magic bytes (as many as the file holds, read from the file when it is too short to be
+/// mapped) are each either zero (not written yet) or the magic's own. Other bytes there are
+/// no write of ours: corruption, whatever follows. A file that cannot be read is left to the
+/// checks that follow.
 fn magic_may_be_torn(map: &SegmentMap) -> bool {
-    let magic = map.bytes(0..map.len().min(layout::SEGMENT_MAGIC.len()));
-    magic
+    let magic_len = layout::SEGMENT_MAGIC.len();
+    let first_bytes = if map.len() >= magic_len {
+        map.bytes(0..magic_len).to_vec()
+    } else {
+        match std::fs::read(map.path()) {
+            Ok(mut bytes) => {
+                bytes.truncate(magic_len);
+                bytes
+            }
+            Err(_) => return true,
+        }
+    };
+    first_bytes
         .iter()
         .zip(layout::SEGMENT_MAGIC)
         .all(|(&byte, expected)| byte == 0 || byte == expected)

@@ -173,6 +173,9 @@ fn last_segment_with_foreign_bytes_for_a_header_is_corruption_not_a_torn_tail() 
         "the segment is kept as it was"
     );
 
+    // Foreign bytes in a file too short to hold a header: corruption too.
+    fs::write(&last, b"#!/bin/sh\n").unwrap();
+    assert!(verify(dir.path()).is_err());
     // A header write that stopped part-way (the magic's first bytes, then zeros) is torn.
     let mut partial = vec![0u8; TEST_SEGMENT_BYTES as usize];
     partial[..3].copy_from_slice(&layout::SEGMENT_MAGIC[..3]);

@@ -929,3 +929,78 @@ fn a_client_that_pipelines_and_never_reads_slows_no_one_and_is_closed() {
     );
     serves(&service);
 }
+
+/// CPU seconds the service's process has used (user and system, from /proc).
+fn process_cpu_s(service: &Service) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", service.pid().unwrap())).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// A request whose first bytes wait for the rest: the loop sleeps meanwhile (no busy turn
+/// for its waiting bytes), and it is answered 408 after 10 s, also when it came behind a
+/// pipelined burst that made parsing wait for the client to read.
+#[test]
+fn a_partial_request_costs_no_cpu_while_it_waits_and_gets_its_408_after_a_pause() {
+    let service = Service::start(&["--rate-limit-ip", "0"]);
+    let mut partial = connect(&service);
+    partial.write_all(b"GET /time HTTP/1.1\r\nHo").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = process_cpu_s(&service);
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = process_cpu_s(&service) - before;
+    assert!(
+        spent < 0.5,
+        "the service spent {spent} s of CPU in 2 s idle"
+    );
+    drop(partial);
+
+    // 70 whole requests (past the 64 in flight), then a partial one; the answers are read.
+    let mut stream = connect(&service);
+    let mut burst = b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n".repeat(70);
+    burst.extend_from_slice(b"GET /time HTTP/1.1\r\nHo");
+    stream.write_all(&burst).unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    for i in 0..70 {
+        let r = read_response(&mut stream, &mut buf).unwrap_or_else(|| panic!("answer {i}"));
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let r = read_response(&mut stream, &mut buf).expect("the partial request's answer");
+    assert_eq!(r.status, 408, "{r:?}");
+    let waited = started.elapsed();
+    assert!(
+        waited > Duration::from_secs(9) && waited < Duration::from_secs(14),
+        "408 after {waited:?}"
+    );
+}
+
+/// A client that pipelines many requests and then closes its sending side (`nc -N`) gets
+/// every answer before the connection closes, also past the 64 in flight.
+#[test]
+fn a_half_closed_pipelining_client_gets_every_answer() {
+    let service = Service::start(&["--rate-limit-ip", "0"]);
+    let mut stream = connect(&service);
+    stream
+        .write_all(&b"GET /time HTTP/1.1\r\nHost: x\r\n\r\n".repeat(200))
+        .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut buf = Vec::new();
+    for i in 0..200 {
+        let r = read_response(&mut stream, &mut buf).unwrap_or_else(|| panic!("answer {i}"));
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let mut rest = Vec::new();
+    use std::io::Read;
+    assert_eq!(
+        stream.read_to_end(&mut rest).unwrap_or(0),
+        0,
+        "then the end"
+    );
+}

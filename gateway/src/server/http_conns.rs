@@ -67,12 +67,10 @@ impl Worker {
         } else {
             true
         };
-        self.parse_and_dispatch(index);
         if !open {
-            if let Some(conn) = self.conns[index].as_mut() {
-                conn.close_after_flush = true;
-            }
+            conn.peer_closed = true;
         }
+        self.parse_and_dispatch(index);
         self.flush(index);
     }
 
@@ -81,16 +79,24 @@ impl Worker {
             let Some(conn) = self.conns[index].as_mut() else {
                 return;
             };
-            if conn.close_after_flush || conn.stop_reading || conn.waits_for_client() {
+            if conn.close_after_flush || conn.stop_reading {
+                return;
+            }
+            if conn.waits_for_client() {
                 // What already arrived waits for the client, not for the rest of a request:
                 // the request timeout starts again once parsing does.
                 conn.request_started = None;
+                conn.paused_for_client = true;
                 return;
+            }
+            if conn.request_started.is_none() && !conn.read_buf.is_empty() {
+                conn.request_started = Some(Instant::now());
             }
             if conn.read_buf.is_empty() {
                 if refill(conn) {
                     continue;
                 }
+                end_of_requests(conn);
                 return;
             }
             let advanced = conn.progress.advance(&conn.read_buf);
@@ -100,7 +106,10 @@ impl Worker {
             }
             match advanced {
                 Ok(None) if refill(conn) => continue,
-                Ok(None) => return,
+                Ok(None) => {
+                    end_of_requests(conn);
+                    return;
+                }
                 Ok(Some((mut request, used))) => {
                     request.peer = Some(conn.peer.ip());
                     conn.read_buf.drain(..used);
@@ -410,11 +419,12 @@ impl Worker {
         match conn.flush() {
             Ok(done) if done && conn.close_after_flush => self.close(index),
             Ok(_) => {
-                let resumes = !conn.close_after_flush
+                let resumes = conn.paused_for_client
+                    && !conn.close_after_flush
                     && !conn.stop_reading
-                    && !conn.waits_for_client()
-                    && conn.has_input_waiting();
+                    && !conn.waits_for_client();
                 if resumes {
+                    conn.paused_for_client = false;
                     self.parse_later.push((index, conn.generation));
                 }
             }
@@ -446,7 +456,11 @@ impl Worker {
             let silent = !conn.received_any
                 && now.duration_since(conn.opened) > self.limits.first_bytes_timeout;
             // Answers it has not read for as long as a request may take to arrive.
-            if conn.unread_for(now, self.limits.request_timeout) {
+            // A client reading slowly may have made room without a writable edge (the kernel
+            // raises one only once a third of the buffer is free): write before judging.
+            if conn.unread_for(now, self.limits.request_timeout)
+                && (conn.flush().is_err() || conn.unread_for(now, self.limits.request_timeout))
+            {
                 unread.push(index);
                 continue;
             }
@@ -484,6 +498,14 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// Parsing ran out of whole requests: when the peer closed its side, none will come, and the
+/// connection closes once its answers are written.
+fn end_of_requests(conn: &mut Connection) {
+    if conn.peer_closed {
+        conn.close_after_flush = true;
     }
 }
 

@@ -27,7 +27,7 @@ pub(crate) struct Handshakes {
 struct Table {
     next_id: u64,
     /// (id, the address's group, a handle on the connection to end it early).
-    under_way: VecDeque<(u64, IpAddr, Option<TcpStream>)>,
+    under_way: VecDeque<(u64, IpAddr, TcpStream)>,
 }
 
 impl Table {
@@ -74,17 +74,17 @@ impl Handshakes {
         if mine >= HANDSHAKES_PER_IP_MAX {
             return None;
         }
+        // Without a handle to end it early, a handshake could not give its place back.
+        let handle = stream.try_clone().ok()?;
         if table.under_way.len() >= HANDSHAKES_MAX {
             let position = table.evictable(mine)?;
-            if let Some((_, _, Some(evicted))) = table.under_way.remove(position) {
+            if let Some((_, _, evicted)) = table.under_way.remove(position) {
                 let _ = evicted.shutdown(Shutdown::Both);
             }
         }
         let id = table.next_id;
         table.next_id += 1;
-        table
-            .under_way
-            .push_back((id, group, stream.try_clone().ok()));
+        table.under_way.push_back((id, group, handle));
         Some(PendingHandshake {
             handshakes: self.clone(),
             id,
