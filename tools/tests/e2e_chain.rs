@@ -33,6 +33,22 @@ fn smart_trader(anvil: &Anvil, service: &Service, exchange: &ExchangeDomain) -> 
     trader
 }
 
+/// Two fresh smart-account traders (a maker and a taker) with API keys made through ERC-1271
+/// L1.
+fn keyed_smart_traders(
+    anvil: &Anvil,
+    service: &Service,
+    exchange: &ExchangeDomain,
+) -> (Trader, Trader) {
+    let mut maker = smart_trader(anvil, service, exchange);
+    let mut taker = smart_trader(anvil, service, exchange);
+    for t in [&mut maker, &mut taker] {
+        let r = t.create_api_key(0).expect("create key");
+        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
+    }
+    (maker, taker)
+}
+
 /// Two fresh smart-account traders make API keys (ERC-1271 L1) and a MINT: the maker bids
 /// Yes at 0.60 for 10, the taker bids No at 0.40 for 10. Returns the taker, the trade id and
 /// the batch's transaction hash.
@@ -41,12 +57,7 @@ fn smart_mint(
     service: &Service,
     exchange: &ExchangeDomain,
 ) -> (Trader, String, String) {
-    let mut maker = smart_trader(anvil, service, exchange);
-    let mut taker = smart_trader(anvil, service, exchange);
-    for t in [&mut maker, &mut taker] {
-        let r = t.create_api_key(0).expect("create key");
-        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
-    }
+    let (mut maker, mut taker) = keyed_smart_traders(anvil, service, exchange);
     rest(&mut maker, yes(), Side::Buy, 6_000, 10);
     let matched = place(&mut taker, no(), Side::Buy, 4_000, 10, OrderType::Gtc);
     assert_eq!(matched["status"], json!("matched"), "{matched}");
@@ -247,12 +258,7 @@ fn a_batch_in_the_pool_across_a_crash_is_waited_for_not_failed() {
         "--chain-poll-ms",
         "100",
     ]);
-    let mut maker = smart_trader(&anvil, &service, &exchange);
-    let mut taker = smart_trader(&anvil, &service, &exchange);
-    for t in [&mut maker, &mut taker] {
-        let r = t.create_api_key(0).expect("create key");
-        assert_eq!(r.status, 200, "ERC-1271 L1: {}", r.body);
-    }
+    let (mut maker, mut taker) = keyed_smart_traders(&anvil, &service, &exchange);
     // No more blocks: the batch's transaction stays in the pool.
     anvil
         .rpc

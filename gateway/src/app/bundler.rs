@@ -322,55 +322,15 @@ fn forward(
             unrecorded_from,
         } = before
         {
-            match ladder_chain::redemptions::redeemed_since(
-                &chain.node,
-                &chain.exchange,
+            if let Err(refusal) = check_redeem_on_chain(
+                &chain,
+                &entry_point,
                 &sender,
+                nonce,
                 &condition_id,
                 unrecorded_from,
             ) {
-                Ok(true) => {
-                    return answer(
-                        &id,
-                        Err((REJECTED, Reject::NothingToRedeem.words().to_string(), None)),
-                    )
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    return answer(
-                        &id,
-                        Err((
-                            INTERNAL_ERROR,
-                            format!("the node did not answer: {e}"),
-                            None,
-                        )),
-                    )
-                }
-            }
-            match chain_nonce(&chain.node, &entry_point, &sender) {
-                Ok(expected) if expected != nonce => {
-                    return answer(
-                        &id,
-                        Err((
-                            REJECTED,
-                            Reject::UserOpNonce { expected }.words().to_string(),
-                            Some(json!({
-                                "expectedNonce": format_quantity(&U256::from(expected))
-                            })),
-                        )),
-                    )
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return answer(
-                        &id,
-                        Err((
-                            INTERNAL_ERROR,
-                            format!("the node did not answer: {e}"),
-                            None,
-                        )),
-                    )
-                }
+                return answer(&id, Err(refusal));
             }
         }
         let result = match bundler.call(&method, params) {
@@ -404,6 +364,47 @@ fn forward(
         };
         answer(&id, result)
     })
+}
+
+/// What a redeem needs of the chain before it goes to the bundler: no `Redeemed` event of
+/// `sender` in `condition_id` from `unrecorded_from` on (a redemption not final yet, whose
+/// entries the ledger still lists), and `nonce` the EntryPoint's next for `sender`. The
+/// JSON-RPC error otherwise (`-32603` when the node does not answer).
+fn check_redeem_on_chain(
+    chain: &ChainBundler,
+    entry_point: &Address,
+    sender: &Address,
+    nonce: u64,
+    condition_id: &B256,
+    unrecorded_from: u64,
+) -> Result<(), (i64, String, Option<Value>)> {
+    let node_silent = |e: RpcError| {
+        (
+            INTERNAL_ERROR,
+            format!("the node did not answer: {e}"),
+            None,
+        )
+    };
+    let redeemed = ladder_chain::redemptions::redeemed_since(
+        &chain.node,
+        &chain.exchange,
+        sender,
+        condition_id,
+        unrecorded_from,
+    )
+    .map_err(node_silent)?;
+    if redeemed {
+        return Err((REJECTED, Reject::NothingToRedeem.words().to_string(), None));
+    }
+    let expected = chain_nonce(&chain.node, entry_point, sender).map_err(node_silent)?;
+    if expected != nonce {
+        return Err((
+            REJECTED,
+            Reject::UserOpNonce { expected }.words().to_string(),
+            Some(json!({ "expectedNonce": format_quantity(&U256::from(expected)) })),
+        ));
+    }
+    Ok(())
 }
 
 /// The sequence number the EntryPoint expects next from `sender` under key 0.
