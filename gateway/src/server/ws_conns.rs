@@ -64,10 +64,12 @@ impl Worker {
                 Err(Response::rate_limited(wait_s))
             }
             Err(why) => Err(Response::error(Status::BadRequest, why)),
+            // Answers before it not yet taken by the client, computed or not: the 101 would
+            // have to wait behind them (written at once, it would cut them).
             Ok(_)
                 if self.conns[index]
                     .as_ref()
-                    .is_some_and(|c| !c.slots.is_empty()) =>
+                    .is_some_and(|c| !c.slots.is_empty() || !c.write_buf.is_empty()) =>
             {
                 Err(Response::error(
                     Status::BadRequest,
