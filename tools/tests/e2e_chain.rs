@@ -112,23 +112,33 @@ fn collateral(trader: &mut Trader) -> u64 {
         .expect("number")
 }
 
-#[test]
-fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
-    let Some(anvil) = Anvil::start() else { return };
-    // The exchange first, so the operator (anvil's first account) is its operator.
+/// The test exchange deployed on `anvil` (anvil's first account is its operator) and a
+/// service settling on it: two confirmations, polled every 100 ms.
+fn exchange_and_service(anvil: &Anvil) -> (Address, ExchangeDomain, Service) {
     let exchange_address = anvil.deploy("TestExchange", &[]);
-    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
-    let exchange_text = exchange_address.to_lowercase_hex();
-    let mut service = Service::start(&[
+    let service = Service::start(&[
         "--rpc-url",
         &anvil.url,
         "--exchange-address",
-        &exchange_text,
+        &exchange_address.to_lowercase_hex(),
         "--chain-confirmations",
         "2",
         "--chain-poll-ms",
         "100",
     ]);
+    (
+        exchange_address,
+        ExchangeDomain::new(CHAIN_ID, exchange_address),
+        service,
+    )
+}
+
+#[test]
+fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
+    let Some(anvil) = Anvil::start() else { return };
+    // The exchange first, so the operator (anvil's first account) is its operator.
+    let (exchange_address, exchange, mut service) = exchange_and_service(&anvil);
+    let exchange_text = exchange_address.to_lowercase_hex();
 
     // L1: the account's owner creates an API key for it; a stranger cannot.
     let mut maker = smart_trader(&anvil, &service, &exchange);
@@ -245,19 +255,8 @@ fn smart_accounts_verify_and_batches_settle_on_a_local_chain() {
 #[test]
 fn a_batch_in_the_pool_across_a_crash_is_waited_for_not_failed() {
     let Some(anvil) = Anvil::start() else { return };
-    let exchange_address = anvil.deploy("TestExchange", &[]);
-    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let (exchange_address, exchange, mut service) = exchange_and_service(&anvil);
     let exchange_text = exchange_address.to_lowercase_hex();
-    let mut service = Service::start(&[
-        "--rpc-url",
-        &anvil.url,
-        "--exchange-address",
-        &exchange_text,
-        "--chain-confirmations",
-        "2",
-        "--chain-poll-ms",
-        "100",
-    ]);
     let (mut maker, mut taker) = keyed_smart_traders(&anvil, &service, &exchange);
     // No more blocks: the batch's transaction stays in the pool.
     anvil

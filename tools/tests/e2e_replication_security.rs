@@ -59,6 +59,16 @@ fn everything_received(mut stream: TcpStream) -> Vec<u8> {
     received
 }
 
+/// A standby in `dir/standby` following `replication` with the primary's secret.
+fn standby_with_the_secret(dir: &Path, replication: u16) -> Standby {
+    let secret = secret_file(dir, "standby.secret", SECRET);
+    start_standby_with(
+        replication,
+        &dir.join("standby"),
+        &["--replication-secret-file", secret.to_str().unwrap()],
+    )
+}
+
 /// The standby's state hash once it equals the primary's, within 20 s.
 fn wait_until_caught_up(primary: &Service, standby_url: &str) {
     let want = admin(&primary.url, "/admin/state-hash");
@@ -199,12 +209,7 @@ fn a_peer_without_the_secret_gets_nothing_and_a_standby_with_it_follows() {
     let idle: Vec<TcpStream> = (0..12)
         .map(|_| TcpStream::connect(("127.0.0.1", replication)).unwrap())
         .collect();
-    let secret = secret_file(dir.path(), "standby.secret", SECRET);
-    let standby = start_standby_with(
-        replication,
-        &dir.path().join("standby"),
-        &["--replication-secret-file", secret.to_str().unwrap()],
-    );
+    let standby = standby_with_the_secret(dir.path(), replication);
     wait_until_caught_up(&primary, &standby.url);
     let master = std::fs::read(primary.data_dir().join("master.key")).unwrap();
     let standby_master = std::fs::read(dir.path().join("standby").join("master.key")).unwrap();
@@ -275,12 +280,7 @@ fn a_forged_acknowledgement_never_releases_an_answer() {
     assert!(fake.was_cut(), "the primary ended the forger's session");
 
     // A real standby then releases writes as before.
-    let secret = secret_file(dir.path(), "standby.secret", SECRET);
-    let standby = start_standby_with(
-        replication,
-        &dir.path().join("standby"),
-        &["--replication-secret-file", secret.to_str().unwrap()],
-    );
+    let standby = standby_with_the_secret(dir.path(), replication);
     let deadline = Instant::now() + Duration::from_secs(20);
     let (key, account) = KEYS[1];
     let mut trader = Trader::new(
@@ -568,12 +568,7 @@ fn silent_peers_holding_every_handshake_place_cannot_keep_a_standby_out() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let secret = secret_file(dir.path(), "standby.secret", SECRET);
-    let standby = start_standby_with(
-        replication,
-        &dir.path().join("standby"),
-        &["--replication-secret-file", secret.to_str().unwrap()],
-    );
+    let standby = standby_with_the_secret(dir.path(), replication);
     wait_until_caught_up(&primary, &standby.url);
     stop.store(true, Ordering::Release);
     for holder in holders {
