@@ -180,10 +180,12 @@ impl Releaser {
         // Checked after the flush and the standbys: an answer leaves before the deadline.
         let leading = !any_writes || self.fence.may_acknowledge();
         for (mut per_sink, published, board) in released {
-            if !held && any_writes {
-                refuse_applied(&mut per_sink, REPLICA_LOST);
-            } else if !leading {
+            // Past the deadline the next leader decides what stands: a write no standby held
+            // is then as uncertain as any other, and the client is told why.
+            if !leading {
                 refuse_applied(&mut per_sink, LEADERSHIP_LOST);
+            } else if !held && any_writes {
+                refuse_applied(&mut per_sink, REPLICA_LOST);
             }
             // The read side first: a client answered below must find its order there.
             if let Some(read_side) = &self.board {

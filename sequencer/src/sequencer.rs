@@ -600,6 +600,7 @@ impl Writer {
         }
         let gate = WriteGate {
             follower,
+            fenced: !follower && !self.config.ack_fence.may_acknowledge(),
             replicas_missing: self
                 .shipping
                 .as_ref()
@@ -661,9 +662,11 @@ impl Writer {
         let refused = |reason| Completion::Refused { ticket, reason };
         match work {
             // A standby's only writes are the primary's records: a client's write journaled
-            // here would take a sequence the primary's next record needs.
+            // here would take a sequence the primary's next record needs. A leader past its
+            // lease's deadline is one already (the next leader may be taking writes): what it
+            // journaled now would be cut when it follows, so the client is told at once.
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                if gate.follower && from_client =>
+                if (gate.follower || gate.fenced) && from_client =>
             {
                 refused(STANDBY_REFUSAL)
             }
@@ -1033,6 +1036,8 @@ struct BatchCounts {
 struct WriteGate {
     /// A standby: only the primary's records are written.
     follower: bool,
+    /// A leader whose acknowledgement fence has closed (its lease's deadline passed).
+    fenced: bool,
     /// Fewer standbys connected than `--replicas` requires.
     replicas_missing: bool,
 }

@@ -196,3 +196,62 @@ fn without_the_required_standby_client_writes_are_refused_unapplied() {
         2_000_000
     );
 }
+
+/// A leader past its lease's deadline (its acknowledgement fence closed) is a standby
+/// already: a client's write is refused `standby: not primary` before it is journaled (not
+/// `replica unavailable`, though its standby is gone too), and the runtime's own work, still
+/// applied, is answered `leadership lost` rather than `replica lost`.
+#[test]
+fn past_the_lease_deadline_client_writes_are_refused_unapplied_as_from_a_standby() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let (client_tx, client_rx) = unbounded();
+    let (internal_tx, internal_rx) = unbounded();
+    let parts = SequencerParts {
+        engine: Engine::new(EngineLimits::default()),
+        journal,
+        sinks: vec![
+            Box::new(ChannelSink(client_tx)),
+            Box::new(ChannelSink(internal_tx)),
+        ],
+        events: Vec::new(),
+        replication: Some(std::sync::Arc::new(replication::ReplicationHub::new(1, 0))),
+        board: None,
+    };
+    let fence = std::sync::Arc::new(AckFence::closed());
+    fence.allow_until(Some(std::time::Instant::now() - Duration::from_millis(1)));
+    let config = SequencerConfig {
+        client_sinks: 1,
+        ack_fence: fence,
+        ..SequencerConfig::default()
+    };
+    let (handle, submitters) = start(config, parts, 2).unwrap();
+    for (sink, submitter) in submitters.iter().enumerate() {
+        let ticket = Ticket {
+            sink: sink as u16,
+            token: 1,
+        };
+        submitter
+            .try_submit(Submission {
+                ticket,
+                work: Work::Command(deposit(sink as u8 + 1)),
+            })
+            .unwrap();
+    }
+    for (rx, expected) in [
+        (&client_rx, STANDBY_REFUSAL),
+        (&internal_rx, LEADERSHIP_LOST),
+    ] {
+        match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+            Completion::Refused { reason, .. } => assert_eq!(reason, expected),
+            _ => panic!("past the deadline nothing is acknowledged"),
+        }
+    }
+    let engine = handle.stop().expect("the engine back");
+    assert_eq!(
+        engine.last_seq(),
+        1,
+        "only the internal deposit was journaled"
+    );
+    assert_eq!(engine.balance(&Address([1; 20]), Asset::Collateral).free, 0);
+}

@@ -299,7 +299,10 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     // A write sent to the paused leader waits in its socket.
     let mut queued = trader_on(&leader.url, 0, &alice);
     queued.http.follow_leader = false;
-    let queued = std::thread::spawn(move || place(&mut queued, 1));
+    let queued = std::thread::spawn(move || {
+        let r = queued.place(yes(), Side::Buy, 1_010, 1, OrderType::Gtc);
+        r.map(|r| (r.status, r.json()["error"].clone()))
+    });
     // B takes over; its first acknowledged write.
     wait_for_leader(&b.url, "b", Duration::from_secs(10));
     let mut on_b = trader_on(&b.url, 0, &alice);
@@ -309,11 +312,17 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
         std::thread::sleep(Duration::from_millis(20));
     }
     leader.signal("CONT");
-    // Nothing the old leader answers from now on is an acknowledgement.
-    let (status, _) = queued.join().unwrap();
-    assert_ne!(
-        status, 200,
-        "the paused leader acknowledged a write after the new leader's first"
+    // Nothing the old leader answers from now on is an acknowledgement, and the write that
+    // waited through the pause is refused before it is journaled: past its deadline the old
+    // leader is a standby (not `leadership lost`, which would mean journaled and applied).
+    let answer = queued
+        .join()
+        .unwrap()
+        .expect("an answer from the resumed leader");
+    assert_eq!(
+        answer,
+        (503, json!("standby: not primary")),
+        "the paused leader took a write after its lease's deadline"
     );
     let mut on_a = trader_on(&leader.url, 0, &alice);
     on_a.http.follow_leader = false;
