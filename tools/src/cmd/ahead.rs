@@ -41,6 +41,21 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), Str
             primary_last.seq
         ));
     }
+    if !covered_through(data_dir, primary_last.seq)? {
+        // Cutting would leave a journal that no snapshot covers (a trimmed journal whose
+        // snapshots are all among the records cut): set everything aside instead and take
+        // the primary's state, as a standby behind its journal does.
+        let aside = super::bootstrap::set_aside_state(data_dir, last_seq)?;
+        tracing::warn!(
+            primary_last = primary_last.seq,
+            cut = extra,
+            set_aside = ?aside,
+            "the primary restarted without records it never answered, and no snapshot this \
+             node keeps from before them covers its journal: what it held is set aside, and \
+             it takes the primary's state"
+        );
+        return Ok(());
+    }
     let kept =
         ladder_journal::quarantine_after(data_dir, primary_last.seq).map_err(|e| e.to_string())?;
     tracing::warn!(
@@ -50,4 +65,82 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), Str
         "the primary restarted without records it never answered: cut them here too"
     );
     Ok(())
+}
+
+/// Whether the journal of `data_dir`, cut after `seq`, can still be recovered: it starts at
+/// sequence 1, or a snapshot at or before `seq` covers the records before its start.
+fn covered_through(data_dir: &Path, seq: u64) -> Result<bool, String> {
+    let first = ladder_journal::journal_first_seq(data_dir).map_err(|e| e.to_string())?;
+    let Some(first) = first.filter(|first| *first > 1) else {
+        return Ok(true);
+    };
+    let snapshot =
+        ladder_journal::latest_valid_snapshot_through(data_dir, seq).map_err(|e| e.to_string())?;
+    Ok(snapshot.is_some_and(|snapshot| snapshot.seq + 1 >= first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ladder_journal::{Durability, Journal, JournalOptions};
+
+    /// A data directory whose journal was trimmed to start at 101 and holds 101..=110, with a
+    /// snapshot at `snapshot_seq`; returns the mark of record `end` (the primary's last).
+    fn trimmed_journal(data_dir: &Path, snapshot_seq: u64, end: u64) -> RecordMark {
+        ladder_journal::start_journal_after(data_dir, 100, JournalOptions::default()).unwrap();
+        let (mut journal, _) = Journal::open(data_dir, JournalOptions::default()).unwrap();
+        for seq in 101..=110 {
+            journal
+                .append(seq, seq * 1_000, 1, &seq.to_le_bytes())
+                .unwrap();
+        }
+        journal.commit(Durability::Sync).unwrap();
+        drop(journal);
+        ladder_journal::write_snapshot(data_dir, snapshot_seq, b"state").unwrap();
+        RecordMark::of_journal(data_dir, end).unwrap().unwrap()
+    }
+
+    fn last_seq(data_dir: &Path) -> u64 {
+        super::super::bootstrap::last_seq_held(data_dir, JournalOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn records_past_the_primary_are_cut_when_a_snapshot_before_them_covers_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = trimmed_journal(dir.path(), 103, 105);
+        cut_after_primary_end(dir.path(), JournalEnd { last: Some(mark) }).unwrap();
+        assert_eq!(last_seq(dir.path()), 105);
+        let snapshot = ladder_journal::latest_valid_snapshot_through(dir.path(), u64::MAX);
+        assert_eq!(snapshot.unwrap().map(|s| s.seq), Some(103));
+    }
+
+    /// Every snapshot among the records cut (a demoted leader's shutdown snapshot with
+    /// `--keep-snapshots 1`): the cut journal would start at 101 with nothing before it, so the
+    /// node sets its state aside and starts empty, to take the primary's.
+    #[test]
+    fn a_cut_that_leaves_no_snapshot_covering_the_journal_sets_the_state_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = trimmed_journal(dir.path(), 108, 105);
+        cut_after_primary_end(dir.path(), JournalEnd { last: Some(mark) }).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n == "journal" || n == "snapshots"),
+            "{names:?}"
+        );
+        let aside: Vec<&String> = names
+            .iter()
+            .filter(|n| n.starts_with("set-aside-110-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{names:?}");
+        assert!(dir.path().join(aside[0]).join("journal").is_dir());
+        assert!(dir.path().join(aside[0]).join("snapshots").is_dir());
+        assert_eq!(
+            last_seq(dir.path()),
+            0,
+            "an empty standby, which bootstraps"
+        );
+    }
 }

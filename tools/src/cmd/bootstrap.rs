@@ -97,24 +97,7 @@ fn install(
         format!("{}\n", received.mark).as_bytes(),
     )
     .map_err(|e| e.to_string())?;
-    let mut held = Vec::new();
-    for name in REPLACED {
-        let path = data_dir.join(name);
-        // A journal never written (opened once: its lock file) holds nothing.
-        if name == JOURNAL_DIR_NAME && last_seq == 0 && no_segment(data_dir)? {
-            remove_if_there(&path)?;
-            continue;
-        }
-        if path.exists() {
-            held.push(name);
-        }
-    }
-    if !held.is_empty() {
-        let aside = set_aside_dir(data_dir, last_seq);
-        fs::create_dir(&aside).map_err(|e| format!("{}: {e}", aside.display()))?;
-        for name in &held {
-            rename(&data_dir.join(name), &aside.join(name))?;
-        }
+    if let Some(aside) = set_aside_state(data_dir, last_seq)? {
         tracing::warn!(set_aside = %aside.display(), last_seq, "this standby's journal is behind the primary's: what it held is set aside");
     }
     for name in REPLACED.into_iter().filter(|n| *n != JOURNAL_DIR_NAME) {
@@ -138,6 +121,34 @@ fn install(
         "took the primary's state; following its journal from the next record"
     );
     Ok(())
+}
+
+/// Moves the state `data_dir` holds (journal, snapshots, history store, bootstrap mark) into a
+/// new `set-aside-…` directory inside it, and returns that directory (`None`: there was
+/// nothing to move). A journal never written (opened once: its lock file) is removed instead.
+/// The directory then starts as an empty standby, which takes its primary's state.
+pub fn set_aside_state(data_dir: &Path, last_seq: u64) -> Result<Option<PathBuf>, String> {
+    let mut held = Vec::new();
+    for name in REPLACED {
+        let path = data_dir.join(name);
+        if name == JOURNAL_DIR_NAME && last_seq == 0 && no_segment(data_dir)? {
+            remove_if_there(&path)?;
+            continue;
+        }
+        if path.exists() {
+            held.push(name);
+        }
+    }
+    if held.is_empty() {
+        return Ok(None);
+    }
+    let aside = set_aside_dir(data_dir, last_seq);
+    fs::create_dir(&aside).map_err(|e| format!("{}: {e}", aside.display()))?;
+    for name in &held {
+        rename(&data_dir.join(name), &aside.join(name))?;
+    }
+    ladder_journal::sync_dir(data_dir).map_err(|e| e.to_string())?;
+    Ok(Some(aside))
 }
 
 /// The last sequence the journal of `data_dir` holds (its torn tail cut first, as a start
