@@ -313,6 +313,14 @@ pub fn rings(producers: usize, capacity: usize) -> (Vec<Submitter>, Rings) {
     (submitters, Rings(receivers, bell, seat))
 }
 
+impl Rings {
+    /// Takes every submission waiting in the rings, ring by ring, without a sequencer: what a
+    /// producer sent, for its own tests.
+    pub fn take_waiting(&self) -> Vec<Submission> {
+        self.0.iter().flat_map(|ring| ring.try_iter()).collect()
+    }
+}
+
 /// Starts the sequencer thread with `producers` new rings; returns their submitters.
 pub fn start(
     config: SequencerConfig,

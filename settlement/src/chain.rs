@@ -20,9 +20,9 @@ use ladder_chain::{ExchangeClient, Fill, Receipt, RpcError};
 use ladder_engine::{Event, Hash32, MatchType, Side, TradeStatus, TradeView};
 use ladder_protocol::Address;
 use ladder_sequencer::bell::BellReceiver;
-use ladder_sequencer::{PublishedBatch, Submitter};
+use ladder_sequencer::PublishedBatch;
 
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, SettlementRing};
 use crate::thread::{PendingBatch, SettlementHandle};
 
 /// How the chain backend paces itself.
@@ -167,15 +167,14 @@ pub fn start_chain(
     client: ExchangeClient,
     settings: ChainSettings,
     events: BellReceiver<PublishedBatch>,
-    submitter: Submitter,
-    sink: u16,
+    ring: SettlementRing,
     pending: Vec<PendingBatch>,
 ) -> std::io::Result<SettlementHandle> {
     let thread: JoinHandle<()> = std::thread::Builder::new()
         .name("settlement-chain".into())
         .spawn(move || {
             let mut settler = ChainSettler::new(Box::new(client), settings, pending);
-            let mut outbox = Outbox::new(submitter, sink);
+            let mut outbox = Outbox::new(ring);
             loop {
                 let wait = if outbox.is_backed_up() {
                     Duration::from_millis(10)

@@ -15,4 +15,5 @@ mod thread;
 pub use backend::{Backend, Step};
 pub use builtin::{fails, BuiltIn};
 pub use chain::{fill_of, start_chain, ChainSettings};
+pub use outbox::SettlementRing;
 pub use thread::{pending_batches, start, PendingBatch, SettlementHandle};

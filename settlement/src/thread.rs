@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::RecvTimeoutError;
 use ladder_engine::{Engine, Event, Hash32, TimestampNs, TradeStatus, TradeView};
 use ladder_sequencer::bell::BellReceiver;
-use ladder_sequencer::{PublishedBatch, Submitter};
+use ladder_sequencer::PublishedBatch;
 
 use crate::backend::{Backend, Step};
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, SettlementRing};
 
 /// Most batches waiting for a status change; past it, new batches wait in the journal
 /// until the next restart re-arms them (logged).
@@ -84,13 +84,12 @@ pub fn pending_batches(engine: &Engine) -> Vec<PendingBatch> {
     out
 }
 
-/// Starts the thread: `events` are the sequencer's published batches, `submitter` its own
-/// ring into the sequencer (completions go to sink `sink`), `pending` the batches to re-arm.
+/// Starts the thread: `events` are the sequencer's published batches, `ring` its own way
+/// into the sequencer and its answers, `pending` the batches to re-arm.
 pub fn start(
     mut backend: Box<dyn Backend>,
     events: BellReceiver<PublishedBatch>,
-    submitter: Submitter,
-    sink: u16,
+    ring: SettlementRing,
     pending: Vec<PendingBatch>,
 ) -> std::io::Result<SettlementHandle> {
     let thread = std::thread::Builder::new()
@@ -103,7 +102,7 @@ pub fn start(
                     timers.arm(tx, step);
                 }
             }
-            let mut outbox = Outbox::new(submitter, sink);
+            let mut outbox = Outbox::new(ring);
             loop {
                 let wait = if outbox.is_backed_up() {
                     Duration::from_millis(10)

@@ -423,6 +423,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         chain: chain.as_ref(),
         events: settlement_events.clone(),
         producer: &producers.settlement,
+        answers: &producers.settlement_answers,
         built_in: (options.settlement_delay_ms, options.settlement_fail_percent),
     };
     let mut roles = start_role(

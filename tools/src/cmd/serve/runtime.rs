@@ -13,12 +13,11 @@ use ladder_gateway::ServerShared;
 use ladder_history::Historian;
 use ladder_sequencer::bell::BellReceiver;
 use ladder_sequencer::PublishedBatch;
-use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle};
+use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle, SettlementRing};
 
 use crate::cmd::chain_link::ChainLink;
 use ladder_sequencer::{
-    ChannelSink, Completion, CompletionSink, DiscardSink, SequencerHandle, Submission, Submitter,
-    Ticket, Work,
+    ChannelSink, Completion, CompletionSink, SequencerHandle, Submission, Submitter, Ticket, Work,
 };
 
 /// When the runtime journals a `ForgetHistory`: once the history store holds records past
@@ -165,8 +164,11 @@ pub(super) struct RuntimeProducers {
     /// The main loop: the demo market, snapshots on command, `ForgetHistory`, redemptions.
     /// Its answers come back on a channel.
     pub(super) internal: Producer,
-    /// The settlement thread: its answers are dropped (it follows trades through events).
+    /// The settlement thread: it follows trades through events; its answers come back on a
+    /// channel (a status change refused for want of journal space is sent again).
     pub(super) settlement: Producer,
+    /// The settlement thread's answers.
+    pub(super) settlement_answers: Receiver<Completion>,
     /// A standby's follower of its primary's journal: answers come back on a channel.
     pub(super) follower: Producer,
 }
@@ -200,9 +202,13 @@ impl RuntimeProducers {
         // buffer are in flight.
         let (internal_tx, internal_rx) = unbounded();
         let (follower_tx, follower_rx) = unbounded();
+        // Settlement takes its answers at each of its turns (at least every 250 ms): at most
+        // what it sent since.
+        let (settlement_tx, settlement_answers) = unbounded();
         let producers = RuntimeProducers {
             internal: producer(Box::new(ChannelSink(internal_tx)))?,
-            settlement: producer(Box::new(DiscardSink))?,
+            settlement: producer(Box::new(ChannelSink(settlement_tx)))?,
+            settlement_answers,
             follower: producer(Box::new(ChannelSink(follower_tx)))?,
         };
         Ok((producers, internal_rx, follower_rx))
@@ -276,6 +282,8 @@ pub(super) struct SettlementStarter<'a> {
     pub(super) events: BellReceiver<PublishedBatch>,
     /// Settlement's ring into the sequencer and its sink.
     pub(super) producer: &'a Producer,
+    /// The answers that sink receives.
+    pub(super) answers: &'a Receiver<Completion>,
     /// `--settlement-delay-ms` and `--settlement-fail-percent` of the built-in backend.
     pub(super) built_in: (u64, u8),
 }
@@ -289,15 +297,17 @@ impl SettlementStarter<'_> {
                 .map(|client| (client, link.settings.clone())),
             None => None,
         };
-        let ring = self.producer.ring.clone();
-        let sink = self.producer.sink;
+        let ring = |submitter: Submitter| SettlementRing {
+            submitter,
+            sink: self.producer.sink,
+            answers: self.answers.clone(),
+        };
         let started = match on_chain {
             Some((client, settings)) => ladder_settlement::start_chain(
                 client,
                 settings,
                 self.events.clone(),
-                ring,
-                sink,
+                ring(self.producer.ring.clone()),
                 pending,
             ),
             None => {
@@ -305,12 +315,15 @@ impl SettlementStarter<'_> {
                 // a sleeping sequencer's round itself, while its own event channel has room
                 // for the round's batch (a round never waits for the thread that runs it).
                 let events = self.events.clone();
-                let ring = ring.taking_seat(Arc::new(move || events.has_room()));
+                let submitter = self
+                    .producer
+                    .ring
+                    .clone()
+                    .taking_seat(Arc::new(move || events.has_room()));
                 ladder_settlement::start(
                     Box::new(BuiltIn::new(self.built_in.0, self.built_in.1)),
                     self.events.clone(),
-                    ring,
-                    sink,
+                    ring(submitter),
                     pending,
                 )
             }
