@@ -603,9 +603,6 @@ impl Writer {
         let mut published = BatchEvents::with_room(self.events_room);
         let mut counts = BatchCounts::default();
         let follower = self.config.follower.load(Ordering::Acquire);
-        if !follower {
-            counts.commands += self.fire_timers(now_ns, &mut published);
-        }
         let gate = WriteGate {
             follower,
             fenced: !follower && !self.config.ack_fence.may_acknowledge(),
@@ -614,6 +611,9 @@ impl Writer {
                 .as_ref()
                 .is_some_and(|hub| hub.connected() < hub.required()),
         };
+        if !follower && !gate.fenced {
+            counts.commands += self.fire_timers(now_ns, &mut published);
+        }
         let submissions = batch.len();
         // The submissions are read where they lie (moving each out of the batch copied it
         // once more); only a query is taken, to be called.
@@ -670,12 +670,17 @@ impl Writer {
         let refused = |reason| Completion::Refused { ticket, reason };
         match work {
             // A standby's only writes are the primary's records: a client's write journaled
-            // here would take a sequence the primary's next record needs. A leader past its
-            // lease's deadline is one already (the next leader may be taking writes): what it
-            // journaled now would be cut when it follows, so the client is told at once.
+            // here would take a sequence the primary's next record needs.
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                if (gate.follower || gate.fenced) && from_client =>
+                if gate.follower && from_client =>
             {
+                refused(STANDBY_REFUSAL)
+            }
+            // A leader past its lease's deadline is a standby already (the next leader may be
+            // taking writes): what it journaled now would be cut when it follows, and its
+            // events would reach the feeds first. Nothing is written, whoever asks (the
+            // runtime's and settlement's work is sent again; timers wait too).
+            Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_) if gate.fenced => {
                 refused(STANDBY_REFUSAL)
             }
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)

@@ -1,7 +1,7 @@
 //! Status changes on their way into the sequencer, in order: a change the ring has no room
-//! for waits here and goes first next time, and one the sequencer refused for want of
-//! journal space (a full disk whose cancel reserve is spent) is sent again once the journal
-//! may have room, before any later change.
+//! for waits here and goes first next time, and one the sequencer refused without writing it
+//! (for want of journal space, a full disk whose cancel reserve is spent; or while the node's
+//! lease lapses) is sent again a little later, before any later change.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use ladder_engine::{Command, Hash32, TradeStatus};
 use ladder_sequencer::{
-    Completion, Submission, SubmitError, Submitter, Ticket, Work, JOURNAL_FULL,
+    Completion, Submission, SubmitError, Submitter, Ticket, Work, JOURNAL_FULL, STANDBY_REFUSAL,
 };
 
-/// How long a change refused for want of journal space waits before it is sent again (the
-/// journal looks for space about twice a second).
+/// How long a change refused unwritten waits before it is sent again (the journal looks for
+/// space about twice a second; a lease is renewed several times a lease).
 pub const RETRY_AFTER_FULL: Duration = Duration::from_millis(200);
 
 /// Tickets of every outbox of the process: a settlement thread started again (a promotion)
@@ -117,8 +117,8 @@ impl Outbox {
         !self.waiting.is_empty() || !self.refused.is_empty()
     }
 
-    /// Reads the answers: a change refused for want of journal space goes back to be sent
-    /// again. Any other answer ends its change's journey (one applied and answered as not
+    /// Reads the answers: a change refused unwritten (no journal space, or a lapsing lease:
+    /// a node that no longer leads stops this thread) goes back to be sent again. Any other answer ends its change's journey (one applied and answered as not
     /// confirmed by a standby was journaled all the same).
     fn take_answers(&mut self) {
         while let Ok(completion) = self.ring.answers.try_recv() {
@@ -127,7 +127,7 @@ impl Outbox {
                 continue;
             };
             if let Completion::Refused {
-                reason: JOURNAL_FULL,
+                reason: JOURNAL_FULL | STANDBY_REFUSAL,
                 ..
             } = completion
             {

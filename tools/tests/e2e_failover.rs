@@ -301,7 +301,7 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     queued.http.follow_leader = false;
     let queued = std::thread::spawn(move || {
         let r = queued.place(yes(), Side::Buy, 1_010, 1, OrderType::Gtc);
-        r.map(|r| (r.status, r.json()["error"].clone()))
+        r.map(|r| (r.status, r.json()))
     });
     // B takes over; its first acknowledged write.
     wait_for_leader(&b.url, "b", Duration::from_secs(10));
@@ -315,15 +315,17 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     // Nothing the old leader answers from now on is an acknowledgement, and the write that
     // waited through the pause is refused before it is journaled: past its deadline the old
     // leader is a standby (not `leadership lost`, which would mean journaled and applied).
-    let answer = queued
+    let (status, answer) = queued
         .join()
         .unwrap()
         .expect("an answer from the resumed leader");
     assert_eq!(
-        answer,
-        (503, json!("standby: not primary")),
-        "the paused leader took a write after its lease's deadline"
+        (status, &answer["error"]),
+        (503, &json!("standby: not primary")),
+        "the paused leader took a write after its lease's deadline: {answer}"
     );
+    // It names the new leader or none, never itself.
+    assert_ne!(answer["leader"], json!(leader.url), "{answer}");
     let mut on_a = trader_on(&leader.url, 0, &alice);
     on_a.http.follow_leader = false;
     let until = Instant::now() + Duration::from_secs(2);

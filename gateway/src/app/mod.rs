@@ -413,6 +413,12 @@ impl App {
         }
         if let Some(hub) = self.state.replication.read().as_ref() {
             if hub.connected() < hub.required() {
+                // A leader whose lease lapses lost its standbys to the next leader: it is one
+                // of them now, not a primary short of replicas.
+                let leader = self.state.leader_status();
+                if leader.coordinated && !leader.leading {
+                    return Err(Outcome::Respond(self.standby_refusal()));
+                }
                 return Err(Outcome::Respond(
                     Response::error(Status::Unavailable, ladder_sequencer::REPLICA_UNAVAILABLE)
                         .retry_after(1),

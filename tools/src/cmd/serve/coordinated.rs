@@ -37,17 +37,22 @@ impl Coordination {
             .filter(|address| !address.is_empty())
     }
 
-    /// The leader as `GET /admin/leader` shows it; this node leads once it takes writes.
+    /// The leader as `GET /admin/leader` shows it; this node leads once it takes writes, and
+    /// only until its lease's deadline: past it (before the coordinator has learned whether
+    /// the lease is gone) no leader is known, and a refusal names none rather than itself.
     pub fn lookup(self: &Arc<Self>, state: &Arc<ServiceState>) -> LeaderLookup {
         let view = self.coordinator.shared_view();
         let state = state.clone();
+        let fence = self.fence.clone();
         LeaderLookup(Arc::new(move || {
             let view = view.read();
+            let lapsing = view.leading && !fence.may_acknowledge();
+            let leader = view.leader.as_ref().filter(|_| !lapsing);
             LeaderStatus {
-                node_id: view.leader.as_ref().map(|l| l.node_id.clone()),
-                url: view.leader.as_ref().map(|l| l.url.clone()),
+                node_id: leader.map(|l| l.node_id.clone()),
+                url: leader.map(|l| l.url.clone()),
                 term: view.term,
-                leading: view.leading && !state.standby.load(Ordering::Acquire),
+                leading: view.leading && !lapsing && !state.standby.load(Ordering::Acquire),
                 coordinated: true,
             }
         }))
