@@ -375,14 +375,17 @@ impl Journal {
         admitted
     }
 
-    /// Starts making the next segment once the active one is past half full (a journal
-    /// reopened past half, with no write since, learns this way whether the disk has room).
+    /// Starts making the next segment once the active one is past half full, or the first
+    /// one of an empty journal (a journal reopened past half, or empty, with no write since,
+    /// learns this way whether the disk has room).
     pub fn make_next_segment_if_due(&mut self) {
         let past_half = self
             .active
             .as_ref()
             .is_some_and(|active| active.write_offset * 2 > active.frames_end);
-        if past_half && !self.spare.is_started() {
+        // An empty journal makes its first segment ahead too: a start on a full disk then
+        // knows it (`is_full`) before a write is refused.
+        if (past_half || self.active.is_none()) && !self.spare.is_started() {
             self.spare
                 .start(&self.journal_dir, self.options.segment_size_bytes);
         }

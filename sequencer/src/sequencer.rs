@@ -481,6 +481,10 @@ impl Rounds for Writer {
         self.journal.make_next_segment_if_due();
         if self.journal.is_short() {
             self.journal.retry_space();
+        }
+        // Space found again (or found missing) between batches shows at once, not at the
+        // next write.
+        if self.journal.is_full() != self.stats.journal_full.load(Ordering::Relaxed) {
             self.publish_gauges();
         }
         if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {

@@ -71,6 +71,18 @@ impl Drop for SmallDisk {
     }
 }
 
+/// Waits until the gauge `ladder_journal_full` reads `value`, with no write meanwhile.
+fn wait_for_journal_full(service: &Service, value: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(service, "ladder_journal_full") != value {
+        assert!(
+            Instant::now() < deadline,
+            "ladder_journal_full never read {value}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A POST /orders body of 15 resting bids of 1 share at 0.01, salts from `salt`.
 fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
     let requests: Vec<PostOrderRequest> = (salt..salt + 15)
@@ -231,8 +243,9 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
         "journal verify died by a signal: {status:?}"
     );
 
-    // Space returns: writes resume without a restart.
+    // Space returns: the gauge drops before any write, and writes resume without a restart.
     std::fs::remove_file(filler).unwrap();
+    wait_for_journal_full(&service, "0");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let (body, n) = fifteen_bids(&alice, salt);
@@ -250,6 +263,36 @@ fn a_full_disk_refuses_writes_keeps_every_acknowledged_order_and_resumes_by_itse
     }
     assert_eq!(metric(&service, "ladder_journal_full"), "0");
     assert_eq!(open_count(&mut alice), kept + 15);
+}
+
+/// A first start on a full disk (room for the service's small files, none for a journal
+/// segment): `ladder_journal_full` is 1 before any write, `--demo` created nothing (the
+/// journal refused it), and once space returns the gauge drops to 0 before any write.
+#[test]
+fn a_first_start_on_a_full_disk_shows_it_and_the_gauge_follows_the_space() {
+    let Some(disk) = SmallDisk::mount(4 << 10) else {
+        return;
+    };
+    let filler = disk.fill();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)
+        .unwrap();
+    let len = file.metadata().unwrap().len();
+    file.set_len(len - (256 << 10)).unwrap();
+    drop(file);
+    let data_dir = disk.mount.join("data");
+    let service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
+    wait_for_journal_full(&service, "1");
+    let hash = service.admin("GET", "/admin/state-hash", None);
+    assert_eq!(
+        (hash.status, &hash.json()["seq"]),
+        (200, &Value::from(0)),
+        "{}",
+        hash.body
+    );
+    std::fs::remove_file(filler).unwrap();
+    wait_for_journal_full(&service, "0");
 }
 
 /// The history store on a full disk: its writes fail while the journal (allocated ahead) still

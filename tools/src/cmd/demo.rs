@@ -92,6 +92,18 @@ pub fn commands() -> Vec<Command> {
     out
 }
 
+/// Tells the operator the demo was not created (or not all of it), and why.
+pub fn say_not_created(reason: &str) {
+    tracing::error!(
+        reason,
+        "--demo: the demo market and accounts were not created"
+    );
+    eprintln!(
+        "ladder: --demo: the demo market and accounts were not created ({reason}); start again \
+         on an empty data directory once that is resolved"
+    );
+}
+
 /// Tells the operator what was created and how to use it.
 pub fn print_instructions(bound: &SocketAddr) {
     use std::fmt::Write;

@@ -79,8 +79,8 @@ pub(super) fn lead(
                 // `serve --demo` on an empty journal (the term is its first record): the demo
                 // market, before any write.
                 if demo && seq == 1 {
-                    for command in demo::commands() {
-                        internal.run(Work::Command(command))?;
+                    if let Some(reason) = internal.create_demo()? {
+                        demo::say_not_created(reason);
                     }
                 }
                 Ok(())

@@ -13,7 +13,7 @@ use crossbeam_channel::Receiver;
 use ladder_gateway::keys::KeyTable;
 use ladder_sequencer::bell::BellReceiver;
 use ladder_sequencer::replication::ReplicationHub;
-use ladder_sequencer::{Completion, PublishedBatch, Work};
+use ladder_sequencer::{Completion, PublishedBatch};
 use ladder_settlement::{PendingBatch, SettlementHandle};
 
 use super::coordinated::Coordination;
@@ -91,10 +91,10 @@ pub(super) fn start_role(
                 threads.replication = Some(thread);
             }
             if *want_demo && start.fresh {
-                for command in demo::commands() {
-                    internal.run(Work::Command(command))?;
+                match internal.create_demo()? {
+                    None => demo::print_instructions(&bound),
+                    Some(reason) => demo::say_not_created(reason),
                 }
-                demo::print_instructions(&bound);
             } else if *want_demo {
                 tracing::info!("--demo ignored: the data directory already holds state");
             }

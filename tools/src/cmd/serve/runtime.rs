@@ -239,6 +239,17 @@ impl Internal {
             .map_err(|_| "the sequencer did not answer".to_string())
     }
 
+    /// Creates the demo market and accounts (`--demo` on an empty journal); returns why the
+    /// sequencer refused them (a full disk, say), when it did, having created what it took.
+    pub(super) fn create_demo(&mut self) -> Result<Option<&'static str>, String> {
+        for command in super::super::demo::commands() {
+            if let Completion::Refused { reason, .. } = self.run(Work::Command(command))? {
+                return Ok(Some(reason));
+            }
+        }
+        Ok(None)
+    }
+
     /// Reads the engine on the sequencer thread, after every record submitted before.
     pub(super) fn query<T: Send + 'static>(
         &mut self,
