@@ -230,6 +230,15 @@ impl JournalReader {
             .try_exists()
             .map_err(JournalError::io("check", &path))?;
         if !exists {
+            // The writer names each segment after the record that follows the last one, so
+            // a later segment without this one means records are missing, not the end.
+            let files = list_segments(&self.journal_dir)?;
+            if let Some(later) = files.iter().find(|entry| entry.first_seq > next_seq) {
+                return Err(self.corrupt(Fault::SequenceGap {
+                    expected: next_seq,
+                    found: later.first_seq,
+                }));
+            }
             return Ok(false);
         }
         self.enter_segment(&path, next_seq)

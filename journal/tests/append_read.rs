@@ -415,3 +415,31 @@ fn a_commit_begun_here_and_completed_elsewhere_covers_every_earlier_append() {
     assert_eq!(records.len(), 60);
     assert_eq!(records.last().map(|r| r.seq), Some(60));
 }
+
+/// A segment missing from the middle of the journal is a gap the reader reports, as
+/// `verify` does, not an end of the data after which it stops quietly (what `journal dump`,
+/// `stats` and `state-hash` read).
+#[test]
+fn a_segment_missing_from_the_middle_is_a_gap_not_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), &varied_lens(200));
+    let segments = segment_paths(dir.path());
+    assert!(segments.len() >= 3);
+    std::fs::remove_file(&segments[1]).unwrap();
+
+    let mut reader = JournalReader::open(dir.path()).unwrap();
+    let outcome = loop {
+        match reader.poll() {
+            Ok(Some(_)) => continue,
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    match outcome {
+        Some(JournalError::Corrupt { reason, .. }) => {
+            assert!(reason.to_string().starts_with("sequence gap"), "{reason}")
+        }
+        other => panic!("a gap read as {other:?}"),
+    }
+    assert!(verify(dir.path()).is_err());
+}
