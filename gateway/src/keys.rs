@@ -116,13 +116,17 @@ impl MasterKey {
 
 #[cfg(unix)]
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    // The mode applies to a file created here; one left behind (an earlier start that
+    // failed) keeps its own until set.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
 
 #[cfg(not(unix))]
@@ -253,6 +257,24 @@ impl KeyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `master.tmp` an earlier failed start left with a wider mode does not lend it to
+    /// `master.key`.
+    #[cfg(unix)]
+    #[test]
+    fn the_master_key_is_private_even_over_a_leftover_temporary_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let leftover = dir.path().join(MASTER_KEY_FILE).with_extension("tmp");
+        std::fs::write(&leftover, b"").unwrap();
+        std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o666)).unwrap();
+        MasterKey::from_bytes([7; 32]).store(dir.path()).unwrap();
+        let mode = std::fs::metadata(dir.path().join(MASTER_KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 
     #[test]
     fn key_ids_derive_from_master_address_nonce_and_count_as_uuid_v4() {

@@ -177,7 +177,7 @@ fn for_each_record(
     require_journal(data_dir)?;
     // Say so when asked for records retention removed.
     let first = first_seq(data_dir)?;
-    if from < first {
+    if from < first && first > 1 {
         crate::cmd::stdout::print_error(format_args!(
             "ladder: the journal starts at sequence {first} (retention removed the records before it)"
         ));
