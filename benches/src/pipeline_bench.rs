@@ -201,8 +201,15 @@ pub fn sequencer(dir: &Path, run: SequencerRun) -> SequencerResult {
                     let answered = Instant::now();
                     for completion in batch {
                         let t0 = sent_at.pop_front().expect("an answer follows a submission");
-                        if let Completion::Applied { .. } = completion {
-                            let _ = h.record((answered - t0).as_nanos().max(1) as u64);
+                        match completion {
+                            Completion::Applied { .. } => {
+                                let _ = h.record((answered - t0).as_nanos().max(1) as u64);
+                            }
+                            // Timing refusals would report a service that did nothing.
+                            Completion::Refused { reason, .. } => {
+                                panic!("the sequencer refused a command: {reason}")
+                            }
+                            _ => {}
                         }
                         done += 1;
                     }

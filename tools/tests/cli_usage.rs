@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 50] = [
+    let cases: [(&[&str], &str); 52] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["standby"], "--primary"),
         (
@@ -66,6 +66,14 @@ fn bad_usage_exits_2_naming_the_flag() {
             "--rate",
         ),
         (&["bench", "engine", "--commands", "0"], "--commands"),
+        (
+            &["bench", "engine", "--commands", "1000000000000"],
+            "--commands",
+        ),
+        (
+            &["bench", "sequencer", "--commands", "18446744073709551615"],
+            "--commands",
+        ),
         (&["bench", "engine", "--rate", "0"], "--rate"),
         (&["journal", "verify", "--no-such-flag"], "--no-such-flag"),
         (

@@ -284,6 +284,17 @@ fn a_first_start_on_a_full_disk_shows_it_and_the_gauge_follows_the_space() {
     let data_dir = disk.mount.join("data");
     let service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
     wait_for_journal_full(&service, "1");
+    // A bench on the full disk fails with a status and one line, not a panic.
+    let bench = Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["bench", "replay", "--commands", "1000", "--dir"])
+        .arg(&disk.mount)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bench.stderr);
+    assert_eq!(bench.status.code(), Some(1), "{stderr}");
+    // (the journal's own log line may come before it)
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.starts_with("ladder: bench failed: "), "{stderr}");
     let hash = service.admin("GET", "/admin/state-hash", None);
     assert_eq!(
         (hash.status, &hash.json()["seq"]),

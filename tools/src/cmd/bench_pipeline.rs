@@ -13,7 +13,8 @@ use ladder_sequencer::CorePin;
 #[derive(Args, Debug, Clone)]
 pub struct SequencerBenchArgs {
     /// Commands to drive through.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20_000_000))]
     pub commands: usize,
     /// Producer threads (as gateway threads).
     #[arg(long, default_value_t = 2)]
@@ -45,7 +46,8 @@ pub struct SequencerBenchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ReplayBenchArgs {
     /// Measured commands in the journal (after the set-up).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20_000_000))]
     pub commands: usize,
     /// Parent directory of the temporary data directory.
     #[arg(long)]
@@ -67,7 +69,8 @@ pub struct SnapshotBenchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct StandbyBenchArgs {
     /// Commands offered to the primary.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20_000_000))]
     pub commands: usize,
     /// Offered rate, commands/s (open loop).
     #[arg(long, default_value_t = 50_000.0)]

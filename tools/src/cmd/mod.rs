@@ -345,8 +345,10 @@ pub struct EngineBenchArgs {
     /// schedule with a busy wait of the engine's median per command); closed loop without it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub rate: Option<u64>,
-    /// Commands to replay.
-    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Commands to replay (at most 20,000,000: the stream is held in memory, about 150
+    /// bytes a command).
+    #[arg(long, default_value_t = 2_000_000,
+          value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
     pub commands: u64,
     /// Let the books grow (places outnumber cancels, about a tenth of an order per command)
     /// instead of keeping each near its starting thousand orders as exchange-core does.
@@ -527,7 +529,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Promote(args) => admin_call(&args, "/admin/promote", "promotion"),
         Command::Snapshot(args) => admin_call(&args, "/admin/snapshot", "snapshot"),
-        Command::Bench { action } => match action {
+        Command::Bench { action } => match one_line_failures(action) {
             BenchCommand::Engine(args) => bench::engine(&args),
             BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
             BenchCommand::Replay(args) => bench_pipeline::replay(&args),
@@ -541,6 +543,24 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Client(args) => client::run(args),
         Command::Loadgen(args) => loadgen::run(&args),
     }
+}
+
+/// A bench whose harness fails (a full disk under `--dir`, say) panics deep inside it: the
+/// failure is reported on one line and the process exits 1 (CONTRACT 17), not with a panic's
+/// message and status 101.
+fn one_line_failures(action: BenchCommand) -> BenchCommand {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "an unexpected failure".to_string());
+        let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("ladder: bench failed: {message}");
+        std::process::exit(1);
+    }));
+    action
 }
 
 /// `ladder promote` (a standby becomes the primary) and `ladder snapshot` (a snapshot now):
