@@ -297,8 +297,11 @@ impl Run {
     fn follow(&mut self) {
         let mut journal: Option<JournalReader> = None;
         let mut pending: Option<Pending> = None;
-        // Failures in a row: the first is logged, then only the recovery.
+        // Failures in a row: the first is logged, then only the recovery, once a commit got
+        // past where the store stood at the first (records applied in memory and refused at
+        // their commit are no recovery: the log would alternate twice a second).
         let mut failures = 0u64;
+        let mut failed_at = 0u64;
         // After a failure nothing is followed until the engine and the store agree again.
         let mut broken = false;
         while !self.stop.load(Ordering::Acquire) {
@@ -328,7 +331,8 @@ impl Run {
             };
             match self.step(reader, &mut pending) {
                 Ok(applied) => {
-                    if failures > 0 && applied > 0 {
+                    let stored = self.stored_through.load(Ordering::Acquire);
+                    if failures > 0 && applied > 0 && stored > failed_at {
                         tracing::info!(failures, "historian: writing again");
                         failures = 0;
                     }
@@ -338,6 +342,7 @@ impl Run {
                 }
                 Err(e) => {
                     if failures == 0 {
+                        failed_at = self.stored_through.load(Ordering::Acquire);
                         tracing::warn!(error = %e, "historian: paused; trying again twice a second");
                     }
                     failures += 1;
