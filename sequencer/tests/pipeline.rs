@@ -139,13 +139,13 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
     assert_eq!(from_snapshot.state_hash(), engine.state_hash());
 }
 
-/// With fewer standbys connected than required, a client's write is refused before it is
-/// journaled or applied (its 503 changed nothing); the runtime's own work (sinks past
-/// `client_sinks`) is applied regardless.
-#[test]
-fn without_the_required_standby_client_writes_are_refused_unapplied() {
-    let dir = tempfile::tempdir().unwrap();
-    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+/// A sequencer with a client sink and an internal one, short of the one standby it needs,
+/// to which each sink has sent one deposit (address 1 from the client, 2 from the runtime).
+fn client_and_runtime_deposits(
+    dir: &std::path::Path,
+    config: SequencerConfig,
+) -> (SequencerHandle, Receiver<Completion>, Receiver<Completion>) {
+    let (journal, _) = Journal::open(dir, JournalOptions::default()).unwrap();
     let (client_tx, client_rx) = unbounded();
     let (internal_tx, internal_rx) = unbounded();
     let parts = SequencerParts {
@@ -161,7 +161,7 @@ fn without_the_required_standby_client_writes_are_refused_unapplied() {
     };
     let config = SequencerConfig {
         client_sinks: 1,
-        ..SequencerConfig::default()
+        ..config
     };
     let (handle, submitters) = start(config, parts, 2).unwrap();
     for (sink, submitter) in submitters.iter().enumerate() {
@@ -176,6 +176,17 @@ fn without_the_required_standby_client_writes_are_refused_unapplied() {
             })
             .unwrap();
     }
+    (handle, client_rx, internal_rx)
+}
+
+/// With fewer standbys connected than required, a client's write is refused before it is
+/// journaled or applied (its 503 changed nothing); the runtime's own work (sinks past
+/// `client_sinks`) is applied regardless.
+#[test]
+fn without_the_required_standby_client_writes_are_refused_unapplied() {
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, client_rx, internal_rx) =
+        client_and_runtime_deposits(dir.path(), SequencerConfig::default());
     // The client's write is refused before anything is journaled; the internal one is
     // applied, and answered as not confirmed by a standby.
     for (rx, expected) in [
@@ -204,40 +215,13 @@ fn without_the_required_standby_client_writes_are_refused_unapplied() {
 #[test]
 fn past_the_lease_deadline_writes_are_refused_unapplied_as_from_a_standby() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    let (client_tx, client_rx) = unbounded();
-    let (internal_tx, internal_rx) = unbounded();
-    let parts = SequencerParts {
-        engine: Engine::new(EngineLimits::default()),
-        journal,
-        sinks: vec![
-            Box::new(ChannelSink(client_tx)),
-            Box::new(ChannelSink(internal_tx)),
-        ],
-        events: Vec::new(),
-        replication: Some(std::sync::Arc::new(replication::ReplicationHub::new(1, 0))),
-        board: None,
-    };
     let fence = std::sync::Arc::new(AckFence::closed());
     fence.allow_until(Some(std::time::Instant::now() - Duration::from_millis(1)));
     let config = SequencerConfig {
-        client_sinks: 1,
         ack_fence: fence,
         ..SequencerConfig::default()
     };
-    let (handle, submitters) = start(config, parts, 2).unwrap();
-    for (sink, submitter) in submitters.iter().enumerate() {
-        let ticket = Ticket {
-            sink: sink as u16,
-            token: 1,
-        };
-        submitter
-            .try_submit(Submission {
-                ticket,
-                work: Work::Command(deposit(sink as u8 + 1)),
-            })
-            .unwrap();
-    }
+    let (handle, client_rx, internal_rx) = client_and_runtime_deposits(dir.path(), config);
     for rx in [&client_rx, &internal_rx] {
         match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
             Completion::Refused { reason, .. } => assert_eq!(reason, STANDBY_REFUSAL),
