@@ -116,17 +116,18 @@ impl MasterKey {
 
 #[cfg(unix)]
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
+    use std::os::unix::fs::OpenOptionsExt;
+    // A file left behind (an earlier start that failed) is removed, not reused: it keeps
+    // its own mode, and whoever opened it then could read what is written into it now.
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
-        .open(path)?;
-    // The mode applies to a file created here; one left behind (an earlier start that
-    // failed) keeps its own until set.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
+        .open(path)
 }
 
 #[cfg(not(unix))]

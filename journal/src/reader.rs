@@ -132,13 +132,13 @@ impl JournalReader {
         // Each pass either returns, moves to a later segment, or moves past a frame.
         loop {
             let Some(segment) = &self.segment else {
-                if self.enter_next_segment()? {
+                if self.enter_next_segment(false)? {
                     continue;
                 }
                 return Ok(None);
             };
             if self.offset + layout::FRAME_ALIGN_BYTES > segment.frames_end {
-                if self.enter_next_segment()? {
+                if self.enter_next_segment(true)? {
                     continue;
                 }
                 return Ok(None);
@@ -149,13 +149,13 @@ impl JournalReader {
             let frame = match check_frame(&segment.map, self.offset, segment.frames_end) {
                 FrameCheck::Valid(frame) => frame,
                 FrameCheck::End => {
-                    if self.may_look_past_unsealed_end() && self.enter_next_segment()? {
+                    if self.may_look_past_unsealed_end() && self.enter_next_segment(false)? {
                         continue;
                     }
                     return Ok(None);
                 }
                 FrameCheck::SegmentEnd => {
-                    if self.enter_next_segment()? {
+                    if self.enter_next_segment(true)? {
                         continue;
                     }
                     return Ok(None);
@@ -209,7 +209,12 @@ impl JournalReader {
         due
     }
 
-    fn enter_next_segment(&mut self) -> Result<bool> {
+    /// Moves into the segment after the current one, if it exists. `read_whole`: the current
+    /// one was read to its end (full, or sealed by the writer, which makes the next file
+    /// first), so a later segment without the next one is a gap; at an unsealed end the
+    /// writer may be rolling over at this moment, and a torn header after a power loss looks
+    /// the same, so there it is only the end of the data.
+    fn enter_next_segment(&mut self, read_whole: bool) -> Result<bool> {
         let Some(next_seq) = self.next_seq else {
             let files = list_segments(&self.journal_dir)?;
             let Some(first) = files.first() else {
@@ -232,12 +237,14 @@ impl JournalReader {
         if !exists {
             // The writer names each segment after the record that follows the last one, so
             // a later segment without this one means records are missing, not the end.
-            let files = list_segments(&self.journal_dir)?;
-            if let Some(later) = files.iter().find(|entry| entry.first_seq > next_seq) {
-                return Err(self.corrupt(Fault::SequenceGap {
-                    expected: next_seq,
-                    found: later.first_seq,
-                }));
+            if read_whole {
+                let files = list_segments(&self.journal_dir)?;
+                if let Some(later) = files.iter().find(|entry| entry.first_seq > next_seq) {
+                    return Err(self.corrupt(Fault::SequenceGap {
+                        expected: next_seq,
+                        found: later.first_seq,
+                    }));
+                }
             }
             return Ok(false);
         }

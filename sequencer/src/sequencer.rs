@@ -487,7 +487,13 @@ impl Rounds for Writer {
         if self.journal.is_full() != self.stats.journal_full.load(Ordering::Relaxed) {
             self.publish_gauges();
         }
-        if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
+        if !self.config.ack_fence.may_acknowledge() {
+            // A lease lapsing (or none held): no timer fires, whose records would be cut, and
+            // the loop does not spin on them; the heartbeats, whose beats are refused
+            // meanwhile, get a full timeout again once the lease is renewed, as at a takeover.
+            self.heartbeats_armed = false;
+            self.block_timers();
+        } else if !self.heartbeats_armed && !self.config.follower.load(Ordering::Acquire) {
             let now_ns = self.now_ns();
             self.arm_heartbeats(now_ns);
         }
@@ -609,7 +615,7 @@ impl Writer {
         let follower = self.config.follower.load(Ordering::Acquire);
         let gate = WriteGate {
             follower,
-            fenced: !follower && !self.config.ack_fence.may_acknowledge(),
+            fenced: !self.config.ack_fence.may_acknowledge(),
             replicas_missing: self
                 .shipping
                 .as_ref()
@@ -881,8 +887,8 @@ impl Writer {
         }
     }
 
-    /// Timers found the journal without room: they are not looked at again for a while, so
-    /// that the loop waits for space instead of spinning on them.
+    /// Timers found the journal without room (or the lease lapsing): they are not looked at
+    /// again for a while, so that the loop waits instead of spinning on them.
     fn block_timers(&mut self) {
         self.timers_blocked_until = Some(Instant::now() + TIMERS_BLOCKED_WAIT);
     }
@@ -1053,7 +1059,8 @@ struct BatchCounts {
 struct WriteGate {
     /// A standby: only the primary's records are written.
     follower: bool,
-    /// A leader whose acknowledgement fence has closed (its lease's deadline passed).
+    /// A coordinated node whose acknowledgement fence is closed: a leader past its lease's
+    /// deadline, or a node demoted or not leading (the primary's records still come in).
     fenced: bool,
     /// Fewer standbys connected than `--replicas` requires.
     replicas_missing: bool,

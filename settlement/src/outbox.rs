@@ -1,7 +1,10 @@
 //! Status changes on their way into the sequencer, in order: a change the ring has no room
 //! for waits here and goes first next time, and one the sequencer refused without writing it
 //! (for want of journal space, a full disk whose cancel reserve is spent; or while the node's
-//! lease lapses) is sent again a little later, before any later change.
+//! lease lapses) is sent again a little later, before any change not sent yet. A change sent
+//! before that refusal came back may land first (a batch's FAILED before its refused
+//! RETRYING, which the engine then refuses as a step back): the batch's final status is
+//! still the one journaled last.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,8 +120,9 @@ impl Outbox {
         !self.waiting.is_empty() || !self.refused.is_empty()
     }
 
-    /// Reads the answers: a change refused unwritten (no journal space, or a lapsing lease:
-    /// a node that no longer leads stops this thread) goes back to be sent again. Any other answer ends its change's journey (one applied and answered as not
+    /// Reads the answers: a change refused unwritten (no journal space, or a lapsing lease;
+    /// a node that no longer leads stops this thread when its run ends) goes back to be sent
+    /// again. Any other answer ends its change's journey (one applied and answered as not
     /// confirmed by a standby was journaled all the same).
     fn take_answers(&mut self) {
         while let Ok(completion) = self.ring.answers.try_recv() {

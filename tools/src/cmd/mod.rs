@@ -529,7 +529,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Promote(args) => admin_call(&args, "/admin/promote", "promotion"),
         Command::Snapshot(args) => admin_call(&args, "/admin/snapshot", "snapshot"),
-        Command::Bench { action } => match one_line_failures(action) {
+        Command::Bench { action } => one_line_failures(|| match action {
             BenchCommand::Engine(args) => bench::engine(&args),
             BenchCommand::Sequencer(args) => bench_pipeline::sequencer(&args),
             BenchCommand::Replay(args) => bench_pipeline::replay(&args),
@@ -539,16 +539,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
             BenchCommand::Fanout(args) => bench_fanout::fanout(&args),
             BenchCommand::Soak(args) => bench_soak::soak(&args),
             BenchCommand::Failover(args) => bench_failover::failover(&args),
-        },
+        }),
         Command::Client(args) => client::run(args),
         Command::Loadgen(args) => loadgen::run(&args),
     }
 }
 
-/// A bench whose harness fails (a full disk under `--dir`, say) panics deep inside it: the
-/// failure is reported on one line and the process exits 1 (CONTRACT 17), not with a panic's
-/// message and status 101.
-fn one_line_failures(action: BenchCommand) -> BenchCommand {
+/// Runs a bench: one whose harness fails (a full disk under `--dir`, say) panics deep inside
+/// it; the panic unwinds (the benches' guards stop the processes they started) and is
+/// reported as a failure on one line with exit 1 (CONTRACT 17), not with a panic's message
+/// and status 101.
+fn one_line_failures(bench: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    static FIRST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     std::panic::set_hook(Box::new(|info| {
         let payload = info.payload();
         let message = payload
@@ -557,10 +559,16 @@ fn one_line_failures(action: BenchCommand) -> BenchCommand {
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "an unexpected failure".to_string());
         let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-        eprintln!("ladder: bench failed: {message}");
-        std::process::exit(1);
+        let mut first = FIRST_PANIC.lock().unwrap_or_else(|e| e.into_inner());
+        first.get_or_insert(message);
     }));
-    action
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(bench)).unwrap_or_else(|_| {
+        let first = FIRST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Err(format!(
+            "bench failed: {}",
+            first.unwrap_or_else(|| "an unexpected failure".to_string())
+        ))
+    })
 }
 
 /// `ladder promote` (a standby becomes the primary) and `ladder snapshot` (a snapshot now):

@@ -18,6 +18,7 @@ use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle, SettlementRing}
 use crate::cmd::chain_link::ChainLink;
 use ladder_sequencer::{
     ChannelSink, Completion, CompletionSink, SequencerHandle, Submission, Submitter, Ticket, Work,
+    JOURNAL_FULL, STANDBY_REFUSAL,
 };
 
 /// When the runtime journals a `ForgetHistory`: once the history store holds records past
@@ -240,10 +241,15 @@ impl Internal {
     }
 
     /// Creates the demo market and accounts (`--demo` on an empty journal); returns why the
-    /// sequencer refused them (a full disk, say), when it did, having created what it took.
+    /// sequencer refused them unwritten (a full disk, say), when it did, having created what
+    /// it took. A command applied and answered as not yet held by a standby was created.
     pub(super) fn create_demo(&mut self) -> Result<Option<&'static str>, String> {
         for command in super::super::demo::commands() {
-            if let Completion::Refused { reason, .. } = self.run(Work::Command(command))? {
+            if let Completion::Refused {
+                reason: reason @ (JOURNAL_FULL | STANDBY_REFUSAL),
+                ..
+            } = self.run(Work::Command(command))?
+            {
                 return Ok(Some(reason));
             }
         }
