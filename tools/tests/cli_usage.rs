@@ -20,7 +20,7 @@ fn bad_usage_exits_2_naming_the_flag() {
     let short = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(short.path(), "too short\n").expect("write");
     let short_secret = short.path().to_string_lossy().to_string();
-    let cases: [(&[&str], &str); 52] = [
+    let cases: [(&[&str], &str); 57] = [
         (&["serve", "--durability", "fast"], "--durability"),
         (&["standby"], "--primary"),
         (
@@ -75,6 +75,20 @@ fn bad_usage_exits_2_naming_the_flag() {
             "--commands",
         ),
         (&["bench", "engine", "--rate", "0"], "--rate"),
+        (
+            &["bench", "sequencer", "--producers", "100000"],
+            "--producers",
+        ),
+        (
+            &["bench", "snapshot", "--open-orders", "100000000000"],
+            "--open-orders",
+        ),
+        (&["bench", "flush", "--seconds", "0"], "--seconds"),
+        (
+            &["bench", "flush", "--record-bytes", "1000000000000"],
+            "--record-bytes",
+        ),
+        (&["bench", "standby", "--rate", "0"], "--rate"),
         (&["journal", "verify", "--no-such-flag"], "--no-such-flag"),
         (
             &["serve", "--settlement-fail-percent", "150"],

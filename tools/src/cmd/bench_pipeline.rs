@@ -16,14 +16,14 @@ pub struct SequencerBenchArgs {
     #[arg(long, default_value_t = 1_000_000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20_000_000))]
     pub commands: usize,
-    /// Producer threads (as gateway threads).
-    #[arg(long, default_value_t = 2)]
+    /// Producer threads (as gateway threads), 1 to 64.
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub producers: usize,
     /// `sync` or `async`.
     #[arg(long, default_value = "sync")]
     pub durability: Durability,
-    /// Submissions in flight per producer.
-    #[arg(long, default_value_t = 4096)]
+    /// Submissions in flight per producer, 1 to 1,048,576.
+    #[arg(long, default_value_t = 4096, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 20))]
     pub window: usize,
     /// Parent directory of the temporary data directory.
     #[arg(long)]
@@ -32,9 +32,10 @@ pub struct SequencerBenchArgs {
     /// or a core number.
     #[arg(long, default_value = "auto")]
     pub sequencer_core: CorePin,
-    /// API keys beating their heartbeats once a second each beside the stream; the run is
-    /// then made twice, without them and with them, and both results printed.
-    #[arg(long, default_value_t = 0)]
+    /// API keys beating their heartbeats once a second each beside the stream (at most
+    /// 1,000,000); the run is then made twice, without them and with them, and both results
+    /// printed.
+    #[arg(long, default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     pub heartbeats: usize,
     /// The history store's writer follows the journal into `history.db`, as in `ladder
     /// serve`; the run is then made without it and with it, and both results printed.
@@ -57,8 +58,8 @@ pub struct ReplayBenchArgs {
 /// `ladder bench snapshot`.
 #[derive(Args, Debug, Clone)]
 pub struct SnapshotBenchArgs {
-    /// Open orders in the engine.
-    #[arg(long, default_value_t = 100_000)]
+    /// Open orders in the engine, 8 to 10,000,000.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=10_000_000))]
     pub open_orders: usize,
     /// Parent directory of the temporary data directory.
     #[arg(long)]
@@ -73,10 +74,10 @@ pub struct StandbyBenchArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=20_000_000))]
     pub commands: usize,
     /// Offered rate, commands/s (open loop).
-    #[arg(long, default_value_t = 50_000.0)]
+    #[arg(long, default_value_t = 50_000.0, value_parser = positive)]
     pub rate: f64,
     /// Standbys the primary waits for before answering (0 or 1).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
     pub replicas: usize,
     /// Parent directory of the temporary data directories.
     #[arg(long)]
@@ -87,20 +88,29 @@ pub struct StandbyBenchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct FlushBenchArgs {
     /// How long to run, in seconds.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
     pub seconds: f64,
     /// Synced commits asked for per second.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub rate: u64,
-    /// Busy threads beside the writer (one per other core shows the host's pauses).
-    #[arg(long, default_value_t = 1)]
+    /// Busy threads beside the writer (one per other core shows the host's pauses), at most
+    /// 64.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=64))]
     pub spinners: usize,
-    /// Bytes per record.
-    #[arg(long, default_value_t = 300)]
+    /// Bytes per record, 1 to 65,536.
+    #[arg(long, default_value_t = 300, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64 * 1024))]
     pub record_bytes: usize,
     /// Parent directory of the temporary data directory.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+/// A finite number above zero (bad usage otherwise).
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
 }
 
 fn temp_dir(parent: &Option<PathBuf>) -> Result<tempfile::TempDir, String> {
@@ -119,17 +129,17 @@ fn print<T: serde::Serialize>(result: &T) -> Result<(), String> {
 /// Runs the sequencer bench.
 pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
     let durability = args.durability;
-    let producers = args.producers.clamp(1, 64);
+    let producers = args.producers;
     let run =
         |heartbeat_keys: usize, history: bool| -> Result<pipeline_bench::SequencerResult, String> {
             let dir = temp_dir(&args.dir)?;
             Ok(pipeline_bench::sequencer(
                 dir.path(),
                 pipeline_bench::SequencerRun {
-                    commands: args.commands.max(1),
+                    commands: args.commands,
                     producers,
                     durability,
-                    window: args.window.max(1),
+                    window: args.window,
                     pin: args.sequencer_core,
                     heartbeat_keys,
                     history,
@@ -165,44 +175,35 @@ pub fn sequencer(args: &SequencerBenchArgs) -> Result<(), String> {
 /// Runs the replay bench.
 pub fn replay(args: &ReplayBenchArgs) -> Result<(), String> {
     let dir = temp_dir(&args.dir)?;
-    print(&pipeline_bench::replay(dir.path(), args.commands.max(1)))
+    print(&pipeline_bench::replay(dir.path(), args.commands))
 }
 
 /// Runs the snapshot bench.
 pub fn snapshot(args: &SnapshotBenchArgs) -> Result<(), String> {
     let dir = temp_dir(&args.dir)?;
-    print(&pipeline_bench::snapshot(
-        dir.path(),
-        args.open_orders.max(8),
-    ))
+    print(&pipeline_bench::snapshot(dir.path(), args.open_orders))
 }
 
 /// Runs the flush bench.
 pub fn flush(args: &FlushBenchArgs) -> Result<(), String> {
-    if !args.seconds.is_finite() || args.seconds <= 0.0 {
-        return Err("--seconds: must be positive".into());
-    }
     let dir = temp_dir(&args.dir)?;
-    let rate = args.rate.max(1);
+    let rate = args.rate;
     print(&ladder_benches::flush_bench::flush(
         dir.path(),
         (args.seconds * rate as f64).ceil().max(1.0) as u64,
         rate,
-        args.spinners.min(64),
-        args.record_bytes.clamp(1, 64 * 1024),
+        args.spinners,
+        args.record_bytes,
     ))
 }
 
 /// Runs the standby-lag bench.
 pub fn standby(args: &StandbyBenchArgs) -> Result<(), String> {
-    if !args.rate.is_finite() || args.rate <= 0.0 {
-        return Err("--rate: must be positive".into());
-    }
     let dir = temp_dir(&args.dir)?;
     print(&pipeline_bench::standby_lag(
         dir.path(),
-        args.commands.max(1),
+        args.commands,
         args.rate,
-        args.replicas.min(1),
+        args.replicas,
     ))
 }
