@@ -277,6 +277,28 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
     }
 
+    /// A leftover `master.tmp` that is a symbolic link is not followed: the key is written
+    /// into a new file of the data directory, and the link's target is left as it was.
+    #[cfg(unix)]
+    #[test]
+    fn a_leftover_temporary_link_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"theirs").unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let leftover = data.join(MASTER_KEY_FILE).with_extension("tmp");
+        std::os::unix::fs::symlink(&outside, &leftover).unwrap();
+        MasterKey::from_bytes([7; 32]).store(&data).unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"theirs");
+        let key = data.join(MASTER_KEY_FILE);
+        assert!(std::fs::symlink_metadata(&key)
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(std::fs::read(&key).unwrap(), [7; 32]);
+    }
+
     #[test]
     fn key_ids_derive_from_master_address_nonce_and_count_as_uuid_v4() {
         let master = MasterKey::from_bytes([7; 32]);
