@@ -487,7 +487,12 @@ impl Rounds for Writer {
         if self.journal.is_full() != self.stats.journal_full.load(Ordering::Relaxed) {
             self.publish_gauges();
         }
-        if !self.config.ack_fence.may_acknowledge() {
+        let mut batch = std::mem::take(&mut self.batch);
+        self.drain(&mut batch);
+        // Read once a round, after the drain: what the batch may write, and whether timers
+        // may fire.
+        let fenced = !self.config.ack_fence.may_acknowledge();
+        if fenced {
             // A lease lapsing (or none held): no timer fires, whose records would be cut, and
             // the loop does not spin on them; the heartbeats, whose beats are refused
             // meanwhile, get a full timeout again once the lease is renewed, as at a takeover.
@@ -497,8 +502,6 @@ impl Rounds for Writer {
             let now_ns = self.now_ns();
             self.arm_heartbeats(now_ns);
         }
-        let mut batch = std::mem::take(&mut self.batch);
-        self.drain(&mut batch);
         let timer_due = !self.config.follower.load(Ordering::Acquire)
             && self
                 .timers_blocked_until
@@ -513,7 +516,7 @@ impl Rounds for Writer {
                 Round::Idle(self.idle_wait())
             }
         } else {
-            self.process(&mut batch);
+            self.process(&mut batch, fenced);
             Round::Worked
         };
         self.batch = batch;
@@ -604,9 +607,10 @@ impl Writer {
         wall_clock_ns().max(self.last_now_ns)
     }
 
-    /// Applies one batch of submissions in ring order, then commits the journal and hands the
-    /// batch's answers and events to the releaser.
-    fn process(&mut self, batch: &mut Vec<Submission>) {
+    /// Applies one batch of submissions in ring order (`fenced`: this node's acknowledgement
+    /// fence is closed), then commits the journal and hands the batch's answers and events to
+    /// the releaser.
+    fn process(&mut self, batch: &mut Vec<Submission>, fenced: bool) {
         let now_ns = self.now_ns();
         self.last_now_ns = now_ns;
         let mut per_sink = completion_lists(batch, self.releases.sink_count());
@@ -615,7 +619,7 @@ impl Writer {
         let follower = self.config.follower.load(Ordering::Acquire);
         let gate = WriteGate {
             follower,
-            fenced: !self.config.ack_fence.may_acknowledge(),
+            fenced,
             replicas_missing: self
                 .shipping
                 .as_ref()

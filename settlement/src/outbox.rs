@@ -151,6 +151,19 @@ mod tests {
         (Hash32::from([n; 32]), status)
     }
 
+    /// Batch `n`'s transaction hash.
+    fn tx(n: u8) -> Hash32 {
+        change(n, TradeStatus::Mined).0
+    }
+
+    /// The sequencer's refusal of the submission with `token`.
+    fn refused(token: u64, reason: &'static str) -> Completion {
+        Completion::Refused {
+            ticket: Ticket { sink: 7, token },
+            reason,
+        }
+    }
+
     /// An outbox on a one-ring sequencer that is never started: the test reads the ring's
     /// submissions through the sequencer's own `Rings` and answers them by hand.
     fn outbox() -> (Outbox, ladder_sequencer::Rings, Sender<Completion>) {
@@ -181,24 +194,12 @@ mod tests {
     #[test]
     fn a_change_refused_for_want_of_journal_space_is_sent_again_before_later_ones() {
         let (mut outbox, rings, answer) = outbox();
-        outbox
-            .send(change(1, TradeStatus::Mined).0, TradeStatus::Mined)
-            .unwrap();
-        outbox
-            .send(change(2, TradeStatus::Mined).0, TradeStatus::Mined)
-            .unwrap();
+        outbox.send(tx(1), TradeStatus::Mined).unwrap();
+        outbox.send(tx(2), TradeStatus::Mined).unwrap();
         let first = sent(&rings);
         assert_eq!(first.len(), 2);
         // The first is refused (the reserve spent), the second applied.
-        answer
-            .send(Completion::Refused {
-                ticket: Ticket {
-                    sink: 7,
-                    token: first[0].0,
-                },
-                reason: JOURNAL_FULL,
-            })
-            .unwrap();
+        answer.send(refused(first[0].0, JOURNAL_FULL)).unwrap();
         answer
             .send(Completion::Applied {
                 ticket: Ticket {
@@ -209,9 +210,7 @@ mod tests {
                 reply: ladder_engine::Reply::Ok,
             })
             .unwrap();
-        outbox
-            .send(change(3, TradeStatus::Mined).0, TradeStatus::Mined)
-            .unwrap();
+        outbox.send(tx(3), TradeStatus::Mined).unwrap();
         assert!(outbox.is_backed_up());
         assert!(sent(&rings).is_empty(), "nothing before the retry delay");
         std::thread::sleep(RETRY_AFTER_FULL + Duration::from_millis(20));
@@ -227,18 +226,10 @@ mod tests {
     #[test]
     fn a_change_applied_but_answered_as_lost_is_not_sent_again() {
         let (mut outbox, rings, answer) = outbox();
-        outbox
-            .send(change(1, TradeStatus::Mined).0, TradeStatus::Mined)
-            .unwrap();
+        outbox.send(tx(1), TradeStatus::Mined).unwrap();
         let first = sent(&rings);
         answer
-            .send(Completion::Refused {
-                ticket: Ticket {
-                    sink: 7,
-                    token: first[0].0,
-                },
-                reason: ladder_sequencer::REPLICA_LOST,
-            })
+            .send(refused(first[0].0, ladder_sequencer::REPLICA_LOST))
             .unwrap();
         outbox.flush().unwrap();
         assert!(!outbox.is_backed_up());
