@@ -107,6 +107,7 @@ pub struct Coordinator {
     view: Arc<RwLock<View>>,
     addresses: Arc<RwLock<Option<Addresses>>>,
     asked: Arc<AtomicBool>,
+    resign: Arc<AtomicBool>,
     changes: Receiver<Change>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -126,11 +127,13 @@ impl Coordinator {
         let view = Arc::new(RwLock::new(View::default()));
         let addresses = Arc::new(RwLock::new(None));
         let asked = Arc::new(AtomicBool::new(false));
+        let resign = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, changes) = unbounded();
         let mut campaign = Campaign {
             addresses: addresses.clone(),
             asked: asked.clone(),
+            resign: resign.clone(),
             keys: Keys::of(&config.cluster),
             config: config.clone(),
             etcd,
@@ -144,6 +147,7 @@ impl Coordinator {
             leading: None,
             following: None,
             unled_ticks: 0,
+            sit_out_until: None,
         };
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -154,6 +158,7 @@ impl Coordinator {
             view,
             addresses,
             asked,
+            resign,
             changes,
             stop,
             thread: Some(thread),
@@ -175,6 +180,15 @@ impl Coordinator {
     /// the lease is free, whatever the other nodes hold.
     pub fn run_now(&self) {
         self.asked.store(true, Ordering::Release);
+    }
+
+    /// Gives the lead up: a node that won the lease but could not take writes (its term was
+    /// not journaled) must not keep the key, or the cluster would have a leader that accepts
+    /// nothing. At the next tick the lease is revoked (the leader's key goes with it) and
+    /// this node sits out the next three leases' elections unless an operator asks, so that
+    /// another node holding as much can lead.
+    pub fn resign(&self) {
+        self.resign.store(true, Ordering::Release);
     }
 
     /// The shared view (for the admin surface and the gauges).
@@ -211,6 +225,7 @@ impl Drop for Coordinator {
 struct Campaign {
     addresses: Arc<RwLock<Option<Addresses>>>,
     asked: Arc<AtomicBool>,
+    resign: Arc<AtomicBool>,
     keys: Keys,
     config: CoordinatorConfig,
     etcd: Etcd,
@@ -227,6 +242,8 @@ struct Campaign {
     following: Option<LeaderRecord>,
     /// Ticks in a row that found no leader.
     unled_ticks: u32,
+    /// After resigning: no running for leader before this time, unless asked.
+    sit_out_until: Option<Instant>,
     /// Whether etcd's raising of a short lease was logged (once per run).
     warned_long_lease: bool,
 }
@@ -253,6 +270,9 @@ impl Campaign {
     }
 
     fn step(&mut self) {
+        if self.resign.swap(false, Ordering::AcqRel) {
+            self.give_up_lease();
+        }
         self.renew();
         if let Some(term) = self.leading {
             // Past the deadline the runtime already stopped acknowledging (see `renew`).
@@ -393,6 +413,23 @@ impl Campaign {
         self.following = None;
     }
 
+    /// Resigns: stops acknowledging, revokes the lease (etcd deletes the leader's key and this
+    /// node's record with it) and sits out the next elections.
+    fn give_up_lease(&mut self) {
+        let was_leading = self.leading.is_some();
+        self.demote();
+        if let Some(lease) = self.lease.take_if(|_| was_leading) {
+            self.renewed_at = None;
+            match self.etcd.revoke(lease.id) {
+                Ok(()) => tracing::warn!("gave the lead up: the lease is revoked"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "gave the lead up; the lease expires by itself")
+                }
+            }
+        }
+        self.sit_out_until = Some(Instant::now() + self.config.lease * 3);
+    }
+
     fn publish_position(&self) {
         let Some(lease) = self.lease else { return };
         let record = self.own_record();
@@ -418,6 +455,13 @@ impl Campaign {
     /// holds.
     fn run_for_leader(&mut self, asked: bool) {
         let Some(lease) = self.lease else { return };
+        if !asked
+            && self
+                .sit_out_until
+                .is_some_and(|until| Instant::now() < until)
+        {
+            return;
+        }
         let Some(addresses) = self.addresses.read().clone() else {
             return;
         };

@@ -426,3 +426,154 @@ fn a_full_disk_under_the_history_store_loses_and_doubles_no_row() {
         assert_eq!(r.json()["status"], Value::from("CONFIRMED"));
     }
 }
+
+/// The value of gauge `name` in the `/metrics` of the node at `url` (`None`: no answer).
+fn metric_at(url: &str, name: &str) -> Option<String> {
+    let mut http = ladder_client::HttpClient::new(url).ok()?;
+    let r = http.request("GET", "/metrics", &[], None).ok()?;
+    let prefix = format!("{name} ");
+    r.body
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map(str::to_string)
+}
+
+/// A coordinated standby whose disk is full wins the lease when the leader dies but cannot
+/// journal its term: it gives the lease back instead of holding it while refusing every
+/// write, and leads (with every acknowledged order) once space returns.
+#[test]
+fn a_node_that_wins_the_lease_on_a_full_disk_gives_it_back_and_leads_once_space_returns() {
+    let Some(etcd) = support::etcd::Etcd::start("e2e_full_disk") else {
+        return;
+    };
+    let Some(disk) = SmallDisk::mount(8 << 10) else {
+        return;
+    };
+    let coordinated = |node: &'static str| {
+        vec![
+            "--coordinator".to_string(),
+            etcd.url.clone(),
+            "--cluster".into(),
+            "full".into(),
+            "--node-id".into(),
+            node.into(),
+            "--lease-ms".into(),
+            "1000".into(),
+            "--replication-listen".into(),
+            "127.0.0.1:0".into(),
+        ]
+    };
+    let args_a = coordinated("a");
+    let mut leader = Service::start(&args_a.iter().map(String::as_str).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric_at(&leader.url, "ladder_is_leader").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "a never took the lead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut alice = leader.trader(0);
+    let first = alice
+        .place(yes(), Side::Buy, 4_200, 3, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first_hash = first.json()["orderID"].as_str().unwrap().to_string();
+    let mut command = ladder_standby(&disk.mount.join("b"));
+    command
+        .args(coordinated("b"))
+        .args(["--segment-size-mb", "1"]);
+    let b = spawn_standby(command);
+    wait_for_hash(&b.url, &admin_at(&leader.url, "GET", "/admin/state-hash").1);
+
+    // B's disk fills; the leader writes until B's journal has spent its last segment and
+    // stops following (its copies may use the cancel reserve; a term may not).
+    let filler = disk.fill();
+    let seq_at = |url: &str| -> u64 {
+        metric_at(url, "ladder_last_seq")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut salt = 50_000;
+    let mut b_was = 0;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(Instant::now() < deadline, "b's journal never filled");
+        for _ in 0..10 {
+            let (body, n) = fifteen_bids(&alice, salt);
+            salt += n as u64;
+            let r = alice.send("POST", "/orders", Some(&body)).unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let b_now = seq_at(&b.url);
+        if b_now == b_was && seq_at(&leader.url) > b_now + 300 {
+            break;
+        }
+        b_was = b_now;
+    }
+    assert_eq!(
+        metric_at(&b.url, "ladder_journal_full").as_deref(),
+        Some("1")
+    );
+    let mut on_b = trader_on(&b.url, 0, &alice);
+    on_b.http.follow_leader = false;
+    let try_write = |trader: &mut ladder_client::Trader, price: u32| {
+        trader
+            .place(yes(), Side::Buy, price, 1, OrderType::Gtc)
+            .map(|r| r.status)
+            .unwrap_or(0)
+    };
+
+    // The leader dies: B is the only node holding its journal, wins, and cannot journal its
+    // term. It takes no write meanwhile.
+    leader.kill();
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        // (No answer while it starts again as a standby.)
+        if let Ok(r) = on_b.place(yes(), Side::Buy, 1_100, 1, OrderType::Gtc) {
+            assert_ne!(r.status, 200, "a write on a full disk: {}", r.body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Space returns: B leads by itself and takes writes, the leader's orders with it.
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while try_write(&mut on_b, 1_200) != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "b never took writes after space returned (it holds the lease: {:?})",
+            metric_at(&b.url, "ladder_is_leader")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        open_hashes(&mut on_b).contains(&first_hash),
+        "the leader's acknowledged order is not open on b"
+    );
+}
+
+/// The hashes of every open order of `trader`'s account.
+fn open_hashes(trader: &mut ladder_client::Trader) -> Vec<String> {
+    let mut hashes = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let r = trader
+            .send(
+                "GET",
+                &format!("/orders?limit=500&next_cursor={cursor}"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let page = r.json();
+        hashes.extend(
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["order_hash"].as_str().unwrap().to_string()),
+        );
+        cursor = page["next_cursor"].as_str().unwrap().to_string();
+        if cursor == "LTE=" {
+            return hashes;
+        }
+    }
+}

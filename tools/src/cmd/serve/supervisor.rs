@@ -254,11 +254,19 @@ impl<'a> Supervisor<'a> {
                     |internal: &mut Internal| starter.start_promoted(internal),
                     settlement,
                 );
+                let failed = led.is_err();
                 if let Err(e) = &led {
-                    tracing::error!(error = %e, term, "could not take the lead");
+                    tracing::error!(error = %e, term, "could not take the lead: giving it up");
                 }
                 if let Some((reply, _)) = self.promotion_asked.take() {
                     answer_promotion(Some(reply), led.map_err(PromoteError::Failed));
+                }
+                if failed {
+                    // Holding the lease without taking writes would stall the cluster: the
+                    // lease goes back, and this node starts again as a standby of whoever
+                    // leads next (its follower may already be stopped).
+                    coordination.coordinator.resign();
+                    return Some(LoopEnd::Rejoin);
                 }
             }
             Change::Demoted => {
