@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::keccak::{keccak256, keccak256_concat};
-use crate::{Address, B256, U256};
+use crate::{Address, AddressError, B256, U256};
 
 /// The canonical EntryPoint v0.7 address (`--entry-point` by default).
 pub const ENTRY_POINT_V07: &str = "0x0000000071727De22E5E9d8BAf0edAc6f37da032";
@@ -225,7 +225,10 @@ pub fn parse_user_operation(value: &Value) -> Result<UserOperation, String> {
     };
     let required = |name: &str| text(name)?.ok_or_else(|| format!("{name}: required"));
     let address = |name: &str, t: &str| {
-        Address::parse_ignoring_checksum(t).map_err(|_| format!("{name}: expected a 0x address"))
+        Address::parse(t).map_err(|e| match e {
+            AddressError::Malformed => format!("{name}: expected a 0x address"),
+            checksum => format!("{name}: {checksum}"),
+        })
     };
     let bytes = |name: &str| -> Result<Vec<u8>, String> {
         let Some(t) = text(name)? else {

@@ -253,6 +253,48 @@ fn refusals_are_json_rpc_errors_that_change_nothing() {
         error_of(&rpc(&service, "eth_sendBundle", json!([]))).0,
         -32601
     );
+    // A mixed-case sender must carry its EIP-55 checksum (CONTRACT 1), signed or not.
+    let checksummed = Address::parse(op["sender"].as_str().unwrap())
+        .unwrap()
+        .to_string();
+    let flip = checksummed[2..]
+        .find(|c: char| c.is_ascii_alphabetic())
+        .expect("a letter in the sender")
+        + 2;
+    let mut miscased = checksummed.clone().into_bytes();
+    miscased[flip] ^= 0x20;
+    // Signed over the right bytes: only the text of the address is wrong.
+    let mut miscased_op = signed(&op, "0x0", owner_key);
+    miscased_op["sender"] = json!(String::from_utf8(miscased).unwrap());
+    let refused = rpc(
+        &service,
+        "eth_sendUserOperation",
+        json!([miscased_op, ENTRY_POINT]),
+    );
+    assert_eq!(
+        error_of(&refused),
+        (
+            -32602,
+            format!(
+                "sender: mixed-case address fails the EIP-55 checksum (expected {checksummed})"
+            )
+        )
+    );
+    // JSON-RPC 2.0's codes for a body that is not JSON, a batch, and a body that is no call.
+    for (body, code, message) in [
+        ("{not json", -32700, "body: not JSON"),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}]"#,
+            -32600,
+            "batch requests are not supported: send one call per request",
+        ),
+        ("5", -32600, "body: expected a JSON-RPC call object"),
+    ] {
+        let r = public(&service, "POST", "/bundler", Some(body));
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["id"], Value::Null, "{}", r.body);
+        assert_eq!(error_of(&r.json()), (code, message.to_string()), "{body}");
+    }
     let seq_after = service.admin("GET", "/admin/state-hash", None).json()["seq"].clone();
     assert_eq!(seq_after, seq_before, "nothing journaled");
 }

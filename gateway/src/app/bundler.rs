@@ -16,7 +16,7 @@ use ladder_protocol::user_op::{
     eip191_digest, execute_redeem_call_data, format_quantity, parse_user_operation,
     redeemed_market, UserOperation,
 };
-use ladder_protocol::{Address, Signature, B256, CHAIN_ID, U256};
+use ladder_protocol::{Address, AddressError, Signature, B256, CHAIN_ID, U256};
 use serde_json::{json, Value};
 
 use super::refusals::Worded;
@@ -24,6 +24,8 @@ use super::{command, query, App};
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
 
+/// JSON-RPC: the body is not JSON.
+const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC: the request is not valid JSON-RPC.
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC: no such method.
@@ -65,10 +67,26 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
         return None;
     }
     Some(match serde_json::from_slice::<Value>(&request.body) {
-        Ok(call) => dispatch(app, &call),
+        Ok(call @ Value::Object(_)) => dispatch(app, &call),
+        Ok(Value::Array(_)) => answer(
+            &Value::Null,
+            Err((
+                INVALID_REQUEST,
+                "batch requests are not supported: send one call per request".into(),
+                None,
+            )),
+        ),
+        Ok(_) => answer(
+            &Value::Null,
+            Err((
+                INVALID_REQUEST,
+                "body: expected a JSON-RPC call object".into(),
+                None,
+            )),
+        ),
         Err(_) => answer(
             &Value::Null,
-            Err((INVALID_REQUEST, "body: not JSON".into(), None)),
+            Err((PARSE_ERROR, "body: not JSON".into(), None)),
         ),
     })
 }
@@ -462,8 +480,12 @@ fn parse_form(app: &App, params: &Value) -> Result<Form, (i64, String, Option<Va
         .ok_or_else(|| params_error("params[0]: the user operation is required"))?;
     let op: UserOperation = parse_user_operation(op_value).map_err(params_error)?;
     let entry_point = match params.get(1).and_then(Value::as_str) {
-        Some(text) => Address::parse_ignoring_checksum(text)
-            .map_err(|_| params_error("params[1]: expected the entry point's address"))?,
+        Some(text) => Address::parse(text).map_err(|e| match e {
+            AddressError::Malformed => {
+                params_error("params[1]: expected the entry point's address")
+            }
+            checksum => params_error(format!("params[1]: {checksum}")),
+        })?,
         None => return Err(params_error("params[1]: the entry point is required")),
     };
     if entry_point != app.config.entry_point {
