@@ -42,6 +42,11 @@ impl Engine {
         self.heartbeats.contains_key(key_id)
     }
 
+    /// How many keys have heartbeats running (a deleted key's stop at once).
+    pub fn heartbeat_count(&self) -> usize {
+        self.heartbeats.len()
+    }
+
     /// Every key with heartbeats running, and its address, by key id.
     pub fn running_heartbeats(&self) -> Vec<([u8; 16], Address)> {
         self.heartbeats.iter().map(|(k, a)| (*k, *a)).collect()

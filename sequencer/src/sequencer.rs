@@ -904,7 +904,7 @@ impl Writer {
         self.stats.journal_full.store(full, Ordering::Relaxed);
         self.stats
             .heartbeats_running
-            .store(self.heartbeats.len() as u64, Ordering::Relaxed);
+            .store(self.engine.heartbeat_count() as u64, Ordering::Relaxed);
         self.stats
             .trades_held
             .store(self.engine.held_trade_count(), Ordering::Relaxed);

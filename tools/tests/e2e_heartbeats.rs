@@ -138,6 +138,20 @@ fn delete_stops_the_heartbeats_without_cancelling() {
 }
 
 #[test]
+fn a_deleted_keys_heartbeats_stop_at_once_and_the_gauge_says_so() {
+    let service = Service::start(&["--heartbeat-timeout-ms", "60000"]);
+    let mut alice = service.trader(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    start(&mut alice);
+    wait_for_metric(&service, "ladder_heartbeats_running", "1");
+    let r = alice.send("DELETE", "/auth/api-key", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Long before the timeout: the key's heartbeats ended with it.
+    wait_for_metric(&service, "ladder_heartbeats_running", "0");
+    assert_eq!(metric(&service, "ladder_heartbeat_expiries_total"), "0");
+}
+
+#[test]
 fn a_restart_gives_running_heartbeats_a_full_timeout_and_the_journal_replays_to_the_same_state() {
     let mut service = Service::start(&["--heartbeat-timeout-ms", "3000"]);
     let mut alice = service.trader(0);
