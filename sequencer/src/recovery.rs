@@ -52,6 +52,7 @@ pub fn recover_engine(
             }
         }
     }
+    let restored_seq = restored.as_ref().map(|(seq, _)| *seq);
     let mut engine = match restored {
         Some((seq, engine)) => {
             recovered.snapshot_seq = seq;
@@ -64,10 +65,14 @@ pub fn recover_engine(
         return Ok((engine, recovered));
     };
     if first_seq > recovered.last_seq + 1 {
+        let found = match (restored_seq, until_seq) {
+            (Some(seq), _) => format!("the newest usable one is at {seq}"),
+            (None, Some(until)) => format!("none is at or before {until}"),
+            (None, None) => "there is none".to_string(),
+        };
         return Err(format!(
             "the journal starts at sequence {first_seq} and no usable snapshot covers the \
-             records before it (the newest usable one is at {})",
-            recovered.snapshot_seq
+             records before it ({found})"
         ));
     }
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
