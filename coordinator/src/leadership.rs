@@ -61,6 +61,11 @@ pub struct Position {
     pub held: AtomicU64,
     /// The newest term in the journal.
     pub term: AtomicU64,
+    /// While this node leads: the sequence through which the cluster holds its records for
+    /// good (the record that began the term, and with `--replicas N` the last record N
+    /// standbys hold). Published in etcd; a node holding less never runs for leader by
+    /// itself, so an empty or set-aside node does not lead over acknowledged writes.
+    pub acknowledged: AtomicU64,
 }
 
 /// Changes of role the runtime acts on, in order.
@@ -148,6 +153,7 @@ impl Coordinator {
             following: None,
             unled_ticks: 0,
             sit_out_until: None,
+            published_acknowledged: 0,
         };
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -244,6 +250,8 @@ struct Campaign {
     unled_ticks: u32,
     /// After resigning: no running for leader before this time, unless asked.
     sit_out_until: Option<Instant>,
+    /// The last `acknowledged` this node published while leading.
+    published_acknowledged: u64,
     /// Whether etcd's raising of a short lease was logged (once per run).
     warned_long_lease: bool,
 }
@@ -292,6 +300,7 @@ impl Campaign {
             }
         };
         self.publish_position();
+        self.publish_acknowledged();
         {
             let mut view = self.view.write();
             view.term = view.term.max(leader.as_ref().map_or(0, |l| l.term));
@@ -443,6 +452,39 @@ impl Campaign {
         }
     }
 
+    /// While leading: publishes how far the cluster holds its records for good, when that
+    /// moved (the key has no lease: it outlives the leader, for the next election).
+    fn publish_acknowledged(&mut self) {
+        if self.leading.is_none() || !self.may_acknowledge_now() {
+            return;
+        }
+        let acknowledged = self.position.acknowledged.load(Ordering::Acquire);
+        if acknowledged <= self.published_acknowledged {
+            return;
+        }
+        let text = acknowledged.to_string();
+        match self
+            .etcd
+            .put(&self.keys.acknowledged, text.as_bytes(), None)
+        {
+            Ok(()) => self.published_acknowledged = acknowledged,
+            Err(e) => tracing::debug!(error = %e, "acknowledged position not published"),
+        }
+    }
+
+    /// The sequence through which the cluster holds its records for good, as its last leader
+    /// published it (0: none yet, or etcd holds no number).
+    fn cluster_acknowledged(&self) -> Result<u64, ()> {
+        match self.etcd.get(&self.keys.acknowledged) {
+            Ok(None) => Ok(0),
+            Ok(Some(bytes)) => Ok(std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0)),
+            Err(_) => Err(()),
+        }
+    }
+
     fn own_record(&self) -> NodeRecord {
         NodeRecord {
             node_id: self.config.node_id.clone(),
@@ -486,6 +528,18 @@ impl Campaign {
             return;
         }
         let me = self.own_record();
+        let Ok(acknowledged) = self.cluster_acknowledged() else {
+            return;
+        };
+        if me.held < acknowledged && !asked {
+            tracing::warn!(
+                held = me.held,
+                acknowledged,
+                "the cluster acknowledged records this node does not hold: not running for \
+                 leader (POST /admin/promote leads anyway, without them)"
+            );
+            return;
+        }
         let others = match self.etcd.get_prefix(&self.keys.nodes) {
             Ok(others) => others,
             Err(_) => return,

@@ -1,7 +1,9 @@
 //! What the coordinator keeps in etcd under `/ladder/<cluster>/` (CONTRACT 22): the leader's
-//! record on `leader` (held by its lease), the last term on `term`, and each node's position
-//! on `nodes/<node id>` (held by that node's lease), from which a standby learns whether
-//! another holds more than it does before it runs for leader.
+//! record on `leader` (held by its lease), the last term on `term`, the sequence through which
+//! the cluster holds its records for good on `acknowledged` (no node holding less runs for
+//! leader by itself), and each node's position on `nodes/<node id>` (held by that node's
+//! lease), from which a standby learns whether another holds more than it does before it runs
+//! for leader.
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +47,8 @@ pub struct Keys {
     pub leader: String,
     /// `/ladder/<cluster>/term`.
     pub term: String,
+    /// `/ladder/<cluster>/acknowledged`.
+    pub acknowledged: String,
     /// `/ladder/<cluster>/nodes/`.
     pub nodes: String,
 }
@@ -55,6 +59,7 @@ impl Keys {
         Keys {
             leader: format!("/ladder/{cluster}/leader"),
             term: format!("/ladder/{cluster}/term"),
+            acknowledged: format!("/ladder/{cluster}/acknowledged"),
             nodes: format!("/ladder/{cluster}/nodes/"),
         }
     }

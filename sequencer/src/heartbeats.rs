@@ -221,7 +221,11 @@ mod tests {
         assert_eq!(timers.next_deadline_ns(), Some(15 * SECOND));
         assert!(timers.take_due(14 * SECOND).is_empty());
         assert_eq!(timers.take_due(15 * SECOND), vec![(key, address)]);
-        assert_eq!(timers.next_deadline_ns(), None, "nothing runs after the expiry");
+        assert_eq!(
+            timers.next_deadline_ns(),
+            None,
+            "nothing runs after the expiry"
+        );
         assert_eq!(
             timers.beat(&key, &second, 16 * SECOND),
             Err(None),

@@ -343,6 +343,47 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
 }
 
 #[test]
+fn a_node_that_holds_less_than_the_cluster_acknowledged_never_leads_by_itself() {
+    let Some(etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let lease = "1000";
+    let mut leader = Service::start(&coordinated(&etcd, "empty", "a", lease));
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let mut alice = leader.trader(0);
+    let (status, order) = place(&mut alice, 0);
+    assert_eq!(status, 200);
+    // A few coordinator ticks: the leader publishes how far the cluster holds its records.
+    std::thread::sleep(Duration::from_millis(600));
+    leader.kill();
+
+    // A node with an empty data directory joins while no node holding the journal lives: it
+    // must not lead the cluster from nothing (its term would cut the old leader's orders).
+    let dirs = tempfile::tempdir().unwrap();
+    let empty = coordinated_standby(
+        &coordinated(&etcd, "empty", "b", lease),
+        &dirs.path().join("b"),
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let seen = leader_seen(&empty.url).expect("b answers");
+        // (The dead leader's lease outlives it for a while.)
+        assert_ne!(
+            seen["leader"],
+            json!("b"),
+            "an empty node took the lead: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The old leader comes back, leads again, and the new node copies its orders.
+    leader.restart();
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    wait_for_leader(&empty.url, "a", Duration::from_secs(20));
+    wait_for_hash(&empty.url, &state_hash(&leader.url));
+    assert!(open_order_ids(&empty.url, &alice).contains(&order.unwrap()));
+}
+
+#[test]
 fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_it_returns() {
     let Some(mut etcd) = Etcd::start("e2e_failover") else {
         return;

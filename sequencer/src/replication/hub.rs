@@ -180,6 +180,21 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
+    /// The last sequence `required` standbys all hold now (`None` when none is required or
+    /// fewer are connected).
+    pub fn held_by_required(&self) -> Option<u64> {
+        let required = self.required();
+        if required == 0 {
+            return None;
+        }
+        let mut acks: Vec<u64> = self.lock().acks.values().copied().collect();
+        if acks.len() < required {
+            return None;
+        }
+        acks.sort_unstable_by(|a, b| b.cmp(a));
+        Some(acks[required - 1])
+    }
+
     /// Whether `required` standbys hold `seq` now (without waiting).
     pub fn holds(&self, seq: u64) -> bool {
         let required = self.required();

@@ -76,6 +76,11 @@ pub(super) fn lead(
                     }
                 }
                 coordination.position.term.fetch_max(term, Ordering::AcqRel);
+                // The term's first record: every node that follows this leader holds it.
+                coordination
+                    .position
+                    .acknowledged
+                    .fetch_max(seq, Ordering::AcqRel);
                 // `serve --demo` on an empty journal (the term is its first record): the demo
                 // market, before any write.
                 if demo && seq == 1 {

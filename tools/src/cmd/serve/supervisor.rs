@@ -146,6 +146,16 @@ impl<'a> Supervisor<'a> {
             if let Some(coordination) = self.context.coordination {
                 let held = self.context.stats.last_seq.load(Ordering::Acquire);
                 coordination.position.held.store(held, Ordering::Release);
+                let leading = !self.context.follower_flag.load(Ordering::Acquire)
+                    && !self.context.state.standby.load(Ordering::Acquire);
+                if let Some(held) = self.context.hub.and_then(|hub| hub.held_by_required()) {
+                    if leading {
+                        coordination
+                            .position
+                            .acknowledged
+                            .fetch_max(held, Ordering::AcqRel);
+                    }
+                }
             }
             // SIGUSR2 writes a snapshot now (as `ladder snapshot`), SIGUSR1 promotes a standby
             // (as `ladder promote`): for operators with a process manager, not the token.
