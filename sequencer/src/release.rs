@@ -98,10 +98,13 @@ impl Releaser {
         let Some(&(last_seq, _)) = self.withheld.last() else {
             return;
         };
-        if self
-            .replication
-            .as_ref()
-            .is_none_or(|hub| hub.holds(last_seq))
+        // A leader past its lease's deadline publishes nothing more: the next leader decides
+        // whether those records stand (a node that follows it starts again without them).
+        if self.fence.may_acknowledge()
+            && self
+                .replication
+                .as_ref()
+                .is_none_or(|hub| hub.holds(last_seq))
         {
             self.publish_withheld();
         }
@@ -199,7 +202,9 @@ impl Releaser {
             if published.is_empty() {
                 continue;
             }
-            if !held && any_writes {
+            // Past the deadline the events wait too (with `--replicas 0` as well): if the
+            // next leader cuts these records, no feed, store or settlement saw them.
+            if (!held && any_writes) || !leading {
                 self.withheld.push((last_seq, Arc::new(published)));
             } else {
                 // Standbys that hold this batch hold every one before it (a follower's

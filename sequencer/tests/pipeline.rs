@@ -232,3 +232,80 @@ fn past_the_lease_deadline_writes_are_refused_unapplied_as_from_a_standby() {
     assert_eq!(engine.last_seq(), 0, "nothing was journaled");
     assert_eq!(engine.balance(&Address([2; 20]), Asset::Collateral).free, 0);
 }
+
+/// Counts the events of each batch published to the feeds.
+struct CountingPublisher(Sender<usize>);
+
+impl Publisher for CountingPublisher {
+    fn publish(&mut self, batch: &PublishedBatch) {
+        let _ = self.0.send(batch.event_count());
+    }
+}
+
+/// A write applied before the lease's deadline and released after it (its standby's
+/// acknowledgement came late) is answered `leadership lost`, and its events reach no feed
+/// while the fence stays closed: if the next leader cuts the record, nobody saw it. Once the
+/// lease is renewed (the node still leads, the record stands) they are published.
+#[test]
+fn a_write_released_past_the_deadline_publishes_nothing_until_the_lease_is_renewed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let (client_tx, client_rx) = unbounded();
+    let (events_tx, events_rx) = unbounded();
+    let hub = std::sync::Arc::new(replication::ReplicationHub::new(1, 0));
+    let standby = hub.register(1);
+    let fence = std::sync::Arc::new(AckFence::closed());
+    let renewed = || Some(std::time::Instant::now() + Duration::from_secs(60));
+    fence.allow_until(renewed());
+    let parts = SequencerParts {
+        engine: Engine::new(EngineLimits::default()),
+        journal,
+        sinks: vec![Box::new(ChannelSink(client_tx))],
+        events: vec![EventConsumer::Inline(Box::new(CountingPublisher(
+            events_tx,
+        )))],
+        replication: Some(hub.clone()),
+        board: None,
+    };
+    let config = SequencerConfig {
+        ack_fence: fence.clone(),
+        ..SequencerConfig::default()
+    };
+    let (handle, submitters) = start(config, parts, 1).unwrap();
+    let market = MarketSpec {
+        condition_id: FixedBytes([0xc1; 32]),
+        yes_token_id: FixedBytes([0x11; 32]),
+        no_token_id: FixedBytes([0x21; 32]),
+        tick_size_ticks: 100,
+        min_order_size_units: UNITS_PER_SHARE,
+        neg_risk: false,
+        taker_delay_ms: 0,
+        fee_rate_bps: 0,
+    };
+    submitters[0]
+        .try_submit(Submission {
+            ticket: Ticket { sink: 0, token: 1 },
+            work: Work::Command(Command::CreateMarket(market)),
+        })
+        .unwrap();
+    // Journaled and waiting for the standby; the deadline passes meanwhile.
+    assert_eq!(hub.wait_written_after(0, Duration::from_secs(10)), 1);
+    fence.allow_until(Some(std::time::Instant::now() - Duration::from_millis(1)));
+    hub.ack(standby, 1);
+    match client_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+        Completion::Refused { reason, .. } => assert_eq!(reason, LEADERSHIP_LOST),
+        _ => panic!("released past the deadline: not acknowledged"),
+    }
+    assert!(
+        events_rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "a write released past the deadline reached the feeds"
+    );
+    // The lease is renewed: the record stands and its events go out.
+    fence.allow_until(renewed());
+    let published = events_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the withheld events once the lease is renewed");
+    assert!(published > 0);
+    let engine = handle.stop().expect("the engine back");
+    assert_eq!(engine.last_seq(), 1);
+}
