@@ -751,3 +751,69 @@ fn a_snapshot_request_loses_no_event_already_on_its_way() {
         assert_eq!(pair[1].0, pair[0].0 + 1, "a hole after {:?}", pair[0]);
     }
 }
+
+/// One command's `price_change` can pass the 1 MiB outbound bound alone (a cancel-all of
+/// 6,000 levels of a 0.0001-tick market lists 12,000 changes). The bound is on what waits
+/// unread before a frame: a subscriber that reads gets the whole event and stays open.
+#[test]
+fn an_event_larger_than_the_outbound_bound_reaches_a_subscriber_that_reads() {
+    use ladder_client::{post_orders_body, OrderBuilder};
+    use ladder_protocol::wire::PostOrderRequest;
+    use ladder_protocol::U256;
+
+    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+    let fine = helpers::create_market(&service, 7, json!({ "minimum_tick_size": 0.0001 }));
+    let token: U256 = fine.yes.parse().unwrap();
+    let mut alice = service.trader(0);
+    const LEVELS: u32 = 6_000;
+    let prices: Vec<u32> = (1..=LEVELS).collect();
+    for chunk in prices.chunks(15) {
+        let requests: Vec<PostOrderRequest> = chunk
+            .iter()
+            .map(|&price| PostOrderRequest {
+                order: OrderBuilder::new(token, Side::Buy, price, 1)
+                    .maker(alice.account)
+                    .salt(U256::from(u64::from(price)))
+                    .sign(&alice.wallet, &alice.exchange)
+                    .unwrap(),
+                order_type: OrderType::Gtc,
+                post_only: false,
+            })
+            .collect();
+        let r = alice
+            .send("POST", "/orders", Some(&post_orders_body(&requests)))
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let mut ws = open(&service, "/ws/market");
+    ws.send(Message::text(
+        json!({ "type": "market", "assets_ids": [fine.yes] }).to_string(),
+    ))
+    .unwrap();
+    let mut queue = Vec::new();
+    let book = next(&mut ws, &mut queue);
+    assert_eq!(book["bids"].as_array().unwrap().len(), LEVELS as usize);
+
+    let r = alice.send("DELETE", "/cancel-all", None).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let change = next(&mut ws, &mut queue);
+    assert_eq!(change["event_type"], json!("price_change"), "{change}");
+    assert_eq!(
+        change["price_changes"].as_array().unwrap().len(),
+        2 * LEVELS as usize,
+        "every level, for both tokens"
+    );
+    assert_eq!(
+        metric(&service, "ladder_ws_slow_consumer_closes_total"),
+        "0"
+    );
+    // Still subscribed.
+    ws.send(Message::text("PING")).unwrap();
+    loop {
+        match ws.read().expect("a frame") {
+            Message::Text(text) if text.as_str() == "PONG" => break,
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}

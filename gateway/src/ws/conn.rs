@@ -14,7 +14,7 @@ use tungstenite::{Error as WsError, Message, Utf8Bytes, WebSocket};
 
 use super::feed::FeedItem;
 use super::{
-    book_frame, error_frame, parse_market_message, MarketOperation, WsKind,
+    book_frame, error_frame, parse_market_message, MarketOperation, WsKind, FRAME_HEADER_BYTES_MAX,
     INBOUND_MESSAGE_BYTES_MAX, INBOUND_READ_BUFFER_BYTES, OUTBOUND_BYTES_MAX,
 };
 
@@ -587,11 +587,17 @@ impl WsConn {
         self.send_shared(Utf8Bytes::from(text));
     }
 
-    /// Queues a text frame whose bytes other connections may share.
+    /// Queues a text frame whose bytes other connections may share. The bound is on what
+    /// waits before the frame: a frame is queued while less than the bound is unread, however
+    /// large it is itself (one command's `price_change` on a fine-ticked market can pass
+    /// 1 MiB alone, and a subscriber reading as fast as it can must still get it).
     fn send_shared(&mut self, text: Utf8Bytes) {
         if !self.is_open() {
             return;
         }
+        let room = OUTBOUND_BYTES_MAX + text.len() + FRAME_HEADER_BYTES_MAX;
+        self.ws
+            .set_config(|config| config.max_write_buffer_size = room);
         match self.ws.write(Message::Text(text)) {
             Ok(()) => {}
             Err(WsError::WriteBufferFull(_)) => {

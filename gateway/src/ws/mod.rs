@@ -29,8 +29,11 @@ pub enum WsKind {
 /// Clients send small messages; a larger frame grows the buffer as it needs.
 pub const INBOUND_READ_BUFFER_BYTES: usize = 4 * 1024;
 
-/// Largest outbound queue of one connection (API.md §17: 1 MiB).
+/// Largest outbound queue of one connection (API.md §17: 1 MiB), before its next frame.
 pub const OUTBOUND_BYTES_MAX: usize = 1024 * 1024;
+
+/// The longest header of a frame the server sends (unmasked, 64-bit length).
+pub const FRAME_HEADER_BYTES_MAX: usize = 10;
 /// Largest inbound message.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 64 * 1024;
 /// Most assets one market subscription may name.
