@@ -137,12 +137,20 @@ fn extend_to(path: &Path, size_bytes: u64) -> Result<()> {
     file.sync_all().map_err(JournalError::io("sync", path))
 }
 
-/// Copies `from` to `to` and syncs the copy.
+/// Copies `from` to `to` and syncs the copy; a copy that failed (a full disk) is removed,
+/// so that no partial `.bad` file is left to be taken for the damaged data.
 fn copy_synced(from: &Path, to: &Path) -> Result<()> {
-    fs::copy(from, to).map_err(JournalError::io("copy", to))?;
-    fs::File::open(to)
-        .and_then(|copy| copy.sync_all())
-        .map_err(JournalError::io("sync", to))
+    let copied = fs::copy(from, to)
+        .map_err(JournalError::io("copy", to))
+        .and_then(|_| {
+            fs::File::open(to)
+                .and_then(|copy| copy.sync_all())
+                .map_err(JournalError::io("sync", to))
+        });
+    if copied.is_err() {
+        let _ = fs::remove_file(to);
+    }
+    copied
 }
 
 /// The first free name among `<path>.bad`, `<path>.bad.1`, ...

@@ -577,3 +577,63 @@ fn open_hashes(trader: &mut ladder_client::Trader) -> Vec<String> {
         }
     }
 }
+
+/// `journal repair` on a full disk fails with a status and leaves no partial `.bad` copy
+/// (which would pass for the damaged data), and the journal as it was; with room it works.
+#[test]
+fn a_repair_that_cannot_keep_its_copy_leaves_no_partial_copy_and_the_journal_unchanged() {
+    let Some(disk) = SmallDisk::mount(8 << 10) else {
+        return;
+    };
+    let data_dir = disk.mount.join("data");
+    let mut service = Service::start_on(&data_dir, &["--segment-size-mb", "1"]);
+    let mut alice = service.trader(0);
+    alice
+        .place(yes(), Side::Buy, 1_000, 1, OrderType::Gtc)
+        .unwrap();
+    let kept_seq = service.admin("GET", "/admin/state-hash", None).json()["seq"]
+        .as_u64()
+        .unwrap();
+    alice
+        .place(yes(), Side::Buy, 1_100, 1, OrderType::Gtc)
+        .unwrap();
+    service.kill();
+    let filler = disk.fill();
+    let repair = || {
+        Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args([
+                "journal",
+                "repair",
+                "--truncate-after",
+                &kept_seq.to_string(),
+            ])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .output()
+            .unwrap()
+    };
+    let bad_copies = || {
+        std::fs::read_dir(data_dir.join("journal"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains(".bad"))
+            .count()
+    };
+    let refused = repair();
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(bad_copies(), 0, "a partial .bad copy was left");
+    assert!(verify_exit(&data_dir).success());
+    std::fs::remove_file(filler).unwrap();
+    let repaired = repair();
+    assert!(
+        repaired.status.success(),
+        "{}",
+        String::from_utf8_lossy(&repaired.stderr)
+    );
+    assert_eq!(bad_copies(), 1);
+}
