@@ -15,10 +15,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::etcd::{Etcd, Lease};
-use crate::records::{Keys, LeaderRecord, NodeRecord};
+use crate::records::{AcknowledgedRecord, Keys, LeaderRecord, NodeRecord};
 
 /// How a node takes part.
 #[derive(Clone, Debug)]
@@ -61,11 +61,11 @@ pub struct Position {
     pub held: AtomicU64,
     /// The newest term in the journal.
     pub term: AtomicU64,
-    /// While this node leads: the sequence through which the cluster holds its records for
-    /// good (the record that began the term, and with `--replicas N` the last record N
-    /// standbys hold). Published in etcd; a node holding less never runs for leader by
-    /// itself, so an empty or set-aside node does not lead over acknowledged writes.
-    pub acknowledged: AtomicU64,
+    /// While this node leads: its term and the last record `--replicas` standbys (at least
+    /// one) hold, once they hold the term's first record. Published in etcd for that term
+    /// only; a node holding less never runs for leader by itself, so an empty or set-aside
+    /// node does not lead over acknowledged writes.
+    pub acknowledged: Mutex<AcknowledgedRecord>,
 }
 
 /// Changes of role the runtime acts on, in order.
@@ -112,7 +112,7 @@ pub struct Coordinator {
     view: Arc<RwLock<View>>,
     addresses: Arc<RwLock<Option<Addresses>>>,
     asked: Arc<AtomicBool>,
-    resign: Arc<AtomicBool>,
+    resign: Arc<AtomicU64>,
     changes: Receiver<Change>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -132,7 +132,7 @@ impl Coordinator {
         let view = Arc::new(RwLock::new(View::default()));
         let addresses = Arc::new(RwLock::new(None));
         let asked = Arc::new(AtomicBool::new(false));
-        let resign = Arc::new(AtomicBool::new(false));
+        let resign = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, changes) = unbounded();
         let mut campaign = Campaign {
@@ -152,8 +152,9 @@ impl Coordinator {
             leading: None,
             following: None,
             unled_ticks: 0,
-            sit_out_until: None,
-            published_acknowledged: 0,
+            resigned_at: None,
+            published_acknowledged: AcknowledgedRecord::default(),
+            blocked_logged: None,
         };
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -188,13 +189,14 @@ impl Coordinator {
         self.asked.store(true, Ordering::Release);
     }
 
-    /// Gives the lead up: a node that won the lease but could not take writes (its term was
-    /// not journaled) must not keep the key, or the cluster would have a leader that accepts
-    /// nothing. At the next tick the lease is revoked (the leader's key goes with it) and
-    /// this node sits out the next three leases' elections unless an operator asks, so that
-    /// another node holding as much can lead.
-    pub fn resign(&self) {
-        self.resign.store(true, Ordering::Release);
+    /// Gives the lead of `term` up: a node that won the lease but could not take writes (its
+    /// term was not journaled) must not keep the key, or the cluster would have a leader that
+    /// accepts nothing. At the next tick, if this node still leads `term` (or its lease still
+    /// holds the key for it), the lease is revoked (the leader's key goes with it); then this
+    /// node lets another that holds as much run first (three leases), else tries again after
+    /// one lease, unless an operator asks.
+    pub fn resign(&self, term: u64) {
+        self.resign.store(term, Ordering::Release);
     }
 
     /// The shared view (for the admin surface and the gauges).
@@ -231,7 +233,7 @@ impl Drop for Coordinator {
 struct Campaign {
     addresses: Arc<RwLock<Option<Addresses>>>,
     asked: Arc<AtomicBool>,
-    resign: Arc<AtomicBool>,
+    resign: Arc<AtomicU64>,
     keys: Keys,
     config: CoordinatorConfig,
     etcd: Etcd,
@@ -248,10 +250,12 @@ struct Campaign {
     following: Option<LeaderRecord>,
     /// Ticks in a row that found no leader.
     unled_ticks: u32,
-    /// After resigning: no running for leader before this time, unless asked.
-    sit_out_until: Option<Instant>,
+    /// When this node last gave the lead up (it lets others run first for a while).
+    resigned_at: Option<Instant>,
     /// The last `acknowledged` this node published while leading.
-    published_acknowledged: u64,
+    published_acknowledged: AcknowledgedRecord,
+    /// What kept this node from running, last logged (logged again when it changes).
+    blocked_logged: Option<(u64, u64, AcknowledgedRecord)>,
     /// Whether etcd's raising of a short lease was logged (once per run).
     warned_long_lease: bool,
 }
@@ -278,8 +282,9 @@ impl Campaign {
     }
 
     fn step(&mut self) {
-        if self.resign.swap(false, Ordering::AcqRel) {
-            self.give_up_lease();
+        let resign = self.resign.swap(0, Ordering::AcqRel);
+        if resign != 0 {
+            self.give_up_lease(resign);
         }
         self.renew();
         if let Some(term) = self.leading {
@@ -300,7 +305,6 @@ impl Campaign {
             }
         };
         self.publish_position();
-        self.publish_acknowledged();
         {
             let mut view = self.view.write();
             view.term = view.term.max(leader.as_ref().map_or(0, |l| l.term));
@@ -309,7 +313,10 @@ impl Campaign {
         }
         match (self.leading, leader) {
             (Some(term), Some(record))
-                if record.node_id == self.config.node_id && record.term == term => {}
+                if record.node_id == self.config.node_id && record.term == term =>
+            {
+                self.publish_acknowledged(term);
+            }
             (Some(term), _) => {
                 tracing::warn!(term, "the leader's key is no longer this node's");
                 self.demote();
@@ -422,21 +429,44 @@ impl Campaign {
         self.following = None;
     }
 
-    /// Resigns: stops acknowledging, revokes the lease (etcd deletes the leader's key and this
-    /// node's record with it) and sits out the next elections.
-    fn give_up_lease(&mut self) {
-        let was_leading = self.leading.is_some();
+    /// Resigns the lead of `term`: stops acknowledging and revokes the lease (etcd deletes the
+    /// leader's key and this node's record with it) when this node leads `term`, or its lease
+    /// still holds the key for it; a resignation of another term is stale and ignored.
+    fn give_up_lease(&mut self, term: u64) {
+        let holds_key = || -> bool {
+            let Some(lease) = self.lease else {
+                return false;
+            };
+            matches!(
+                self.etcd.get_with_lease(&self.keys.leader),
+                Ok(Some((bytes, key_lease)))
+                    if key_lease == lease.id
+                        && serde_json::from_slice::<LeaderRecord>(&bytes)
+                            .is_ok_and(|r| r.node_id == self.config.node_id && r.term == term)
+            )
+        };
+        let leads_it = match self.leading {
+            Some(leading) => leading == term,
+            None => holds_key(),
+        };
+        if !leads_it {
+            tracing::debug!(
+                term,
+                "a resignation of a term this node does not lead: ignored"
+            );
+            return;
+        }
         self.demote();
-        if let Some(lease) = self.lease.take_if(|_| was_leading) {
+        if let Some(lease) = self.lease.take() {
             self.renewed_at = None;
             match self.etcd.revoke(lease.id) {
-                Ok(()) => tracing::warn!("gave the lead up: the lease is revoked"),
+                Ok(()) => tracing::warn!(term, "gave the lead up: the lease is revoked"),
                 Err(e) => {
-                    tracing::warn!(error = %e, "gave the lead up; the lease expires by itself")
+                    tracing::warn!(term, error = %e, "gave the lead up; the lease expires by itself")
                 }
             }
         }
-        self.sit_out_until = Some(Instant::now() + self.config.lease * 3);
+        self.resigned_at = Some(Instant::now());
     }
 
     fn publish_position(&self) {
@@ -452,36 +482,38 @@ impl Campaign {
         }
     }
 
-    /// While leading: publishes how far the cluster holds its records for good, when that
-    /// moved (the key has no lease: it outlives the leader, for the next election).
-    fn publish_acknowledged(&mut self) {
-        if self.leading.is_none() || !self.may_acknowledge_now() {
+    /// While leading `term` (its key read as this node's this tick): publishes how far its
+    /// standbys hold the records, when that moved in this term (the key has no lease: it
+    /// outlives the leader, for the next election).
+    fn publish_acknowledged(&mut self, term: u64) {
+        if !self.may_acknowledge_now() {
             return;
         }
-        let acknowledged = self.position.acknowledged.load(Ordering::Acquire);
-        if acknowledged <= self.published_acknowledged {
+        let acknowledged = *self.position.acknowledged.lock();
+        if acknowledged.term != term || acknowledged <= self.published_acknowledged {
             return;
         }
-        let text = acknowledged.to_string();
-        match self
-            .etcd
-            .put(&self.keys.acknowledged, text.as_bytes(), None)
-        {
+        let bytes = serde_json::to_vec(&acknowledged).unwrap_or_default();
+        match self.etcd.put(&self.keys.acknowledged, &bytes, None) {
             Ok(()) => self.published_acknowledged = acknowledged,
             Err(e) => tracing::debug!(error = %e, "acknowledged position not published"),
         }
     }
 
-    /// The sequence through which the cluster holds its records for good, as its last leader
-    /// published it (0: none yet, or etcd holds no number).
-    fn cluster_acknowledged(&self) -> Result<u64, ()> {
+    /// How far the cluster holds its records for good, as its last leader published it
+    /// (nothing yet: term 0, seq 0). `None` when etcd does not answer or the key holds
+    /// something else (then this node does not run).
+    fn cluster_acknowledged(&self) -> Option<AcknowledgedRecord> {
         match self.etcd.get(&self.keys.acknowledged) {
-            Ok(None) => Ok(0),
-            Ok(Some(bytes)) => Ok(std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(0)),
-            Err(_) => Err(()),
+            Ok(None) => Some(AcknowledgedRecord::default()),
+            Ok(Some(bytes)) => {
+                let record = serde_json::from_slice(&bytes).ok();
+                if record.is_none() {
+                    tracing::error!(key = %self.keys.acknowledged, "the key holds no acknowledged record");
+                }
+                record
+            }
+            Err(_) => None,
         }
     }
 
@@ -497,11 +529,8 @@ impl Campaign {
     /// holds.
     fn run_for_leader(&mut self, asked: bool) {
         let Some(lease) = self.lease else { return };
-        if !asked
-            && self
-                .sit_out_until
-                .is_some_and(|until| Instant::now() < until)
-        {
+        let resigned_for = self.resigned_at.map(|at| at.elapsed());
+        if !asked && resigned_for.is_some_and(|for_| for_ < self.config.lease) {
             return;
         }
         let Some(addresses) = self.addresses.read().clone() else {
@@ -528,27 +557,46 @@ impl Campaign {
             return;
         }
         let me = self.own_record();
-        let Ok(acknowledged) = self.cluster_acknowledged() else {
+        let Some(acknowledged) = self.cluster_acknowledged() else {
             return;
         };
-        if me.held < acknowledged && !asked {
-            tracing::warn!(
-                held = me.held,
-                acknowledged,
-                "the cluster acknowledged records this node does not hold: not running for \
-                 leader (POST /admin/promote leads anyway, without them)"
-            );
+        if !me.holds_acknowledged(&acknowledged) && !asked {
+            let blocked = (me.term, me.held, acknowledged);
+            if self.blocked_logged != Some(blocked) {
+                tracing::warn!(
+                    term = me.term,
+                    held = me.held,
+                    acknowledged_term = acknowledged.term,
+                    acknowledged_seq = acknowledged.seq,
+                    "the cluster acknowledged records this node does not hold: not running for \
+                     leader (POST /admin/promote leads anyway, without them)"
+                );
+                self.blocked_logged = Some(blocked);
+            }
             return;
         }
         let others = match self.etcd.get_prefix(&self.keys.nodes) {
             Ok(others) => others,
             Err(_) => return,
         };
-        let ahead = others
+        let others: Vec<NodeRecord> = others
             .iter()
             .filter_map(|kv| serde_json::from_slice::<NodeRecord>(&kv.value).ok())
             .filter(|other| other.node_id != me.node_id)
-            .find(|other| !me.holds_at_least(other));
+            .collect();
+        // After giving the lead up, another node that could lead runs first.
+        let another_could_lead = || {
+            others
+                .iter()
+                .any(|o| o.holds_at_least(&me) && o.holds_acknowledged(&acknowledged))
+        };
+        if !asked
+            && resigned_for.is_some_and(|for_| for_ < self.config.lease * 3)
+            && another_could_lead()
+        {
+            return;
+        }
+        let ahead = others.iter().find(|other| !me.holds_at_least(other));
         if let Some(other) = ahead.filter(|_| !asked) {
             tracing::info!(
                 other = %other.node_id, other_held = other.held, held = me.held,

@@ -10,4 +10,4 @@ pub mod records;
 pub use leadership::{
     AckDeadline, Addresses, Change, Coordinator, CoordinatorConfig, Position, View,
 };
-pub use records::{LeaderRecord, NodeRecord};
+pub use records::{AcknowledgedRecord, LeaderRecord, NodeRecord};

@@ -40,6 +40,26 @@ impl NodeRecord {
     }
 }
 
+/// The value of `/ladder/<cluster>/acknowledged`: how far the cluster holds its records for
+/// good, published by the leader of `term` once its standbys hold them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AcknowledgedRecord {
+    /// The leader's term (a standby that holds `seq` holds this term's first record).
+    pub term: u64,
+    /// The last record `--replicas` standbys (at least one) held.
+    pub seq: u64,
+}
+
+impl NodeRecord {
+    /// Whether this node holds every record `acknowledged` names: a newer term (whose leader
+    /// held them to be elected, and whose first record follows them), or the same term and
+    /// at least `seq`.
+    pub fn holds_acknowledged(&self, acknowledged: &AcknowledgedRecord) -> bool {
+        self.term > acknowledged.term
+            || (self.term == acknowledged.term && self.held >= acknowledged.seq)
+    }
+}
+
 /// The keys of one cluster.
 #[derive(Clone, Debug)]
 pub struct Keys {
@@ -88,6 +108,25 @@ mod tests {
             r#"{"node_id":"a","url":"http://127.0.0.1:8080","replication":"127.0.0.1:9000","term":3}"#
         );
         assert_eq!(serde_json::from_str::<LeaderRecord>(&text).unwrap(), record);
+    }
+
+    #[test]
+    fn what_the_cluster_acknowledged_is_held_by_a_newer_term_or_as_many_records_of_its_own() {
+        let node = |term, held| NodeRecord {
+            node_id: "n".into(),
+            held,
+            term,
+        };
+        let acknowledged = AcknowledgedRecord {
+            term: 6,
+            seq: 1_050,
+        };
+        assert!(node(6, 1_050).holds_acknowledged(&acknowledged));
+        assert!(node(7, 10).holds_acknowledged(&acknowledged));
+        assert!(!node(6, 1_049).holds_acknowledged(&acknowledged));
+        // An older term's longer journal holds records the newer leader never had.
+        assert!(!node(5, 1_100).holds_acknowledged(&acknowledged));
+        assert!(node(0, 0).holds_acknowledged(&AcknowledgedRecord::default()));
     }
 
     #[test]

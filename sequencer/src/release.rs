@@ -203,7 +203,9 @@ impl Releaser {
                 continue;
             }
             // Past the deadline the events wait too (with `--replicas 0` as well): if the
-            // next leader cuts these records, no feed, store or settlement saw them.
+            // next leader cuts these records, no feed or settlement saw them (the read side
+            // may have shown them, and the history store rewinds to the journal when the
+            // node starts again as a standby).
             if (!held && any_writes) || !leading {
                 self.withheld.push((last_seq, Arc::new(published)));
             } else {

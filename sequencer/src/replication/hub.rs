@@ -180,19 +180,18 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
-    /// The last sequence `required` standbys all hold now (`None` when none is required or
-    /// fewer are connected).
-    pub fn held_by_required(&self) -> Option<u64> {
-        let required = self.required();
-        if required == 0 {
+    /// The last sequence `count` connected standbys all hold now (`None` for 0, or when fewer
+    /// are connected).
+    pub fn held_by_standbys(&self, count: usize) -> Option<u64> {
+        if count == 0 {
             return None;
         }
         let mut acks: Vec<u64> = self.lock().acks.values().copied().collect();
-        if acks.len() < required {
+        if acks.len() < count {
             return None;
         }
         acks.sort_unstable_by(|a, b| b.cmp(a));
-        Some(acks[required - 1])
+        Some(acks[count - 1])
     }
 
     /// Whether `required` standbys hold `seq` now (without waiting).

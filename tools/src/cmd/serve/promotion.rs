@@ -43,12 +43,14 @@ pub(super) fn promote_here(
     };
     follow_stop.store(true, Ordering::Release);
     let held = thread.join().ok().and_then(Result::ok).unwrap_or(0);
-    promotion.follower_flag.store(false, Ordering::Release);
     if let Some((drain_stop, drain_thread)) = promotion.drain.take() {
         drain_stop.store(true, Ordering::Release);
         let _ = drain_thread.join();
     }
+    // The node's own work goes through while it is still marked a follower; its timers fire
+    // only once it is not, so nothing but the term is journaled before the term is.
     before_writes(promotion.internal)?;
+    promotion.follower_flag.store(false, Ordering::Release);
     *settlement = start_settlement(promotion.internal)?;
     promotion.state.standby.store(false, Ordering::Release);
     tracing::info!(last_seq = held, "promoted to primary");
@@ -76,11 +78,6 @@ pub(super) fn lead(
                     }
                 }
                 coordination.position.term.fetch_max(term, Ordering::AcqRel);
-                // The term's first record: every node that follows this leader holds it.
-                coordination
-                    .position
-                    .acknowledged
-                    .fetch_max(seq, Ordering::AcqRel);
                 // `serve --demo` on an empty journal (the term is its first record): the demo
                 // market, before any write.
                 if demo && seq == 1 {

@@ -93,6 +93,8 @@ pub(super) struct Supervisor<'a> {
     promotion_asked: Option<(PromoteRequest, Instant)>,
     /// The dead-man switches earlier runs left armed.
     lost_switches: LostSwitches,
+    /// Since when this node has led with `--replicas 0` and no standby connected.
+    alone_since: Option<Instant>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -116,6 +118,7 @@ impl<'a> Supervisor<'a> {
             forgetting: Forgetting::after_start_at(started_at_seq),
             promotion_asked: None,
             lost_switches,
+            alone_since: None,
         }
     }
 
@@ -146,16 +149,7 @@ impl<'a> Supervisor<'a> {
             if let Some(coordination) = self.context.coordination {
                 let held = self.context.stats.last_seq.load(Ordering::Acquire);
                 coordination.position.held.store(held, Ordering::Release);
-                let leading = !self.context.follower_flag.load(Ordering::Acquire)
-                    && !self.context.state.standby.load(Ordering::Acquire);
-                if let Some(held) = self.context.hub.and_then(|hub| hub.held_by_required()) {
-                    if leading {
-                        coordination
-                            .position
-                            .acknowledged
-                            .fetch_max(held, Ordering::AcqRel);
-                    }
-                }
+                self.raise_acknowledged(coordination);
             }
             // SIGUSR2 writes a snapshot now (as `ladder snapshot`), SIGUSR1 promotes a standby
             // (as `ladder promote`): for operators with a process manager, not the token.
@@ -274,8 +268,11 @@ impl<'a> Supervisor<'a> {
                 if failed {
                     // Holding the lease without taking writes would stall the cluster: the
                     // lease goes back, and this node starts again as a standby of whoever
-                    // leads next (its follower may already be stopped).
-                    coordination.coordinator.resign();
+                    // leads next (its follower may already be stopped). Nothing is written
+                    // meanwhile: the fence closes now, not at the coordinator's next tick.
+                    coordination.fence.allow_until(None);
+                    self.context.follower_flag.store(true, Ordering::Release);
+                    coordination.coordinator.resign(term);
                     return Some(LoopEnd::Rejoin);
                 }
             }
@@ -297,6 +294,43 @@ impl<'a> Supervisor<'a> {
             },
         }
         None
+    }
+
+    /// While this node leads and may acknowledge: what its standbys hold of its term, for the
+    /// coordinator to publish (CONTRACT 22: no node holding less runs for leader by itself).
+    /// Only records a standby holds count, and only once a standby holds the term's first
+    /// record, so that a successor always exists among the standbys.
+    fn raise_acknowledged(&mut self, coordination: &Coordination) {
+        let leading = !self.context.follower_flag.load(Ordering::Acquire)
+            && !self.context.state.standby.load(Ordering::Acquire)
+            && coordination.fence.may_acknowledge();
+        let Some(hub) = self.context.hub.filter(|_| leading) else {
+            self.alone_since = None;
+            return;
+        };
+        // With `--replicas 0` and no standby for two leases (a single node, not a takeover
+        // whose standbys are still connecting), what it answered is held by it alone: no
+        // node that joins empty may lead over it.
+        let alone = hub.required() == 0 && hub.connected() == 0;
+        let alone_since = if alone {
+            *self.alone_since.get_or_insert_with(Instant::now)
+        } else {
+            self.alone_since = None;
+            Instant::now()
+        };
+        let held = match hub.held_by_standbys(hub.required().max(1)) {
+            Some(held) if held >= hub.term_start() => held,
+            _ if alone && alone_since.elapsed() >= coordination.coordinator.config().lease * 2 => {
+                self.context.stats.last_seq.load(Ordering::Acquire)
+            }
+            _ => return,
+        };
+        let term = coordination.position.term.load(Ordering::Acquire);
+        let mut acknowledged = coordination.position.acknowledged.lock();
+        let now = ladder_coordinator::AcknowledgedRecord { term, seq: held };
+        if now > *acknowledged {
+            *acknowledged = now;
+        }
     }
 
     /// Refuses an operator's promotion that was not elected within its deadline.
