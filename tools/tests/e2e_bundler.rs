@@ -289,6 +289,16 @@ fn refusals_are_json_rpc_errors_that_change_nothing() {
             "batch requests are not supported: send one call per request",
         ),
         ("5", -32600, "body: expected a JSON-RPC call object"),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"eth_chainId","params":[]}"#,
+            -32600,
+            "id: expected a string, an integer or null",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"eth_chainId","params":[]}"#,
+            -32600,
+            "id: expected a string, an integer or null",
+        ),
     ] {
         let r = public(&service, "POST", "/bundler", Some(body));
         assert_eq!(r.status, 200, "{}", r.body);

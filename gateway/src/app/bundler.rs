@@ -118,6 +118,23 @@ fn params_error(message: impl Into<String>) -> (i64, String, Option<Value>) {
 
 fn dispatch(app: &App, call: &Value) -> Outcome {
     let id = call.get("id").cloned().unwrap_or(Value::Null);
+    // JSON-RPC 2.0: an id is a string, a number or null; one that is not (or a number past
+    // 64 bits, which would not come back as sent) cannot be echoed.
+    let echoable = match &id {
+        Value::Null | Value::String(_) => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    };
+    if !echoable {
+        return answer(
+            &Value::Null,
+            Err((
+                INVALID_REQUEST,
+                "id: expected a string, an integer or null".into(),
+                None,
+            )),
+        );
+    }
     let Some(method) = call.get("method").and_then(Value::as_str) else {
         return answer(&id, Err((INVALID_REQUEST, "method: required".into(), None)));
     };
