@@ -11,9 +11,19 @@ use crate::rpc::{bytes, quantity, to_hex, RpcClient, RpcError};
 
 /// The Solidity signature of the settlement call.
 pub const MATCH_ORDERS: &str = "matchOrders(bytes32,(bytes32,bytes32,bytes32,address,address,uint256,uint8,uint64,uint64,uint8)[])";
-/// Gas offered per batch: a fixed base and a share per fill (generous; unused gas is refunded).
+/// Gas offered per batch at most: a fixed base and a share per fill (generous; unused gas is
+/// refunded). The node's estimate with a quarter more is offered when it is lower, and never
+/// more than a block holds.
 const GAS_BASE: u64 = 120_000;
 const GAS_PER_FILL: u64 = 60_000;
+/// Above this much gas the latest block's limit is read, so that the offer fits in a block.
+const GAS_CHECKED_AGAINST_BLOCK: u64 = 8_000_000;
+/// What nodes say when a call needs more gas than a block holds (estimation).
+const GAS_OVER_BLOCK: [&str; 3] = [
+    "gas required exceeds",
+    "exceeds block gas limit",
+    "intrinsic gas too high",
+];
 
 /// One fill of a batch, as the contract's `Fill` struct.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,20 +149,34 @@ impl ExchangeClient {
     /// Sends `matchOrders(batch_id, fills)`; the transaction hash.
     pub fn submit(&self, batch_id: &[u8; 32], fills: &[Fill]) -> Result<[u8; 32], SubmitError> {
         let data = match_orders_calldata(batch_id, fills);
-        let gas = GAS_BASE + GAS_PER_FILL * fills.len() as u64;
-        let params = json!([{
+        let call = json!({
             "from": self.from.to_lowercase_hex(),
             "to": self.exchange.to_lowercase_hex(),
             "data": to_hex(&data),
-            "gas": format!("0x{gas:x}"),
-        }]);
+        });
         // Estimation first: a batch the contract refuses is known now, not after mining.
-        if let Err(e) = self.rpc.call(
-            "eth_estimateGas",
-            json!([{"from": params[0]["from"], "to": params[0]["to"], "data": params[0]["data"]}]),
-        ) {
-            return Err(classify(e));
+        let estimate = self
+            .rpc
+            .call("eth_estimateGas", json!([call]))
+            .and_then(|answer| quantity(&answer))
+            .map_err(classify)?;
+        let mut gas = (GAS_BASE + GAS_PER_FILL * fills.len() as u64)
+            .min(estimate.saturating_add(estimate / 4).saturating_add(25_000));
+        if gas > GAS_CHECKED_AGAINST_BLOCK {
+            let block = self
+                .rpc
+                .call("eth_getBlockByNumber", json!(["latest", false]))
+                .and_then(|block| quantity(&block["gasLimit"]))
+                .map_err(SubmitError::Rpc)?;
+            if estimate > block {
+                return Err(SubmitError::Reverted(format!(
+                    "the batch needs {estimate} gas, more than a block holds ({block})"
+                )));
+            }
+            gas = gas.min(block);
         }
+        let mut params = json!([call]);
+        params[0]["gas"] = json!(format!("0x{gas:x}"));
         let hash = self
             .rpc
             .call("eth_sendTransaction", params)
@@ -231,6 +255,13 @@ impl ExchangeClient {
 
 /// A revert is final; anything else may pass on a retry.
 fn classify(error: RpcError) -> SubmitError {
+    if let RpcError::Node { message, .. } = &error {
+        let lower = message.to_ascii_lowercase();
+        if GAS_OVER_BLOCK.iter().any(|says| lower.contains(says)) {
+            // The same on every retry: the batch does not fit in a block.
+            return SubmitError::Reverted(format!("the batch does not fit in a block: {message}"));
+        }
+    }
     if !error.is_revert() {
         return SubmitError::Rpc(error);
     }
@@ -250,6 +281,29 @@ fn classify(error: RpcError) -> SubmitError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_that_does_not_fit_in_a_block_is_a_final_refusal_not_a_retry() {
+        let node = |message: &str| RpcError::Node {
+            code: -32000,
+            message: message.into(),
+            data: None,
+        };
+        for message in [
+            "gas required exceeds allowance (30000000)",
+            "intrinsic gas too high -- tx.gas_limit > env.block.gas_limit",
+            "exceeds block gas limit",
+        ] {
+            assert!(
+                matches!(classify(node(message)), SubmitError::Reverted(_)),
+                "{message}"
+            );
+        }
+        assert!(matches!(
+            classify(node("header not found")),
+            SubmitError::Rpc(_)
+        ));
+    }
 
     #[test]
     fn the_calldata_is_the_selector_the_batch_id_then_the_fills() {

@@ -658,3 +658,54 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
         "{again}"
     );
 }
+
+/// A taker that fills 600 resting orders makes one batch of 600 fills: its gas is the
+/// node's estimate with a margin, not a per-fill allowance that passed the block's gas
+/// limit (the node refused that send, and the batch stayed RETRYING for ever).
+#[test]
+fn a_taker_filling_six_hundred_orders_settles_in_one_batch_on_the_chain() {
+    let Some(anvil) = Anvil::start() else { return };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_address.to_lowercase_hex(),
+        "--chain-confirmations",
+        "1",
+        "--chain-poll-ms",
+        "100",
+        "--rate-limit-key",
+        "0",
+        "--rate-limit-ip",
+        "0",
+    ]);
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let (mut maker, mut taker) = keyed_smart_traders(&anvil, &service, &exchange);
+    for trader in [&maker, &taker] {
+        deposit(&service, &trader.account, "COLLATERAL", 1_000_000_000);
+    }
+    const FILLS: u64 = 600;
+    for _ in 0..FILLS {
+        rest(&mut maker, yes(), Side::Buy, 1_000, 1);
+    }
+    let matched = place(&mut taker, no(), Side::Buy, 9_000, FILLS, OrderType::Fak);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    assert_eq!(
+        matched["tradeIds"].as_array().map(Vec::len),
+        Some(FILLS as usize),
+        "{matched}"
+    );
+    let trade_id = matched["tradeIds"][0]
+        .as_str()
+        .expect("trade id")
+        .to_string();
+    let mut seen = Vec::new();
+    wait_status(&mut taker, &trade_id, "CONFIRMED", &mut seen);
+    let batch_id = batch_word(matched["transactionsHashes"][0].as_str().expect("batch"));
+    let fills = anvil.call_word(
+        &exchange_address,
+        &encode_call(selector("fillCount(bytes32)"), &[Arg::Word(batch_id)]),
+    );
+    assert_eq!(fills, FILLS as usize, "every fill recorded on the chain");
+}
