@@ -385,7 +385,20 @@ fn forward(
                 code: SIGNATURE_CHECK_FAILED,
                 message,
                 data,
-            }) => Err((REJECTED, message, data.map(Value::String))),
+            }) => Err((
+                REJECTED,
+                entry_point_words(message),
+                data.map(Value::String),
+            )),
+            Err(RpcError::Node {
+                code: REJECTED,
+                message,
+                data,
+            }) => Err((
+                REJECTED,
+                entry_point_words(message),
+                data.map(Value::String),
+            )),
             Err(RpcError::Node {
                 code,
                 message,
@@ -399,6 +412,24 @@ fn forward(
         };
         answer(&id, result)
     })
+}
+
+/// A bundler's refusal as CONTRACT 20 words it: from the EntryPoint's `AAnn ` code on
+/// (bundlers such as Alto say `UserOperation reverted with reason: AA24 signature error`);
+/// a message without such a code as given.
+fn entry_point_words(message: String) -> String {
+    let bytes = message.as_bytes();
+    let code_at = (0..bytes.len().saturating_sub(4)).find(|&i| {
+        bytes[i..i + 2] == *b"AA"
+            && bytes[i + 2].is_ascii_digit()
+            && bytes[i + 3].is_ascii_digit()
+            && bytes[i + 4] == b' '
+            && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+    });
+    match code_at {
+        Some(i) => message[i..].to_string(),
+        None => message,
+    }
 }
 
 /// What a redeem needs of the chain before it goes to the bundler: no `Redeemed` event of
@@ -635,4 +666,28 @@ fn by_hash_json(entry_point: &Address, exchange: &Address, receipt: &UserOpRecei
         "blockNumber": format_quantity(&U256::from(receipt.seq)),
         "blockHash": Value::Null,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_point_words;
+
+    #[test]
+    fn a_bundlers_refusal_is_worded_from_its_entry_point_code_on() {
+        for (given, words) in [
+            (
+                "UserOperation reverted with reason: AA24 signature error",
+                "AA24 signature error",
+            ),
+            ("AA20 account not deployed", "AA20 account not deployed"),
+            (
+                "UserOperation reverted during simulation with reason: AA25 invalid account nonce",
+                "AA25 invalid account nonce",
+            ),
+            ("nothing to redeem", "nothing to redeem"),
+            ("AAA", "AAA"),
+        ] {
+            assert_eq!(entry_point_words(given.to_string()), words);
+        }
+    }
 }
