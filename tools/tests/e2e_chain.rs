@@ -709,3 +709,98 @@ fn a_taker_filling_six_hundred_orders_settles_in_one_batch_on_the_chain() {
     );
     assert_eq!(fills, FILLS as usize, "every fill recorded on the chain");
 }
+
+/// A redemption on the chain by an account that holds nothing of its market here (anyone may
+/// redeem nothing) in a market this service has not resolved does not hold up the
+/// redemptions after it: a holder's redemption in another market is recorded once final.
+#[test]
+fn a_redemption_of_nothing_in_a_market_unresolved_here_holds_up_no_other() {
+    let Some(anvil) = Anvil::start() else { return };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "1",
+        "--chain-poll-ms",
+        "100",
+    ]);
+    let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
+    let second = helpers::create_market(&service, 9, json!({}));
+    let (yes2, no2): (U256, U256) = (second.yes.parse().unwrap(), second.no.parse().unwrap());
+    let register = |condition: [u8; 32], yes: U256, no: U256| {
+        anvil.transact(
+            Some(&exchange_text),
+            &encode_call(
+                selector("registerMarket(bytes32,uint256,uint256)"),
+                &[
+                    Arg::Word(condition),
+                    Arg::Word(yes.to_be_bytes()),
+                    Arg::Word(no.to_be_bytes()),
+                ],
+            ),
+        );
+    };
+    let (first_condition, second_condition) = (
+        batch_word(support::CONDITION_ID),
+        batch_word(&second.condition_id),
+    );
+    register(first_condition, yes(), no());
+    register(second_condition, yes2, no2);
+    let on_chain = |call: &str, condition: [u8; 32], outcome: Option<u64>| {
+        let mut args = vec![Arg::Word(condition)];
+        args.extend(outcome.map(|o| Arg::Word(uint_word(o))));
+        anvil.transact(Some(&exchange_text), &encode_call(selector(call), &args));
+    };
+
+    // The holder is a smart account the operator (anvil's first account) owns: it buys No
+    // of the second market in a MINT that settles on the chain.
+    let operator_key = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+    let wallet = Wallet::from_secret_key(
+        secp256k1::SecretKey::from_slice(&hex::decode(operator_key).unwrap()).unwrap(),
+    );
+    assert_eq!(wallet.address().to_lowercase_hex(), anvil.operator());
+    let holder_address = anvil.deploy("SmartAccount", &[address_word(&wallet.address())]);
+    deposit(&service, &holder_address, "COLLATERAL", 100_000_000);
+    let mut holder = Trader::new(&service.url, wallet, holder_address).expect("trader");
+    holder.exchange = exchange;
+    let r = holder.create_api_key(0).expect("create key");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut maker = smart_trader(&anvil, &service, &exchange);
+    let r = maker.create_api_key(0).expect("create key");
+    assert_eq!(r.status, 200, "{}", r.body);
+    rest(&mut maker, yes2, Side::Buy, 6_000, 10);
+    let matched = place(&mut holder, no2, Side::Buy, 4_000, 10, OrderType::Gtc);
+    assert_eq!(matched["status"], json!("matched"), "{matched}");
+    let trade_id = matched["tradeIds"][0].as_str().unwrap().to_string();
+    wait_status(&mut holder, &trade_id, "CONFIRMED", &mut Vec::new());
+
+    // The first market is resolved on the chain only, and the operator's own address (which
+    // holds nothing of it) redeems it there: nothing is paid, but the event is emitted.
+    on_chain("resolve(bytes32,uint8)", first_condition, Some(1));
+    on_chain("redeem(bytes32)", first_condition, None);
+    // The second is resolved on both; the holder redeems its No shares on the chain.
+    on_chain("resolve(bytes32,uint8)", second_condition, Some(2));
+    helpers::admin_ok(
+        &service,
+        "POST",
+        &format!("/admin/markets/{}/resolve", second.condition_id),
+        json!({"outcome": "No"}),
+    );
+    assert_eq!(claimable_of(&service, &holder_address).len(), 1);
+    anvil.transact(
+        Some(&holder_address.to_lowercase_hex()),
+        &execute_redeem_call_data(&exchange_address, &second.market()),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !claimable_of(&service, &holder_address).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the holder's redemption on the chain was never recorded"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use ladder_chain::redemptions::{redemptions_in, Redemption};
 use ladder_chain::RpcClient;
-use ladder_engine::{Command, Engine, MarketState};
+use ladder_engine::{Asset, Command, Engine, MarketState};
 use ladder_protocol::Address;
 use ladder_sequencer::{Completion, Work};
 
@@ -121,8 +121,10 @@ impl RedemptionWatch {
     }
 
     /// Journals each redemption, then moves the cursor past `through`. A redemption in a
-    /// market this service does not hold is passed over; one in a market it has not resolved
-    /// yet waits (the blocks are read again later), as does one the service refused.
+    /// market this service does not hold is passed over, and so is one of an account that
+    /// holds nothing of the market here (anyone may redeem nothing on the chain: it must not
+    /// hold up the redemptions after it); one in a market it has not resolved yet waits (the
+    /// blocks are read again later), as does one the service refused.
     fn record(
         &mut self,
         redemptions: &[Redemption],
@@ -131,7 +133,16 @@ impl RedemptionWatch {
     ) {
         for redemption in redemptions {
             match market_state(redemption, run) {
-                Ok(Some(MarketState::Resolved(_))) => {}
+                Ok(Some((MarketState::Resolved(_), _))) => {}
+                Ok(Some((_, false))) => {
+                    tracing::info!(
+                        account = %redemption.account.to_lowercase_hex(),
+                        condition_id = %redemption.condition_id,
+                        block = redemption.block,
+                        "redemption on the chain by an account that holds nothing of the market here: passed over"
+                    );
+                    continue;
+                }
                 Ok(None) => {
                     tracing::info!(
                         account = %redemption.account.to_lowercase_hex(),
@@ -182,15 +193,20 @@ impl RedemptionWatch {
     }
 }
 
-/// The state of the redemption's market as the engine holds it (`None`: no such market),
-/// asked through the sequencer.
+/// The state of the redemption's market as the engine holds it, and whether the redeeming
+/// account holds any of its tokens (`None`: no such market), asked through the sequencer.
 fn market_state(
     redemption: &Redemption,
     run: &mut impl FnMut(Work) -> Result<Completion, String>,
-) -> Result<Option<MarketState>, String> {
-    let condition_id = redemption.condition_id;
+) -> Result<Option<(MarketState, bool)>, String> {
+    let (condition_id, account) = (redemption.condition_id, redemption.account);
     query_through(run, move |e: &Engine| {
-        e.market(&condition_id).map(|m| m.state)
+        e.market(&condition_id).map(|m| {
+            let holds = [m.yes_token_id, m.no_token_id]
+                .into_iter()
+                .any(|token| e.balance(&account, Asset::Token(token)).total() > 0);
+            (m.state, holds)
+        })
     })
 }
 
