@@ -1208,3 +1208,46 @@ fn with_async_durability_a_gateway_thread_sequences_for_a_sleeping_sequencer() {
         lv(&[("0.63", "10"), ("0.62", "10")])
     );
 }
+
+/// `ladder client --exchange-address` signs for the service's `--exchange-address` (a
+/// service on a chain has its contract's address there, never the default one): orders it
+/// signs so are accepted, and without the flag the same order is refused as signed for
+/// another exchange.
+#[test]
+fn ladder_client_signs_for_the_exchange_address_it_is_given() {
+    let exchange = "0x00000000000000000000000000000000000aaaaa";
+    let service = Service::start(&["--exchange-address", exchange]);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials.json");
+    let client = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
+            .args([
+                "client",
+                "--url",
+                &service.url,
+                "--trader",
+                "0",
+                "--credentials",
+            ])
+            .arg(&credentials)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    client(&["create-key"]);
+    let order = [
+        "order", "--token", "yes", "--side", "buy", "--price", "0.40", "--size", "1",
+    ];
+    let refused = client(&order);
+    assert_eq!(refused["success"], false, "{refused}");
+    let mut with_flag = vec!["--exchange-address", exchange];
+    with_flag.extend(order);
+    let placed = client(&with_flag);
+    assert_eq!(placed["success"], true, "{placed}");
+}

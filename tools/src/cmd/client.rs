@@ -38,6 +38,16 @@ pub struct ClientArgs {
     /// Where API credentials are kept between calls.
     #[arg(long, global = true)]
     pub credentials: Option<PathBuf>,
+    /// The service's `--exchange-address` (the EIP-712 `verifyingContract` of orders and
+    /// cancels, and the contract a redemption calls): give it for a service on a chain.
+    #[arg(
+        long,
+        env = "LADDER_EXCHANGE_ADDRESS",
+        global = true,
+        default_value = "0x000000000000000000000000000000000000C10b",
+        value_parser = flags::address
+    )]
+    pub exchange_address: String,
     #[command(subcommand)]
     pub action: ClientAction,
 }
@@ -163,6 +173,9 @@ fn trader(args: &ClientArgs) -> Result<(Trader, PathBuf), String> {
         ))
     });
     let mut trader = Trader::new(&args.url, wallet, account)?;
+    let exchange = Address::parse_ignoring_checksum(&args.exchange_address)
+        .map_err(|e| format!("--exchange-address: {e}"))?;
+    trader.exchange = ladder_protocol::ExchangeDomain::new(ladder_protocol::CHAIN_ID, exchange);
     trader.check_clock()?;
     if let Ok(text) = std::fs::read_to_string(&path) {
         trader.credentials = serde_json::from_str::<ApiCredentials>(&text).ok();
