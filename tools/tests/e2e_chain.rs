@@ -112,20 +112,34 @@ fn collateral(trader: &mut Trader) -> u64 {
         .expect("number")
 }
 
+/// A service settling on the exchange at `exchange_address` on `anvil`, final after
+/// `confirmations` blocks, polling every 100 ms, with `extra` flags.
+fn chain_service(
+    anvil: &Anvil,
+    exchange_address: &Address,
+    confirmations: &str,
+    extra: &[&str],
+) -> Service {
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let mut args = vec![
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        confirmations,
+        "--chain-poll-ms",
+        "100",
+    ];
+    args.extend_from_slice(extra);
+    Service::start(&args)
+}
+
 /// The test exchange deployed on `anvil` (anvil's first account is its operator) and a
 /// service settling on it: two confirmations, polled every 100 ms.
 fn exchange_and_service(anvil: &Anvil) -> (Address, ExchangeDomain, Service) {
     let exchange_address = anvil.deploy("TestExchange", &[]);
-    let service = Service::start(&[
-        "--rpc-url",
-        &anvil.url,
-        "--exchange-address",
-        &exchange_address.to_lowercase_hex(),
-        "--chain-confirmations",
-        "2",
-        "--chain-poll-ms",
-        "100",
-    ]);
+    let service = chain_service(anvil, &exchange_address, "2", &[]);
     (
         exchange_address,
         ExchangeDomain::new(CHAIN_ID, exchange_address),
@@ -386,20 +400,9 @@ fn a_new_data_directory_on_the_same_contract_settles_its_own_batches() {
     let Some(anvil) = Anvil::start() else { return };
     let exchange_address = anvil.deploy("TestExchange", &[]);
     let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
-    let exchange_text = exchange_address.to_lowercase_hex();
-    let args = [
-        "--rpc-url",
-        anvil.url.as_str(),
-        "--exchange-address",
-        &exchange_text,
-        "--chain-confirmations",
-        "1",
-        "--chain-poll-ms",
-        "100",
-    ];
     let mut batches = Vec::new();
     for _deployment in 0..2 {
-        let service = Service::start(&args);
+        let service = chain_service(&anvil, &exchange_address, "1", &[]);
         let (mut taker, trade_id, batch) = smart_mint(&anvil, &service, &exchange);
         wait_status(&mut taker, &trade_id, "CONFIRMED", &mut Vec::new());
         let fills = anvil.call_word(
@@ -666,20 +669,12 @@ fn a_redeem_goes_through_the_bundler_beside_the_node() {
 fn a_taker_filling_six_hundred_orders_settles_in_one_batch_on_the_chain() {
     let Some(anvil) = Anvil::start() else { return };
     let exchange_address = anvil.deploy("TestExchange", &[]);
-    let service = Service::start(&[
-        "--rpc-url",
-        &anvil.url,
-        "--exchange-address",
-        &exchange_address.to_lowercase_hex(),
-        "--chain-confirmations",
+    let service = chain_service(
+        &anvil,
+        &exchange_address,
         "1",
-        "--chain-poll-ms",
-        "100",
-        "--rate-limit-key",
-        "0",
-        "--rate-limit-ip",
-        "0",
-    ]);
+        &["--rate-limit-key", "0", "--rate-limit-ip", "0"],
+    );
     let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
     let (mut maker, mut taker) = keyed_smart_traders(&anvil, &service, &exchange);
     for trader in [&maker, &taker] {
@@ -718,16 +713,7 @@ fn a_redemption_of_nothing_in_a_market_unresolved_here_holds_up_no_other() {
     let Some(anvil) = Anvil::start() else { return };
     let exchange_address = anvil.deploy("TestExchange", &[]);
     let exchange_text = exchange_address.to_lowercase_hex();
-    let service = Service::start(&[
-        "--rpc-url",
-        &anvil.url,
-        "--exchange-address",
-        &exchange_text,
-        "--chain-confirmations",
-        "1",
-        "--chain-poll-ms",
-        "100",
-    ]);
+    let service = chain_service(&anvil, &exchange_address, "1", &[]);
     let exchange = ExchangeDomain::new(CHAIN_ID, exchange_address);
     let second = helpers::create_market(&service, 9, json!({}));
     let (yes2, no2): (U256, U256) = (second.yes.parse().unwrap(), second.no.parse().unwrap());

@@ -100,24 +100,7 @@ fn fifteen_bids(trader: &ladder_client::Trader, salt: u64) -> (String, usize) {
 }
 
 fn open_count(trader: &mut ladder_client::Trader) -> usize {
-    let mut count = 0;
-    let mut cursor = String::new();
-    loop {
-        let r = trader
-            .send(
-                "GET",
-                &format!("/orders?limit=500&next_cursor={cursor}"),
-                None,
-            )
-            .unwrap();
-        assert_eq!(r.status, 200, "{}", r.body);
-        let page = r.json();
-        count += page["data"].as_array().unwrap().len();
-        cursor = page["next_cursor"].as_str().unwrap().to_string();
-        if cursor == "LTE=" {
-            return count;
-        }
-    }
+    open_hashes(trader).len()
 }
 
 fn verify_exit(data_dir: &Path) -> std::process::ExitStatus {

@@ -380,18 +380,10 @@ fn forward(
                 }
                 Ok(result)
             }
-            // ERC-4337's code for a failed signature check is CONTRACT 20's rejection.
+            // A refusal is CONTRACT 20's rejection, worded from its EntryPoint code on
+            // (ERC-4337's code for a failed signature check too).
             Err(RpcError::Node {
-                code: SIGNATURE_CHECK_FAILED,
-                message,
-                data,
-            }) => Err((
-                REJECTED,
-                entry_point_words(message),
-                data.map(Value::String),
-            )),
-            Err(RpcError::Node {
-                code: REJECTED,
+                code: SIGNATURE_CHECK_FAILED | REJECTED,
                 message,
                 data,
             }) => Err((
