@@ -238,21 +238,7 @@ fn ladder_client_heartbeat_beats_with_chained_ids() {
     let service = Service::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let credentials = dir.path().join("credentials.json");
-    let client = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_ladder"))
-            .args([
-                "client",
-                "--url",
-                &service.url,
-                "--trader",
-                "0",
-                "--credentials",
-            ])
-            .arg(&credentials)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let client = |args: &[&str]| ladder_client_as_trader_0(&service.url, &credentials, args);
     assert!(client(&["create-key"]).status.success());
     let out = client(&["heartbeat", "--every", "0.2", "--count", "3"]);
     assert!(

@@ -1220,19 +1220,7 @@ fn ladder_client_signs_for_the_exchange_address_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
     let credentials = dir.path().join("credentials.json");
     let client = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
-            .args([
-                "client",
-                "--url",
-                &service.url,
-                "--trader",
-                "0",
-                "--credentials",
-            ])
-            .arg(&credentials)
-            .args(args)
-            .output()
-            .unwrap();
+        let out = ladder_client_as_trader_0(&service.url, &credentials, args);
         assert!(
             out.status.success(),
             "{}",

@@ -441,3 +441,18 @@ pub fn metric(service: &Service, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} in /metrics:\n{}", r.body))
         .to_string()
 }
+
+/// `ladder client --url URL --trader 0 --credentials FILE ARGS…`: demo trader 0 against the
+/// service at `url`, its credentials kept in `credentials`.
+pub fn ladder_client_as_trader_0(
+    url: &str,
+    credentials: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
+        .args(["client", "--url", url, "--trader", "0", "--credentials"])
+        .arg(credentials)
+        .args(args)
+        .output()
+        .expect("run ladder client")
+}
