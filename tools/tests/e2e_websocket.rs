@@ -817,3 +817,214 @@ fn an_event_larger_than_the_outbound_bound_reaches_a_subscriber_that_reads() {
         }
     }
 }
+
+/// Places `count` GTC orders of one share each for `trader` at `price_ticks`, 15 to a
+/// request.
+fn rest_many(
+    trader: &mut Trader,
+    token: ladder_protocol::U256,
+    side: Side,
+    price_ticks: u32,
+    count: u64,
+) {
+    use ladder_client::{post_orders_body, OrderBuilder};
+    use ladder_protocol::wire::PostOrderRequest;
+    use ladder_protocol::U256;
+
+    let salts: Vec<u64> = (1..=count).collect();
+    for chunk in salts.chunks(15) {
+        let requests: Vec<PostOrderRequest> = chunk
+            .iter()
+            .map(|&salt| PostOrderRequest {
+                order: OrderBuilder::new(token, side, price_ticks, 1)
+                    .maker(trader.account)
+                    .salt(U256::from(salt + u64::from(price_ticks) * 1_000_000))
+                    .sign(&trader.wallet, &trader.exchange)
+                    .unwrap(),
+                order_type: OrderType::Gtc,
+                post_only: false,
+            })
+            .collect();
+        let r = trader
+            .send("POST", "/orders", Some(&post_orders_body(&requests)))
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(!r.body.contains("\"success\":false"), "{}", r.body);
+    }
+}
+
+/// What a [`UserFeedReader`] counted: `order` UPDATEs, `trade`s, `order` CANCELLATIONs, and
+/// the bytes of every text frame.
+#[derive(Clone, Copy, Debug, Default)]
+struct FeedCounts {
+    updates: usize,
+    trades: usize,
+    cancellations: usize,
+    bytes: usize,
+}
+
+/// Reads a `/ws/user` connection on a thread of its own, counting its events, and can be told
+/// to stop reading for a while (a client busy elsewhere).
+struct UserFeedReader {
+    paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    counts: std::sync::Arc<std::sync::Mutex<FeedCounts>>,
+    thread: std::thread::JoinHandle<Ws>,
+}
+
+impl UserFeedReader {
+    fn start(mut ws: Ws) -> UserFeedReader {
+        use std::sync::atomic::Ordering;
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+        }
+        let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counts = std::sync::Arc::new(std::sync::Mutex::new(FeedCounts::default()));
+        let (p, st, c) = (paused.clone(), stop.clone(), counts.clone());
+        let thread = std::thread::spawn(move || loop {
+            while p.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if st.load(Ordering::SeqCst) {
+                return ws;
+            }
+            let text = match ws.read() {
+                Ok(Message::Text(text)) => text,
+                Ok(Message::Close(frame)) => panic!("closed after {:?}: {frame:?}", c.lock()),
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => panic!("read failed after {:?}: {e}", c.lock()),
+            };
+            // Counted from the text (a client that reads as fast as it can).
+            let text = text.as_str();
+            let mut counts = c.lock().unwrap();
+            counts.bytes += text.len();
+            counts.updates += text.matches(r#""type":"UPDATE""#).count();
+            counts.trades += text.matches(r#""event_type":"trade""#).count();
+            counts.cancellations += text.matches(r#""type":"CANCELLATION""#).count();
+        });
+        UserFeedReader {
+            paused,
+            stop,
+            counts,
+            thread,
+        }
+    }
+
+    fn counts(&self) -> FeedCounts {
+        *self.counts.lock().unwrap()
+    }
+
+    /// Runs `command` while the client reads nothing, and for half a second after it.
+    fn busy_during(&self, command: impl FnOnce()) {
+        use std::sync::atomic::Ordering;
+        self.paused.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(150));
+        command();
+        std::thread::sleep(Duration::from_millis(500));
+        self.paused.store(false, Ordering::SeqCst);
+    }
+
+    fn finish(self) -> Ws {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().expect("the reader saw no close")
+    }
+}
+
+#[test]
+fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_whole() {
+    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    const ORDERS: u64 = 2_400;
+    rest_many(&mut alice, yes(), Side::Buy, 5_000, ORDERS);
+    // An order the sweep does not reach: a dropped feed would cancel it.
+    let r = alice
+        .place(yes(), Side::Buy, 3_000, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A market maker's feed: a dead-man switch, whose kernel share of the queue is small.
+    let mut subscription: Value = serde_json::from_str(&user_subscribe(&alice)).unwrap();
+    subscription["cancel_on_disconnect"] = json!(true);
+    let mut ws = open(&service, "/ws/user");
+    ws.send(Message::text(subscription.to_string())).unwrap();
+    ws.send(Message::text("PING")).unwrap();
+    assert_eq!(ws.read().unwrap(), Message::text("PONG"));
+
+    // One taker fills every one of alice's orders at 0.50: one command, an UPDATE and a trade
+    // each, all queued before the client, busy for a moment, reads the first.
+    let reader = UserFeedReader::start(ws);
+    let before = reader.counts();
+    reader.busy_during(|| {
+        let r = bob
+            .place(no(), Side::Buy, 5_000, ORDERS, OrderType::Fak)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("\"status\":\"matched\""), "{}", r.body);
+    });
+    wait_for(
+        Duration::from_secs(30),
+        "not every event of the sweep",
+        || {
+            let now = reader.counts();
+            now.updates == ORDERS as usize && now.trades >= ORDERS as usize
+        },
+    );
+    let swept_bytes = reader.counts().bytes - before.bytes;
+    assert!(
+        swept_bytes > 2 << 20,
+        "only {swept_bytes} bytes: not past the bound"
+    );
+    assert_eq!(
+        helpers::open_orders(&mut alice).len(),
+        1,
+        "the other order stays"
+    );
+
+    // One cancel-all of as many orders and the other one: a CANCELLATION each (once the
+    // trades' settlement has stopped sending status changes).
+    rest_many(&mut alice, yes(), Side::Buy, 4_000, ORDERS);
+    let mut settled = reader.counts().trades;
+    wait_for(Duration::from_secs(30), "trades still changing", || {
+        std::thread::sleep(Duration::from_millis(1_000));
+        let now = reader.counts().trades;
+        std::mem::replace(&mut settled, now) == now
+    });
+    let before = reader.counts();
+    reader.busy_during(|| {
+        let r = alice.send("DELETE", "/cancel-all", None).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    });
+    wait_for(Duration::from_secs(30), "not every cancellation", || {
+        reader.counts().cancellations == ORDERS as usize + 1
+    });
+    let cancelled_bytes = reader.counts().bytes - before.bytes;
+    assert!(
+        cancelled_bytes > 1 << 20,
+        "only {cancelled_bytes} bytes: not past the bound"
+    );
+    assert_eq!(
+        metric(&service, "ladder_ws_slow_consumer_closes_total"),
+        "0"
+    );
+    let mut ws = reader.finish();
+    ws.send(Message::text("PING")).unwrap();
+    loop {
+        match ws.read() {
+            Ok(Message::Text(text)) if text.as_str() == "PONG" => break,
+            Ok(Message::Close(frame)) => panic!("closed: {frame:?}"),
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

@@ -15,7 +15,8 @@ use tungstenite::{Error as WsError, Message, Utf8Bytes, WebSocket};
 use super::feed::FeedItem;
 use super::{
     book_frame, error_frame, parse_market_message, MarketOperation, WsKind, FRAME_HEADER_BYTES_MAX,
-    INBOUND_MESSAGE_BYTES_MAX, INBOUND_READ_BUFFER_BYTES, OUTBOUND_BYTES_MAX,
+    INBOUND_MESSAGE_BYTES_MAX, INBOUND_READ_BUFFER_BYTES, OUTBOUND_BYTES_MAX, USER_CATCH_UP,
+    USER_OUTBOUND_BYTES_MAX,
 };
 
 /// Frames held for a connection while its book snapshot is being read.
@@ -115,6 +116,9 @@ pub struct WsConn {
     ping_sent: Option<Instant>,
     /// The last read stopped at its frame budget with frames perhaps left.
     unread: bool,
+    /// Since when a user connection's queue has been past its bound (it has
+    /// [`USER_CATCH_UP`] to read below it again).
+    over_bound_since: Option<Instant>,
 }
 
 /// Frames one connection's read handles before the event loop turns to its other connections.
@@ -168,6 +172,7 @@ impl WsConn {
             last_heard: Instant::now(),
             ping_sent: None,
             unread: false,
+            over_bound_since: None,
         }
     }
 
@@ -493,7 +498,7 @@ impl WsConn {
                 }
                 let frame = format!("{prefix}{}}}", sub.next_seq);
                 sub.next_seq += 1;
-                self.send(&frame);
+                self.send_user_event(frame);
             }
             (FeedItem::Market { market, seq, frame }, WsKind::Market) => {
                 if self.snapshots_pending > 0 {
@@ -592,19 +597,50 @@ impl WsConn {
     /// large it is itself (one command's `price_change` on a fine-ticked market can pass
     /// 1 MiB alone, and a subscriber reading as fast as it can must still get it).
     fn send_shared(&mut self, text: Utf8Bytes) {
-        if !self.is_open() {
-            return;
+        if self
+            .write_within(Message::Text(text), OUTBOUND_BYTES_MAX)
+            .is_err()
+        {
+            self.fail_slow("slow consumer: outbound queue over 1 MiB");
         }
-        let room = OUTBOUND_BYTES_MAX + text.len() + FRAME_HEADER_BYTES_MAX;
+    }
+
+    /// Queues a user event. Past the bound, the client has [`USER_CATCH_UP`] to read below
+    /// it again while at most [`USER_OUTBOUND_BYTES_MAX`] waits: a burst of one user's events
+    /// (a sweep of thousands of a maker's orders, a cancel-all, their trades' settlement)
+    /// reaches a client that reads, and a client that does not is closed as before.
+    fn send_user_event(&mut self, text: String) {
+        let message = Message::Text(Utf8Bytes::from(text));
+        let Err(message) = self.write_within(message, OUTBOUND_BYTES_MAX) else {
+            self.over_bound_since = None;
+            return;
+        };
+        let since = *self.over_bound_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= USER_CATCH_UP
+            || self.write_within(message, USER_OUTBOUND_BYTES_MAX).is_err()
+        {
+            self.fail_slow("slow consumer: outbound queue over 1 MiB");
+        }
+    }
+
+    /// Queues a frame while less than `bound` is unread before it. With the queue full, the
+    /// frame comes back (to be offered again) and nothing changes; any other failure but a
+    /// socket that would block ends the connection.
+    fn write_within(&mut self, message: Message, bound: usize) -> Result<(), Message> {
+        if !self.is_open() {
+            return Ok(());
+        }
+        let room = bound + message.len() + FRAME_HEADER_BYTES_MAX;
         self.ws
             .set_config(|config| config.max_write_buffer_size = room);
-        match self.ws.write(Message::Text(text)) {
-            Ok(()) => {}
-            Err(WsError::WriteBufferFull(_)) => {
-                self.fail_slow("slow consumer: outbound queue over 1 MiB")
+        match self.ws.write(message) {
+            Ok(()) => Ok(()),
+            Err(WsError::WriteBufferFull(message)) => Err(message),
+            Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(_) => {
+                self.phase = Phase::Closed;
+                Ok(())
             }
-            Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => self.phase = Phase::Closed,
         }
     }
 

@@ -32,6 +32,14 @@ pub const INBOUND_READ_BUFFER_BYTES: usize = 4 * 1024;
 /// Largest outbound queue of one connection (API.md §17: 1 MiB), before its next frame.
 pub const OUTBOUND_BYTES_MAX: usize = 1024 * 1024;
 
+/// How long a `/ws/user` connection may stay past [`OUTBOUND_BYTES_MAX`] (API.md §16): a
+/// burst of one user's events reaches a client that reads it within this time.
+pub const USER_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The most a `/ws/user` connection's queue holds while it catches up (a sweep or a
+/// cancel-all of ~10,000 of one maker's orders).
+pub const USER_OUTBOUND_BYTES_MAX: usize = 16 * 1024 * 1024;
+
 /// The longest header of a frame the server sends (unmasked, 64-bit length).
 pub const FRAME_HEADER_BYTES_MAX: usize = 10;
 /// Largest inbound message.
