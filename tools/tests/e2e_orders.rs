@@ -1239,3 +1239,30 @@ fn ladder_client_signs_for_the_exchange_address_it_is_given() {
     let placed = client(&with_flag);
     assert_eq!(placed["success"], true, "{placed}");
 }
+
+/// A request the service refuses makes `ladder client` exit 1 with the status and the
+/// service's error text on stderr's one line (API.md §19), the body on stdout.
+#[test]
+fn ladder_client_names_the_services_error_when_a_request_is_refused() {
+    let service = Service::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials.json");
+    let first = ladder_client_as_trader_0(&service.url, &credentials, &["create-key"]);
+    assert!(first.status.success(), "{first:?}");
+    let again = ladder_client_as_trader_0(&service.url, &credentials, &["create-key"]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    let body: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let error = body["error"].as_str().expect("an error text");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(
+        stderr.lines().last(),
+        Some(format!("ladder: HTTP 400: {error}").as_str()),
+        "{stderr}"
+    );
+    let missing = ladder_client_as_trader_0(&service.url, &credentials, &["raw", "GET", "/nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).ends_with("ladder: HTTP 404: not found\n"),
+        "{missing:?}"
+    );
+}

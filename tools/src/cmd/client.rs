@@ -267,7 +267,22 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
     };
     crate::cmd::stdout::print_line(shown);
     if response.status != 200 {
-        return Err(format!("HTTP {}", response.status));
+        return Err(http_failure(response.status, &json, &response.body));
     }
     Ok(())
+}
+
+/// The one-line reason of a refused request: its status and the service's error text (the
+/// body's `error`, else the body itself on one line, cut at 200 characters).
+fn http_failure(status: u16, json: &serde_json::Value, body: &str) -> String {
+    let text = match json.get("error").and_then(|e| e.as_str()) {
+        Some(error) => error.to_string(),
+        None => body.split_whitespace().collect::<Vec<_>>().join(" "),
+    };
+    let text: String = text.chars().take(200).collect();
+    if text.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {text}")
+    }
 }
