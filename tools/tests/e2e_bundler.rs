@@ -158,6 +158,22 @@ fn a_redeem_operation_pays_the_claimable_positions_out_once_with_a_receipt() {
     assert!(tx.starts_with("0x") && tx.len() == 66, "{receipt}");
     let by_hash = rpc(&service, "eth_getUserOperationByHash", json!([hash]))["result"].clone();
     assert_eq!(by_hash["userOperation"]["callData"], op["callData"]);
+    // Its "block" is its journal sequence; the block hash is keccak256 of that number.
+    let block = &receipt["receipt"]["blockNumber"];
+    assert_eq!(by_hash["blockNumber"], *block);
+    let number = u64::from_str_radix(block.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let mut word = [0u8; 32];
+    word[24..].copy_from_slice(&number.to_be_bytes());
+    let block_hash = format!(
+        "0x{}",
+        hex::encode(ladder_protocol::keccak::keccak256(&word))
+    );
+    assert_eq!(by_hash["blockHash"], json!(block_hash), "{by_hash}");
+    assert_eq!(
+        receipt["receipt"]["blockHash"],
+        json!(block_hash),
+        "{receipt}"
+    );
     service.kill_and_restart();
     let receipt_again =
         rpc(&service, "eth_getUserOperationReceipt", json!([hash]))["result"].clone();

@@ -636,6 +636,7 @@ fn receipt_json(hash: &B256, entry_point: &Address, receipt: &UserOpReceipt) -> 
         "receipt": {
             "transactionHash": transaction_hash,
             "transactionIndex": "0x0",
+            "blockHash": ledger_block_hash(receipt.seq).to_string(),
             "blockNumber": format_quantity(&U256::from(receipt.seq)),
             "status": "0x1",
             "logs": [],
@@ -656,8 +657,17 @@ fn by_hash_json(entry_point: &Address, exchange: &Address, receipt: &UserOpRecei
         "entryPoint": entry_point.to_string(),
         "transactionHash": B256::from(receipt.transaction_hash.0).to_string(),
         "blockNumber": format_quantity(&U256::from(receipt.seq)),
-        "blockHash": Value::Null,
+        "blockHash": ledger_block_hash(receipt.seq).to_string(),
     })
+}
+
+/// The "block" of an operation carried out on the service's own ledger: its journal sequence
+/// is its number, and its hash is keccak256 of that number as a 32-byte big-endian word (no
+/// chain block holds it; ERC-4337 clients expect a 32-byte hash there, not null).
+fn ledger_block_hash(seq: u64) -> B256 {
+    B256::from(ladder_protocol::keccak::keccak256(
+        &U256::from(seq).to_be_bytes(),
+    ))
 }
 
 #[cfg(test)]
