@@ -197,6 +197,11 @@ def test_every_operation_answers_as_documented(
     c(admin("POST", "/admin/promote"), "/admin/promote")  # 400: already the primary
     c(public.request("GET", "/admin/leader"), "/admin/leader")  # public: the primary itself
 
+    # ---------------------------------------------------------------- request-level statuses
+    c(public.request("POST", "/bundler", raw_body=b"[" + b" " * (70 * 1024) + b"]"), "/bundler")  # 413
+    c(t0.request("DELETE", "/order", raw_body=b"{" + b" " * (70 * 1024) + b"}", auth="l2"), "/order")  # 413
+    c(public.request("GET", "/time", headers={"X-Padding": "x" * (17 * 1024)}), "/time")  # 431
+
     # ---------------------------------------------------------------- every operation was driven
     driven = {(m, p) for m, p, _ in contract.checked}
     assert contract.operations() - driven == set()
