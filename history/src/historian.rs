@@ -91,6 +91,7 @@ impl Historian {
             stored_through.clone(),
             config.released.clone(),
         ));
+        let stranded = reader.stranded_flag();
         let stop = Arc::new(AtomicBool::new(false));
         // Opened here when it can be, so that the store is there for reads at once.
         let opened = Run::open(&config).map_err(|e| {
@@ -111,8 +112,8 @@ impl Historian {
             .name("historian".into())
             .spawn(move || {
                 let run = match opened {
-                    Ok(parts) => Some(Run::new(config, parts, flag, stored)),
-                    Err(()) => Run::open_until_stopped(config, flag, stored),
+                    Ok(parts) => Some(Run::new(config, parts, flag, stored, stranded)),
+                    Err(()) => Run::open_until_stopped(config, flag, stored, stranded),
                 };
                 if let Some(mut run) = run {
                     run.follow();
@@ -223,6 +224,9 @@ struct Run {
     last_commit: Instant,
     stop: Arc<AtomicBool>,
     stored_through: Arc<AtomicU64>,
+    /// Set while the journal no longer holds the records the store needs next (the store
+    /// was lost, or replaced by an older copy, after retention): reads that need it fail.
+    stranded: Arc<AtomicBool>,
 }
 
 /// A record read and decoded, not yet applied (it was not released yet).
@@ -239,6 +243,7 @@ impl Run {
         (writer, engine, last_snapshot): (HistoryWriter, Engine, u64),
         stop: Arc<AtomicBool>,
         stored_through: Arc<AtomicU64>,
+        stranded: Arc<AtomicBool>,
     ) -> Run {
         Run {
             config,
@@ -248,6 +253,7 @@ impl Run {
             uncommitted: 0,
             last_commit: Instant::now(),
             stop,
+            stranded,
             stored_through,
         }
     }
@@ -258,12 +264,13 @@ impl Run {
         config: HistorianConfig,
         stop: Arc<AtomicBool>,
         stored_through: Arc<AtomicU64>,
+        stranded: Arc<AtomicBool>,
     ) -> Option<Run> {
         while !stop.load(Ordering::Acquire) {
             if let Ok(parts) = Run::open(&config) {
                 tracing::info!("history store open");
                 stored_through.store(parts.0.applied_seq(), Ordering::Release);
-                return Some(Run::new(config, parts, stop, stored_through));
+                return Some(Run::new(config, parts, stop, stored_through, stranded));
             }
             std::thread::sleep(FAILURE_PAUSE);
         }
@@ -318,8 +325,13 @@ impl Run {
             let reader = match journal.as_mut() {
                 Some(reader) => reader,
                 None => match self.open_journal() {
-                    Ok(reader) => journal.insert(reader),
+                    Ok(reader) => {
+                        self.stranded.store(false, Ordering::Release);
+                        journal.insert(reader)
+                    }
                     Err(e) => {
+                        self.stranded
+                            .store(self.journal_starts_later(), Ordering::Release);
                         if failures == 0 {
                             tracing::error!(error = %e, from_seq = self.engine.last_seq() + 1, "historian: cannot read the journal from where the store stands; history is not written until it can");
                         }
@@ -359,6 +371,15 @@ impl Run {
         if let Err(e) = self.writer.commit() {
             tracing::warn!(error = %e, "historian: last commit failed");
         }
+    }
+
+    /// Whether the journal starts after the record the store needs next: retention removed
+    /// it, and only the snapshots and journal of an older backup can bring the store back.
+    fn journal_starts_later(&self) -> bool {
+        ladder_journal::journal_first_seq(&self.config.data_dir)
+            .ok()
+            .flatten()
+            .is_some_and(|first| first > self.engine.last_seq() + 1)
     }
 
     fn open_journal(&self) -> Result<JournalReader, String> {

@@ -2,7 +2,7 @@
 //! for one read each (WAL mode: a read never waits for the writer, and sees the last commit).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ladder_engine::{
@@ -27,6 +27,11 @@ const ORDER_BY_HASH: &str = "\
     SELECT 1 FROM recent_order_keys AS k JOIN orders AS o ON o.order_id = k.order_id \
         WHERE k.hash_key = ?1 AND o.order_hash = ?2";
 
+/// Why reads fail while the store is stranded.
+const STRANDED: &str = "history store: it lacks records the journal no longer holds (history.db \
+    lost, or replaced by an older copy, after retention): bring back a snapshot at or before \
+    where it stands and the journal after it (API.md §19)";
+
 /// Idle read connections kept for reuse.
 const POOLED_CONNECTIONS_MAX: usize = 16;
 
@@ -39,6 +44,8 @@ pub struct HistoryReader {
     /// Whether `prices` has its `outcomes` column (schema 4): until the historian has
     /// migrated an older store, a price history is read unfiltered (the market's).
     prices_have_outcomes: std::sync::atomic::AtomicBool,
+    /// Set by the historian while the store lacks records the journal no longer holds.
+    stranded: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -64,6 +71,23 @@ impl HistoryReader {
             stored_through,
             released,
             prices_have_outcomes: std::sync::atomic::AtomicBool::new(false),
+            stranded: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The flag for the historian to set while the store lacks records the journal no longer
+    /// holds: reads fail meanwhile, since what the engine forgot is then nowhere to read, and
+    /// an answer without it would be wrong (`not found`, an empty price history) or would let
+    /// a long-closed order's hash be placed again.
+    pub(crate) fn stranded_flag(&self) -> Arc<AtomicBool> {
+        self.stranded.clone()
+    }
+
+    /// `Err` while the historian reports the store stranded.
+    fn check_stranded(&self) -> Result<(), String> {
+        match self.stranded.load(Ordering::Acquire) {
+            true => Err(STRANDED.to_string()),
+            false => Ok(()),
         }
     }
 
@@ -72,6 +96,7 @@ impl HistoryReader {
         &self,
         read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, String> {
+        self.check_stranded()?;
         let pooled = self.pool.lock().pop();
         let connection = match pooled {
             Some(c) => c,
@@ -195,6 +220,10 @@ impl HistoryReads for HistoryReader {
 
     fn stored_through(&self) -> u64 {
         self.stored_through.load(Ordering::Acquire)
+    }
+
+    fn usable(&self) -> Result<(), String> {
+        self.check_stranded()
     }
 
     fn lag(&self) -> u64 {

@@ -51,6 +51,12 @@ pub trait HistoryReads: Send + Sync + std::fmt::Debug {
     /// The last journal sequence whose history is stored.
     fn stored_through(&self) -> u64;
 
+    /// `Err` (why) while the store cannot answer for what the engine forgot at all (it lacks
+    /// records the journal no longer holds), as opposed to being a moment behind.
+    fn usable(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// How many records the sequencer released that the store does not hold yet.
     fn lag(&self) -> u64;
 }

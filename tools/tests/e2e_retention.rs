@@ -280,3 +280,70 @@ fn a_standby_whose_primary_moved_past_it_sets_its_records_aside_and_bootstraps()
     let (_, hash) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &hash);
 }
+
+/// `history.db` lost after retention (API.md §19): the historian cannot rebuild it from a
+/// journal that starts later, so every read that needs what the engine forgot, and every
+/// placement (whose duplicate check needs it), is 503 `history store unavailable`, not a
+/// wrong answer (`not found`, an empty price history) nor a wait that never ends.
+#[test]
+fn a_history_store_lost_after_retention_makes_what_needs_it_unavailable() {
+    let mut service = Service::start(&SMALL);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    let hash = rest(&mut alice, yes(), Side::Buy, 5_000, 20);
+    let order = id_of(&mut alice, &hash);
+    let p = place(&mut bob, yes(), Side::Sell, 5_000, 20, OrderType::Fak);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let trade_id = p["tradeIds"][0].as_str().unwrap().to_string();
+    fill_journal(&service, 1_500);
+    wait_trimmed(service.data_dir());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(&service, "ladder_engine_trades_held") != "0"
+        || metric(&service, "ladder_engine_orders_held") != "0"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the engine still holds the trade"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    service.kill();
+    for name in ["history.db", "history.db-wal", "history.db-shm"] {
+        let _ = std::fs::remove_file(service.data_dir().join(name));
+    }
+    service.restart();
+    let mut alice = service.trader(0);
+    let unavailable = |r: &ladder_client::HttpResponse| {
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert_eq!(r.json(), json!({"error": "history store unavailable"}));
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = alice
+            .send("GET", &format!("/trades/{trade_id}"), None)
+            .unwrap();
+        if r.status == 503 && r.json()["error"] == json!("history store unavailable") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{} {}", r.status, r.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unavailable(&alice.send("GET", "/data/trades", None).unwrap());
+    unavailable(&alice.cancel(order, market()).unwrap());
+    unavailable(
+        &alice
+            .place(yes(), Side::Buy, 4_000, 1, OrderType::Gtc)
+            .unwrap(),
+    );
+    let prices = format!("/prices-history?market={}&startTs=0&fidelity=1", yes());
+    unavailable(&alice.send("GET", &prices, None).unwrap());
+    // What the engine holds is still answered.
+    assert_eq!(
+        alice
+            .send("GET", "/balance-allowance?asset_type=COLLATERAL", None)
+            .unwrap()
+            .status,
+        200
+    );
+}

@@ -350,15 +350,19 @@ fn stored_before(history: Option<&dyn HistoryReads>, order: &NewOrder) -> Result
     let Some(history) = history else {
         return Ok(false);
     };
+    let unavailable = |why: String| {
+        tracing::warn!(error = %why, "history store read failed");
+        Response::error(Status::Unavailable, "history store unavailable").retry_after(1)
+    };
+    history.usable().map_err(unavailable)?;
     if history.lag() > HASH_GRACE_RECORDS / 2 {
         return Err(
             Response::error(Status::Unavailable, "history store behind: try again").retry_after(1),
         );
     }
-    history.order_hash_stored(&order.order_hash).map_err(|why| {
-        tracing::warn!(error = %why, "history store read failed");
-        Response::error(Status::Unavailable, "history store unavailable").retry_after(1)
-    })
+    history
+        .order_hash_stored(&order.order_hash)
+        .map_err(unavailable)
 }
 
 /// The refusal of an order whose hash only the history store holds: the first of the

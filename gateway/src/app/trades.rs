@@ -49,6 +49,7 @@ fn caught_up(history: Option<&dyn HistoryReads>, forgotten_through: u64) -> Resu
     let Some(store) = history else {
         return Ok(());
     };
+    store.usable().map_err(|why| store_unavailable(&why))?;
     let deadline = Instant::now() + CATCH_UP_WAIT;
     while store.stored_through() < forgotten_through {
         if Instant::now() >= deadline {
