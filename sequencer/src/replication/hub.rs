@@ -89,15 +89,14 @@ impl ReplicationHub {
         self.changed.notify_all();
     }
 
-    /// The sequence from which this primary writes (0: none): the record that began its term
-    /// (CONTRACT 22), or, outside a cluster, this run's first record. A standby that holds
-    /// other records from there on got them from an older leader or before a flush this
-    /// primary lost, never acknowledged, and is told to cut them.
+    /// The sequence of the record that began this primary's term (0: none): a standby that
+    /// holds other records from there on wrote them under an older leader, and is told to cut
+    /// them (CONTRACT 22).
     pub fn term_start(&self) -> u64 {
         self.term_start.load(Ordering::Acquire)
     }
 
-    /// Records from which this primary writes (see [`ReplicationHub::term_start`]).
+    /// Records where this primary's term began.
     pub fn set_term_start(&self, seq: u64) {
         self.term_start.store(seq, Ordering::Release);
     }

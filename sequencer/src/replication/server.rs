@@ -278,9 +278,8 @@ fn refusal_of(
     };
     let mut reader = JournalReader::open(data_dir).map_err(|e| e.to_string())?;
     let written = hub.last_written();
-    // Records from where this primary writes that are not its own were written under an
-    // older leader (CONTRACT 22), or sent before a flush this primary lost and restarted
-    // without, and never acknowledged: the standby keeps what precedes them.
+    // Records past this term's start that are not this primary's were written under an older
+    // leader and never acknowledged (CONTRACT 22): the standby keeps what precedes the term.
     let term_start = hub.term_start();
     if term_start > 1 && theirs.seq >= term_start {
         let ours = match theirs.seq <= written {

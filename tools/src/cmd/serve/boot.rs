@@ -247,15 +247,7 @@ pub(super) fn replication_hub(
         _ if coordination.is_some() => Arc::new(ReplicationHub::new(0, last_seq)),
         _ => return None,
     };
-    // A primary outside a cluster writes from this run's first record on: a standby's other
-    // records from there were sent before a flush it lost (power) and never answered, even
-    // once this run has written its own at the same sequences. A cluster's node writes from
-    // its term's record (it may follow first).
-    let writes_from = match (role, coordination) {
-        (Role::Primary { .. }, None) => engine.term_start_seq().max(last_seq + 1),
-        _ => engine.term_start_seq(),
-    };
-    hub.set_term_start(writes_from);
+    hub.set_term_start(engine.term_start_seq());
     Some(hub)
 }
 
