@@ -860,6 +860,7 @@ struct FeedCounts {
     updates: usize,
     trades: usize,
     cancellations: usize,
+    pongs: usize,
     bytes: usize,
 }
 
@@ -867,6 +868,8 @@ struct FeedCounts {
 /// to stop reading for a while (a client busy elsewhere).
 struct UserFeedReader {
     paused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Asks the paused reader to send one `PING` (an application ping while it reads nothing).
+    ping: std::sync::Arc<std::sync::atomic::AtomicBool>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     counts: std::sync::Arc<std::sync::Mutex<FeedCounts>>,
     thread: std::thread::JoinHandle<Ws>,
@@ -880,11 +883,15 @@ impl UserFeedReader {
                 .unwrap();
         }
         let paused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let counts = std::sync::Arc::new(std::sync::Mutex::new(FeedCounts::default()));
-        let (p, st, c) = (paused.clone(), stop.clone(), counts.clone());
+        let (p, pi, st, c) = (paused.clone(), ping.clone(), stop.clone(), counts.clone());
         let thread = std::thread::spawn(move || loop {
             while p.load(Ordering::SeqCst) {
+                if pi.swap(false, Ordering::SeqCst) {
+                    ws.send(Message::text("PING")).expect("a PING sent");
+                }
                 std::thread::sleep(Duration::from_millis(10));
             }
             if st.load(Ordering::SeqCst) {
@@ -911,9 +918,11 @@ impl UserFeedReader {
             counts.updates += text.matches(r#""type":"UPDATE""#).count();
             counts.trades += text.matches(r#""event_type":"trade""#).count();
             counts.cancellations += text.matches(r#""type":"CANCELLATION""#).count();
+            counts.pongs += usize::from(text == "PONG");
         });
         UserFeedReader {
             paused,
+            ping,
             stop,
             counts,
             thread,
@@ -924,13 +933,16 @@ impl UserFeedReader {
         *self.counts.lock().unwrap()
     }
 
-    /// Runs `command` while the client reads nothing, and for half a second after it.
+    /// Runs `command` while the client reads nothing, and for half a second after it, in
+    /// which the client sends an application `PING` (answered behind the burst).
     fn busy_during(&self, command: impl FnOnce()) {
         use std::sync::atomic::Ordering;
         self.paused.store(true, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(150));
         command();
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(100));
+        self.ping.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(400));
         self.paused.store(false, Ordering::SeqCst);
     }
 
@@ -979,6 +991,9 @@ fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_w
             now.updates == ORDERS as usize && now.trades >= ORDERS as usize
         },
     );
+    wait_for(Duration::from_secs(10), "no PONG after the burst", || {
+        reader.counts().pongs > before.pongs
+    });
     let swept_bytes = reader.counts().bytes - before.bytes;
     assert!(
         swept_bytes > 2 << 20,
@@ -1007,6 +1022,9 @@ fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_w
     wait_for(Duration::from_secs(30), "not every cancellation", || {
         reader.counts().cancellations == ORDERS as usize + 1
     });
+    wait_for(Duration::from_secs(10), "no PONG after the burst", || {
+        reader.counts().pongs > before.pongs
+    });
     let cancelled_bytes = reader.counts().bytes - before.bytes;
     assert!(
         cancelled_bytes > 1 << 20,
@@ -1027,4 +1045,55 @@ fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_w
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// A dead-man switch's client that stops reading during a burst of its own events is closed
+/// within the catch-up second (and its other orders cancelled), though no event follows.
+#[test]
+fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_events() {
+    // Settlement far off: the trades' status changes come long after the test.
+    let service = Service::start(&[
+        "--rate-limit-key",
+        "0",
+        "--rate-limit-ip",
+        "0",
+        "--settlement-delay-ms",
+        "600000",
+    ]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    const ORDERS: u64 = 2_400;
+    rest_many(&mut alice, yes(), Side::Buy, 5_000, ORDERS);
+    let r = alice
+        .place(yes(), Side::Buy, 3_000, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut subscription: Value = serde_json::from_str(&user_subscribe(&alice)).unwrap();
+    subscription["cancel_on_disconnect"] = json!(true);
+    let mut hung = open(&service, "/ws/user");
+    hung.send(Message::text(subscription.to_string())).unwrap();
+    hung.send(Message::text("PING")).unwrap();
+    assert_eq!(hung.read().unwrap(), Message::text("PONG"));
+    // The client hangs: it reads nothing more, and its receive buffer is small.
+    if let tungstenite::stream::MaybeTlsStream::Plain(stream) = hung.get_ref() {
+        socket2::SockRef::from(stream)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+    }
+    let r = bob
+        .place(no(), Side::Buy, 5_000, ORDERS, OrderType::Fak)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // No event of alice's follows; she is dropped within the catch-up second and a sweep.
+    wait_for(
+        Duration::from_secs(5),
+        "the hung feed was not dropped",
+        || metric(&service, "ladder_ws_slow_consumer_closes_total") == "1",
+    );
+    wait_for(
+        Duration::from_secs(5),
+        "the other order was not cancelled",
+        || helpers::open_orders(&mut alice).is_empty(),
+    );
+    drop(hung);
 }

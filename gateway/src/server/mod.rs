@@ -525,6 +525,9 @@ pub struct ServerShared {
     pub ws_market: AtomicUsize,
     /// WebSocket connections closed (1013) for falling behind, since start.
     pub ws_slow_consumer_closes: AtomicU64,
+    /// Bytes `/ws/user` connections hold past their outbound bound while their clients catch
+    /// up (bounded service-wide: `USER_OVERFLOW_POOL_BYTES_MAX`).
+    pub ws_user_overflow_bytes: Arc<AtomicUsize>,
     /// Open connections by client address.
     pub peers: crate::peer_limit::PeerConnections,
     /// Connections closed at once because their address had its cap open, since start.

@@ -108,7 +108,14 @@ impl Worker {
         });
         self.generation = self.generation.wrapping_add(1);
         let leftover = std::mem::take(&mut conn.read_buf);
-        let mut socket = WsConn::new(conn.stream, leftover, kind, self.generation, peer.ip());
+        let mut socket = WsConn::new(
+            conn.stream,
+            leftover,
+            kind,
+            self.generation,
+            peer.ip(),
+            self.shared.ws_user_overflow_bytes.clone(),
+        );
         let token = Token(FIRST_WEBSOCKET + slot);
         let registered = self.lp.registry.register(
             socket.stream_mut(),
@@ -189,8 +196,9 @@ impl Worker {
                 let armed = match &result {
                     Ok(user) if cancel_on_disconnect && !stopping => {
                         // A dead-man switch's connection: the kernel's share of its outbound
-                        // queue stays small, so the 1 MiB bound decides when a client that
-                        // stopped reading is dropped and its orders go (autotuning would
+                        // queue stays small, so the 1 MiB bound and the catch-up second past
+                        // it decide when a client that stopped reading is dropped and its
+                        // orders go (autotuning would
                         // let the kernel hold megabytes more first). Other connections keep
                         // autotuning, for subscribers far away.
                         let _ = socket2::SockRef::from(&*socket.stream_mut())
@@ -503,6 +511,7 @@ impl Worker {
                     socket.fail(CloseCode::Policy, "no subscribe message within 10 s");
                 } else if socket.subscribed() {
                     end_if_key_deleted(&*self.service, socket);
+                    socket.close_if_overdue();
                     socket.keep_alive(ping_after);
                     socket.release_stale_books();
                 }

@@ -1,8 +1,10 @@
 //! One WebSocket connection: its subscription, the frames it is owed, and the bound on what
 //! it may leave unread (past it, the connection is closed; nothing else waits for it).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
@@ -16,7 +18,7 @@ use super::feed::FeedItem;
 use super::{
     book_frame, error_frame, parse_market_message, MarketOperation, WsKind, FRAME_HEADER_BYTES_MAX,
     INBOUND_MESSAGE_BYTES_MAX, INBOUND_READ_BUFFER_BYTES, OUTBOUND_BYTES_MAX, USER_CATCH_UP,
-    USER_OUTBOUND_BYTES_MAX,
+    USER_OUTBOUND_BYTES_MAX, USER_OVERFLOW_POOL_BYTES_MAX,
 };
 
 /// Frames held for a connection while its book snapshot is being read.
@@ -116,9 +118,23 @@ pub struct WsConn {
     ping_sent: Option<Instant>,
     /// The last read stopped at its frame budget with frames perhaps left.
     unread: bool,
-    /// Since when a user connection's queue has been past its bound (it has
-    /// [`USER_CATCH_UP`] to read below it again).
+    /// A user connection's frames waiting behind its full outbound queue while the client
+    /// catches up (see [`WsConn::send_user`]), each with its bytes; they move into the queue
+    /// as it drains.
+    overflow: VecDeque<(Message, usize)>,
+    /// Bytes in `overflow`.
+    overflow_bytes: usize,
+    /// Bytes in every user connection's overflow, service-wide.
+    overflow_pool: Arc<AtomicUsize>,
+    /// Since when `overflow` has held frames (the client has [`USER_CATCH_UP`] to empty it).
     over_bound_since: Option<Instant>,
+}
+
+impl Drop for WsConn {
+    /// Gives the overflow's bytes back to the service-wide pool.
+    fn drop(&mut self) {
+        self.clear_overflow();
+    }
 }
 
 /// Frames one connection's read handles before the event loop turns to its other connections.
@@ -147,6 +163,7 @@ impl WsConn {
         kind: WsKind,
         generation: u32,
         peer_ip: std::net::IpAddr,
+        overflow_pool: Arc<AtomicUsize>,
     ) -> WsConn {
         let config = WebSocketConfig::default()
             .read_buffer_size(INBOUND_READ_BUFFER_BYTES)
@@ -172,6 +189,9 @@ impl WsConn {
             last_heard: Instant::now(),
             ping_sent: None,
             unread: false,
+            overflow: VecDeque::new(),
+            overflow_bytes: 0,
+            overflow_pool,
             over_bound_since: None,
         }
     }
@@ -498,7 +518,7 @@ impl WsConn {
                 }
                 let frame = format!("{prefix}{}}}", sub.next_seq);
                 sub.next_seq += 1;
-                self.send_user_event(frame);
+                self.send_user(Message::Text(Utf8Bytes::from(frame)));
             }
             (FeedItem::Market { market, seq, frame }, WsKind::Market) => {
                 if self.snapshots_pending > 0 {
@@ -589,7 +609,10 @@ impl WsConn {
 
     /// Queues a text frame; a connection whose queue passes its bound is closed (1013).
     pub fn send(&mut self, text: &str) {
-        self.send_shared(Utf8Bytes::from(text));
+        match self.kind {
+            WsKind::User => self.send_user(Message::text(text)),
+            WsKind::Market => self.send_shared(Utf8Bytes::from(text)),
+        }
     }
 
     /// Queues a text frame whose bytes other connections may share. The bound is on what
@@ -605,21 +628,97 @@ impl WsConn {
         }
     }
 
-    /// Queues a user event. Past the bound, the client has [`USER_CATCH_UP`] to read below
-    /// it again while at most [`USER_OUTBOUND_BYTES_MAX`] waits: a burst of one user's events
-    /// (a sweep of thousands of a maker's orders, a cancel-all, their trades' settlement)
-    /// reaches a client that reads, and a client that does not is closed as before.
-    fn send_user_event(&mut self, text: String) {
-        let message = Message::Text(Utf8Bytes::from(text));
-        let Err(message) = self.write_within(message, OUTBOUND_BYTES_MAX) else {
-            self.over_bound_since = None;
+    /// Queues a frame of a user connection. Past the bound, frames wait in the connection's
+    /// overflow, in order, and move into the queue as it drains: the client has
+    /// [`USER_CATCH_UP`] to empty it while at most [`USER_OUTBOUND_BYTES_MAX`] waits there
+    /// ([`USER_OVERFLOW_POOL_BYTES_MAX`] service-wide). A burst of one user's events (a sweep
+    /// of thousands of a maker's orders, a cancel-all, their trades' settlement) thus reaches
+    /// a client that reads, and one that does not is closed (1013) within the catch-up time.
+    fn send_user(&mut self, message: Message) {
+        if !self.is_open() {
             return;
-        };
-        let since = *self.over_bound_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= USER_CATCH_UP
-            || self.write_within(message, USER_OUTBOUND_BYTES_MAX).is_err()
+        }
+        if self.overflow.is_empty() {
+            match self.write_within(message, OUTBOUND_BYTES_MAX) {
+                Ok(()) => {}
+                Err(message) => {
+                    self.over_bound_since = Some(Instant::now());
+                    self.hold(message);
+                }
+            }
+        } else {
+            self.hold(message);
+        }
+    }
+
+    /// Puts `message` in the overflow, or closes the connection (1013) when it is past its
+    /// catch-up time or a bound on the overflow.
+    fn hold(&mut self, message: Message) {
+        let len = message.len() + FRAME_HEADER_BYTES_MAX;
+        let pool = self.overflow_pool.load(Ordering::Acquire);
+        if self.overdue()
+            || self.overflow_bytes + len > USER_OUTBOUND_BYTES_MAX
+            || pool + len > USER_OVERFLOW_POOL_BYTES_MAX
         {
             self.fail_slow("slow consumer: outbound queue over 1 MiB");
+            return;
+        }
+        self.overflow_bytes += len;
+        self.overflow_pool.fetch_add(len, Ordering::AcqRel);
+        self.overflow.push_back((message, len));
+    }
+
+    /// Whether the overflow has waited past the catch-up time.
+    fn overdue(&self) -> bool {
+        self.over_bound_since
+            .is_some_and(|since| since.elapsed() >= USER_CATCH_UP)
+    }
+
+    /// Moves what the outbound queue has room for from the overflow into it, in order;
+    /// whether anything moved.
+    fn drain_overflow(&mut self) -> bool {
+        let mut moved = false;
+        while let Some((message, len)) = self.overflow.pop_front() {
+            match self.write_within(message, OUTBOUND_BYTES_MAX) {
+                Ok(()) => {
+                    self.release_overflow(len);
+                    moved = true;
+                }
+                Err(message) => {
+                    self.overflow.push_front((message, len));
+                    break;
+                }
+            }
+        }
+        if self.overflow.is_empty() {
+            self.over_bound_since = None;
+        }
+        moved
+    }
+
+    fn release_overflow(&mut self, len: usize) {
+        self.overflow_bytes -= len;
+        self.overflow_pool.fetch_sub(len, Ordering::AcqRel);
+    }
+
+    /// Drops the overflow (the connection is closing or gone).
+    fn clear_overflow(&mut self) {
+        self.overflow_pool
+            .fetch_sub(self.overflow_bytes, Ordering::AcqRel);
+        self.overflow_bytes = 0;
+        self.overflow.clear();
+        self.over_bound_since = None;
+    }
+
+    /// Closes (1013) a user connection whose overflow is still not empty past its catch-up
+    /// time, once what the socket takes is written (the event loop's sweep calls it, so a
+    /// client that stopped reading is closed without waiting for another event).
+    pub fn close_if_overdue(&mut self) {
+        if self.overdue() {
+            self.flush();
+            if self.overdue() && !self.overflow.is_empty() {
+                self.fail_slow("slow consumer: outbound queue over 1 MiB");
+            }
         }
     }
 
@@ -648,12 +747,19 @@ impl WsConn {
     /// write half is shut (the client reads its close, then end of stream); one past its
     /// grace is given up.
     pub fn flush(&mut self) {
-        let written = match self.ws.flush() {
-            Ok(()) => true,
-            Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => false,
-            Err(_) => {
-                self.phase = Phase::Closed;
-                return;
+        let written = loop {
+            let written = match self.ws.flush() {
+                Ok(()) => true,
+                Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => false,
+                Err(_) => {
+                    self.phase = Phase::Closed;
+                    self.clear_overflow();
+                    return;
+                }
+            };
+            // The overflow moves in as the queue drains; the socket may take it at once.
+            if self.overflow.is_empty() || !self.drain_overflow() || !written {
+                break written;
             }
         };
         if let Phase::Closing { deadline, sent } = self.phase {
@@ -695,6 +801,8 @@ impl WsConn {
         if !self.is_open() {
             return;
         }
+        // Frames waiting past the bound were never queued: they go with the connection.
+        self.clear_overflow();
         self.ws
             .set_config(|config| config.max_write_buffer_size = usize::MAX);
         let _ = self.ws.write(Message::text(error_frame(reason)));

@@ -32,13 +32,17 @@ pub const INBOUND_READ_BUFFER_BYTES: usize = 4 * 1024;
 /// Largest outbound queue of one connection (API.md §17: 1 MiB), before its next frame.
 pub const OUTBOUND_BYTES_MAX: usize = 1024 * 1024;
 
-/// How long a `/ws/user` connection may stay past [`OUTBOUND_BYTES_MAX`] (API.md §16): a
-/// burst of one user's events reaches a client that reads it within this time.
+/// How long a `/ws/user` connection may hold frames past [`OUTBOUND_BYTES_MAX`] (API.md
+/// §16): a burst of one user's events reaches a client that reads it within this time.
 pub const USER_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The most a `/ws/user` connection's queue holds while it catches up (a sweep or a
-/// cancel-all of ~10,000 of one maker's orders).
+/// The most a `/ws/user` connection holds past [`OUTBOUND_BYTES_MAX`] while it catches up (a
+/// sweep or a cancel-all of ~10,000 of one maker's orders).
 pub const USER_OUTBOUND_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// The most every `/ws/user` connection together holds past [`OUTBOUND_BYTES_MAX`]: past it, a
+/// connection with more to hold is closed as a slow consumer.
+pub const USER_OVERFLOW_POOL_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// The longest header of a frame the server sends (unmasked, 64-bit length).
 pub const FRAME_HEADER_BYTES_MAX: usize = 10;
