@@ -98,7 +98,14 @@ impl Historian {
             tracing::warn!(error = %e, "history store cannot be opened; trying again");
         });
         match &opened {
-            Ok((writer, _, _)) => stored_through.store(writer.applied_seq(), Ordering::Release),
+            Ok((writer, engine, _)) => {
+                stored_through.store(writer.applied_seq(), Ordering::Release);
+                // Known before the first read: a store the journal cannot bring up to date.
+                stranded.store(
+                    journal_starts_after(&config.data_dir, engine.last_seq()),
+                    Ordering::Release,
+                );
+            }
             // Not writable (a full disk), but what it holds is there to read: reads of
             // records the engine forgot answer from it while the writer waits for room.
             Err(()) => {
@@ -210,6 +217,16 @@ impl Run {
             Err(e) => tracing::warn!(error = %e, "retention: segments not retired"),
         }
     }
+}
+
+/// Whether the journal of `data_dir` starts after the record that follows `last_seq` (the
+/// one the store needs next): retention removed it, and only the snapshots and journal of an
+/// older backup can bring the store back.
+fn journal_starts_after(data_dir: &Path, last_seq: u64) -> bool {
+    ladder_journal::journal_first_seq(data_dir)
+        .ok()
+        .flatten()
+        .is_some_and(|first| first > last_seq + 1)
 }
 
 /// The thread's state.
@@ -330,8 +347,10 @@ impl Run {
                         journal.insert(reader)
                     }
                     Err(e) => {
-                        self.stranded
-                            .store(self.journal_starts_later(), Ordering::Release);
+                        self.stranded.store(
+                            journal_starts_after(&self.config.data_dir, self.engine.last_seq()),
+                            Ordering::Release,
+                        );
                         if failures == 0 {
                             tracing::error!(error = %e, from_seq = self.engine.last_seq() + 1, "historian: cannot read the journal from where the store stands; history is not written until it can");
                         }
@@ -371,15 +390,6 @@ impl Run {
         if let Err(e) = self.writer.commit() {
             tracing::warn!(error = %e, "historian: last commit failed");
         }
-    }
-
-    /// Whether the journal starts after the record the store needs next: retention removed
-    /// it, and only the snapshots and journal of an older backup can bring the store back.
-    fn journal_starts_later(&self) -> bool {
-        ladder_journal::journal_first_seq(&self.config.data_dir)
-            .ok()
-            .flatten()
-            .is_some_and(|first| first > self.engine.last_seq() + 1)
     }
 
     fn open_journal(&self) -> Result<JournalReader, String> {

@@ -879,13 +879,27 @@ fn submit_cancels(
                         _ => None,
                     })
                     .collect();
+                // Orders whose reason only the unreadable history store knows: the answer
+                // is 503 when nothing was cancelled, else those ids say why they are not.
+                let mut unresolved = Vec::new();
                 for report in &mut reports {
                     if let Err(why) = canceller.resolve_forgotten(report) {
                         tracing::warn!(error = %why, "history store read failed");
-                        return Response::error(Status::Unavailable, "history store unavailable")
-                            .retry_after(1);
+                        report.not_canceled.retain(|(id, reason)| {
+                            let forgotten = *reason == NotCanceled::Forgotten;
+                            if forgotten {
+                                unresolved.push((*id, "history store unavailable".to_string()));
+                            }
+                            !forgotten
+                        });
                     }
                 }
+                if !unresolved.is_empty() && reports.iter().all(|r| r.canceled.is_empty()) {
+                    return Response::error(Status::Unavailable, "history store unavailable")
+                        .retry_after(1);
+                }
+                let mut not_done = not_done;
+                not_done.extend(unresolved);
                 let mut result = merge(reports, &not_done);
                 for (id, why) in chain_errors {
                     explain_signature_refusal(result.not_canceled.get_mut(&id.to_string()), why);
