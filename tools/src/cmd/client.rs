@@ -273,12 +273,10 @@ pub fn run(args: ClientArgs) -> Result<(), String> {
 }
 
 /// The one-line reason of a refused request: its status and the service's error text (the
-/// body's `error`, else the body itself on one line, cut at 200 characters).
+/// body's `error`, else the body itself), on one line, cut at 200 characters.
 fn http_failure(status: u16, json: &serde_json::Value, body: &str) -> String {
-    let text = match json.get("error").and_then(|e| e.as_str()) {
-        Some(error) => error.to_string(),
-        None => body.split_whitespace().collect::<Vec<_>>().join(" "),
-    };
+    let text = json.get("error").and_then(|e| e.as_str()).unwrap_or(body);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let text: String = text.chars().take(200).collect();
     if text.is_empty() {
         format!("HTTP {status}")
