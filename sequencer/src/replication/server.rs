@@ -287,6 +287,15 @@ fn refusal_of(
             false => None,
         };
         if ours != Some(theirs) {
+            // The record before the term was retired (a term begun long ago): the standby
+            // cannot be told where to cut, and takes this primary's state instead.
+            if let Some(first) = first.filter(|&first| term_start - 1 < first) {
+                return Ok(Some(format!(
+                    "{BEHIND_JOURNAL}{first} (the records before it were retired, and this \
+                     standby's past the term start are not this primary's): the standby \
+                     bootstraps from the primary's snapshot"
+                )));
+            }
             let last = RecordMark::read_at(&mut reader, term_start - 1)?;
             return Ok(Some(JournalEnd { last }.refusal()));
         }
@@ -505,5 +514,77 @@ mod tests {
         // Before the term start a different record is a divergence a person must look at.
         let diverged = refusal(foreign(at_4)).unwrap();
         assert!(JournalEnd::of_refusal(&diverged).is_none(), "{diverged}");
+    }
+
+    /// The same standby, once retention retired the record before the term (a term begun long
+    /// ago), is told to bootstrap: there is no record left to name for its cut.
+    #[test]
+    fn records_past_a_term_whose_record_before_it_was_retired_bootstrap_the_standby() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = ladder_journal::JournalOptions {
+            segment_size_bytes: 4 << 10,
+        };
+        let (mut journal, _) = ladder_journal::Journal::open(dir.path(), options).unwrap();
+        for seq in 1..=20u64 {
+            journal
+                .append(seq, seq * 100, 1, &[seq as u8; 1_000])
+                .unwrap();
+        }
+        journal.commit(ladder_journal::Durability::Sync).unwrap();
+        let mut segments: Vec<(u64, std::path::PathBuf)> = walk(dir.path())
+            .into_iter()
+            .filter_map(|path| {
+                let first = path
+                    .file_name()?
+                    .to_str()?
+                    .strip_suffix(".seg")?
+                    .parse()
+                    .ok()?;
+                Some((first, path))
+            })
+            .collect();
+        segments.sort();
+        assert!(segments.len() >= 3, "{segments:?}");
+        // Retention took the first two segments; the term began at the third.
+        let term_start = segments[2].0;
+        for (_, path) in &segments[..2] {
+            std::fs::remove_file(path).unwrap();
+        }
+        let hub = ReplicationHub::new(0, 20);
+        hub.set_term_start(term_start);
+        let mut reader = JournalReader::open(dir.path()).unwrap();
+        let at = RecordMark::read_at(&mut reader, term_start + 1)
+            .unwrap()
+            .unwrap();
+        let theirs = RecordMark {
+            payload_crc: at.payload_crc ^ 1,
+            ..at
+        };
+        let hello = Hello {
+            from_seq: theirs.seq + 1,
+            last: Some(theirs),
+            node_id: "n".into(),
+        };
+        let refusal = refusal_of(dir.path(), &hub, &hello)
+            .unwrap()
+            .expect("refused");
+        assert!(
+            refusal.starts_with(&format!("{BEHIND_JOURNAL}{term_start} ")),
+            "{refusal}"
+        );
+    }
+
+    /// Every file under `dir`.
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
     }
 }
