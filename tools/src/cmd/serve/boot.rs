@@ -20,7 +20,7 @@ use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::bell::BellReceiver;
-use ladder_sequencer::replication::ReplicationHub;
+use ladder_sequencer::replication::{run, ReplicationHub};
 use ladder_sequencer::{
     recover_engine, start_with, CompletionSink, EventConsumer, PublishedBatch, Rings,
     SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
@@ -236,8 +236,19 @@ pub(super) fn replication_hub(
     role: &Role,
     coordination: Option<&Coordination>,
     engine: &Engine,
-) -> Option<Arc<ReplicationHub>> {
+    data_dir: &Path,
+) -> Result<Option<Arc<ReplicationHub>>, String> {
     let last_seq = engine.last_seq();
+    // A primary outside a cluster begins a run (see `replication::run`); a node that follows
+    // another forgets its own.
+    let run = match (role, coordination) {
+        (Role::Primary { .. }, None) => Some(run::begin_primary_run(data_dir)?),
+        (Role::Standby { .. }, _) => {
+            run::forget_primary_run(data_dir)?;
+            None
+        }
+        _ => None,
+    };
     let hub = match role {
         Role::Primary {
             replication_listen: Some(_),
@@ -245,10 +256,13 @@ pub(super) fn replication_hub(
             ..
         } => Arc::new(ReplicationHub::new(*replicas as usize, last_seq)),
         _ if coordination.is_some() => Arc::new(ReplicationHub::new(0, last_seq)),
-        _ => return None,
+        _ => return Ok(None),
     };
     hub.set_term_start(engine.term_start_seq());
-    Some(hub)
+    if let Some(run) = run {
+        hub.set_run(run, last_seq + 1);
+    }
+    Ok(Some(hub))
 }
 
 /// What the sequencer is started with.
@@ -301,7 +315,12 @@ pub(super) fn start_sequencer(
         .collect();
     let (settlement_tx, settlement_events) =
         ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
-    let hub = replication_hub(&options.role, coordination.map(Arc::as_ref), &start.engine);
+    let hub = replication_hub(
+        &options.role,
+        coordination.map(Arc::as_ref),
+        &start.engine,
+        &options.data_dir,
+    )?;
     publish_leader(
         state,
         coordination,
