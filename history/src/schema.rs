@@ -247,14 +247,27 @@ fn schema_version(connection: &Connection) -> rusqlite::Result<i64> {
 }
 
 /// Refuses a store written by a newer build (its schema version above this build's): the
-/// service must not start on it, where a full disk, say, is only waited out.
+/// service must not start on it, where a full disk, say, is only waited out. A file SQLite
+/// cannot read as a database at all (not one, or corrupt) is moved aside with its WAL as
+/// `<name>.unreadable-<unix time>`, and the store starts again from the journal (as a lost
+/// one: API.md §19).
 pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
     if !path.exists() {
         return Ok(());
     }
-    let version: i64 = open_for_reading(path)
-        .and_then(|c| schema_version(&c))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let version: i64 = match open_for_reading(path).and_then(|c| schema_version(&c)) {
+        Ok(version) => version,
+        Err(e) if unreadable(&e) => {
+            let aside = set_aside(path)?;
+            tracing::error!(
+                error = %e,
+                set_aside = %aside.display(),
+                "history store unreadable: set aside, starting again from the journal"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     if version > SCHEMA_VERSION {
         return Err(format!(
             "{}: schema version {version}, newer than this build's {SCHEMA_VERSION}: run the \
@@ -263,6 +276,40 @@ pub fn refuse_newer_schema(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Whether SQLite found the file not a database, or a corrupt one.
+fn unreadable(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// Renames the store at `path` and its WAL and shared-memory files to
+/// `<name>.unreadable-<unix time>[-wal|-shm]`, durably; the new name of the store.
+fn set_aside(path: &Path) -> Result<PathBuf, String> {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let aside = path.with_file_name(format!("{name}.unreadable-{seconds}"));
+    for suffix in ["", "-wal", "-shm"] {
+        let from = PathBuf::from(format!("{}{suffix}", path.display()));
+        let to = PathBuf::from(format!("{}{suffix}", aside.display()));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", from.display())),
+        }
+    }
+    if let Some(dir) = path.parent() {
+        ladder_journal::sync_dir(dir).map_err(|e| e.to_string())?;
+    }
+    Ok(aside)
 }
 
 /// The last sequence an existing store holds, read without writing to it (`None`: no
@@ -489,6 +536,30 @@ mod tests {
         drop(open_for_writing(&current).unwrap());
         assert_eq!(refuse_newer_schema(&current), Ok(()));
         assert_eq!(refuse_newer_schema(&dir.path().join("none.db")), Ok(()));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_set_aside_for_a_new_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        std::fs::write(&path, vec![0x5a; 100_000]).unwrap();
+        std::fs::write(format!("{}-wal", path.display()), b"garbage").unwrap();
+        assert_eq!(refuse_newer_schema(&path), Ok(()));
+        assert!(!path.exists(), "set aside");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+            .collect();
+        let aside = names
+            .iter()
+            .find(|n| n.starts_with("history.db.unreadable-") && !n.ends_with("-wal"))
+            .unwrap_or_else(|| panic!("{names:?}"));
+        assert_eq!(
+            std::fs::read(dir.path().join(aside)).unwrap(),
+            vec![0x5a; 100_000]
+        );
+        assert!(names.iter().any(|n| n.ends_with("-wal")), "{names:?}");
+        drop(open_for_writing(&path).unwrap());
     }
 
     #[test]

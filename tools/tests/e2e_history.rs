@@ -331,3 +331,47 @@ fn a_cancel_of_an_order_closed_long_ago_gives_the_same_reason() {
         json!([bobs_open.to_string()])
     );
 }
+
+/// A `history.db` SQLite cannot read (garbage, as a failing disk may leave) does not keep the
+/// service from starting: it is set aside and the store is rebuilt from the journal, which
+/// here starts at sequence 1, with the same answers as before.
+#[test]
+fn an_unreadable_history_store_is_set_aside_and_rebuilt_from_the_journal() {
+    let mut service = Service::start(&[]);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 5);
+    let p = place(&mut bob, yes(), Side::Sell, 5_000, 5, OrderType::Fak);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let trade_id = p["tradeIds"][0].as_str().unwrap().to_string();
+    let before = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap();
+    assert_eq!(before.status, 200, "{}", before.body);
+
+    service.kill();
+    let store = service.data_dir().join("history.db");
+    std::fs::write(&store, vec![0x5a; 64 * 1024]).unwrap();
+    for name in ["history.db-wal", "history.db-shm"] {
+        let _ = std::fs::remove_file(service.data_dir().join(name));
+    }
+    service.restart();
+    let mut alice = service.trader(0);
+    let after = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap();
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_eq!(after.json()["id"], before.json()["id"]);
+    let aside = std::fs::read_dir(service.data_dir())
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|name| name.starts_with("history.db.unreadable-"))
+        .count();
+    assert!(aside > 0, "the unreadable store is kept aside");
+    // The rebuilt store catches up with the journal.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&service, "ladder_history_stored_seq") == "0" {
+        assert!(Instant::now() < deadline, "the store is not rebuilt");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
