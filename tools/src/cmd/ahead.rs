@@ -14,8 +14,19 @@ use ladder_sequencer::replication::RecordMark;
 /// restarted on other data (an older backup, the wrong directory), and a person decides.
 pub const AHEAD_RECORDS_CUT_MAX: u64 = 65_536;
 
+/// Why a standby holds records its primary does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// A primary outside a cluster restarted without its unflushed tail (a power loss): at
+    /// most [`AHEAD_RECORDS_CUT_MAX`] records.
+    LostFlush,
+    /// In a cluster, this node wrote them as the leader of an older term (CONTRACT 22): the
+    /// new leader did not take them, however many they are.
+    OlderTerm,
+}
+
 /// Cuts the records of the standby in `data_dir` after the primary's `end`, when it may.
-pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), String> {
+pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd, why: Ahead) -> Result<(), String> {
     let last_seq = super::bootstrap::last_seq_held(data_dir, Default::default())?;
     let extra = last_seq.saturating_sub(end.seq());
     let remedy = "start the standby on an empty data directory to follow this primary";
@@ -24,7 +35,7 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), Str
             "the primary's journal is empty while this standby holds {last_seq} records: {remedy}"
         ));
     };
-    if extra > AHEAD_RECORDS_CUT_MAX {
+    if why == Ahead::LostFlush && extra > AHEAD_RECORDS_CUT_MAX {
         return Err(format!(
             "this standby holds {extra} records past the primary's last ({}), more than a lost \
              flush explains (at most {AHEAD_RECORDS_CUT_MAX}): {remedy}",
@@ -50,9 +61,9 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), Str
             primary_last = primary_last.seq,
             cut = extra,
             set_aside = ?aside,
-            "the primary restarted without records it never answered, and no snapshot this \
-             node keeps from before them covers its journal: what it held is set aside, and \
-             it takes the primary's state"
+            "{}, and no snapshot this node keeps from before them covers its journal: what \
+             it held is set aside, and it takes the primary's state",
+            why.words()
         );
         return Ok(());
     }
@@ -62,9 +73,23 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd) -> Result<(), Str
         primary_last = primary_last.seq,
         cut = extra,
         kept = ?kept,
-        "the primary restarted without records it never answered: cut them here too"
+        "{}: cut them here (kept aside)",
+        why.words()
     );
     Ok(())
+}
+
+impl Ahead {
+    /// What the log says of the records cut.
+    fn words(self) -> &'static str {
+        match self {
+            Ahead::LostFlush => "the primary restarted without records it never answered",
+            Ahead::OlderTerm => {
+                "records this node wrote as the leader of an older term are not the new \
+                 leader's (with --replicas 0 some may have been answered)"
+            }
+        }
+    }
 }
 
 /// Whether the journal of `data_dir`, cut after `seq`, can still be recovered: it starts at
@@ -100,6 +125,44 @@ mod tests {
         RecordMark::of_journal(data_dir, end).unwrap().unwrap()
     }
 
+    /// More records than a lost flush explains: refused for a restarted primary, cut for a
+    /// new leader of a cluster (they were written under an older term, however many).
+    #[test]
+    fn a_long_tail_is_cut_only_after_a_change_of_term() {
+        let extra = AHEAD_RECORDS_CUT_MAX + 10;
+        let journal_of = |dir: &Path| {
+            let (mut journal, _) = Journal::open(dir, JournalOptions::default()).unwrap();
+            for seq in 1..=10 + extra {
+                journal.append(seq, seq, 1, &seq.to_le_bytes()).unwrap();
+            }
+            journal.commit(Durability::Sync).unwrap();
+            drop(journal);
+            RecordMark::of_journal(dir, 10).unwrap().unwrap()
+        };
+        let restarted = tempfile::tempdir().unwrap();
+        let mark = journal_of(restarted.path());
+        let refused = cut_after_primary_end(
+            restarted.path(),
+            JournalEnd { last: Some(mark) },
+            Ahead::LostFlush,
+        )
+        .unwrap_err();
+        assert!(
+            refused.contains("more than a lost flush explains"),
+            "{refused}"
+        );
+        assert_eq!(last_seq(restarted.path()), 10 + extra);
+        let deposed = tempfile::tempdir().unwrap();
+        let mark = journal_of(deposed.path());
+        cut_after_primary_end(
+            deposed.path(),
+            JournalEnd { last: Some(mark) },
+            Ahead::OlderTerm,
+        )
+        .unwrap();
+        assert_eq!(last_seq(deposed.path()), 10);
+    }
+
     fn last_seq(data_dir: &Path) -> u64 {
         super::super::bootstrap::last_seq_held(data_dir, JournalOptions::default()).unwrap()
     }
@@ -108,7 +171,12 @@ mod tests {
     fn records_past_the_primary_are_cut_when_a_snapshot_before_them_covers_the_journal() {
         let dir = tempfile::tempdir().unwrap();
         let mark = trimmed_journal(dir.path(), 103, 105);
-        cut_after_primary_end(dir.path(), JournalEnd { last: Some(mark) }).unwrap();
+        cut_after_primary_end(
+            dir.path(),
+            JournalEnd { last: Some(mark) },
+            Ahead::LostFlush,
+        )
+        .unwrap();
         assert_eq!(last_seq(dir.path()), 105);
         let snapshot = ladder_journal::latest_valid_snapshot_through(dir.path(), u64::MAX);
         assert_eq!(snapshot.unwrap().map(|s| s.seq), Some(103));
@@ -121,7 +189,12 @@ mod tests {
     fn a_cut_that_leaves_no_snapshot_covering_the_journal_sets_the_state_aside() {
         let dir = tempfile::tempdir().unwrap();
         let mark = trimmed_journal(dir.path(), 108, 105);
-        cut_after_primary_end(dir.path(), JournalEnd { last: Some(mark) }).unwrap();
+        cut_after_primary_end(
+            dir.path(),
+            JournalEnd { last: Some(mark) },
+            Ahead::LostFlush,
+        )
+        .unwrap();
         let names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

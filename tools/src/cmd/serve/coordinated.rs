@@ -146,7 +146,9 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
                 listen = bound.to_string();
             }
             Ok(RunEnd::Ahead { end, bound }) => {
-                if let Err(why) = ahead::cut_after_primary_end(&data_dir, end) {
+                if let Err(why) =
+                    ahead::cut_after_primary_end(&data_dir, end, ahead::Ahead::OlderTerm)
+                {
                     break Err(format!("the leader refused replication: {why}"));
                 }
                 listen = bound.to_string();

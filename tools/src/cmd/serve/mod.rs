@@ -275,7 +275,7 @@ pub fn standby(args: &StandbyArgs) -> Result<(), String> {
                 std::thread::sleep(Duration::from_secs(1));
             }
             RunEnd::Ahead { end, bound } => {
-                ahead::cut_after_primary_end(data_dir, end)
+                ahead::cut_after_primary_end(data_dir, end, ahead::Ahead::LostFlush)
                     .map_err(|why| format!("standby: the primary refused replication: {why}"))?;
                 listen = bound.to_string();
             }
