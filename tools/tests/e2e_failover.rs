@@ -294,6 +294,16 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     let (status, _) = place(&mut alice, 0);
     assert_eq!(status, 200);
     wait_for_hash(&b.url, &state_hash(&leader.url));
+    // A market feed on the leader: it is told the node changes role, not that it stops.
+    let (mut feed, _) = tungstenite::connect(format!(
+        "{}/ws/market",
+        leader.url.replace("http://", "ws://")
+    ))
+    .expect("a feed");
+    feed.send(tungstenite::Message::text(
+        json!({ "type": "market", "assets_ids": [yes().to_string()] }).to_string(),
+    ))
+    .unwrap();
 
     leader.signal("STOP");
     // A write sent to the paused leader waits in its socket.
@@ -340,6 +350,15 @@ fn a_paused_leader_never_acknowledges_after_the_new_leader_and_rejoins_as_its_st
     // It rejoins as B's standby, holding B's state (what it wrote past B's term is cut).
     wait_for_leader(&leader.url, "b", Duration::from_secs(20));
     wait_for_hash(&leader.url, &state_hash(&b.url));
+    let close = loop {
+        match feed.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.expect("a close frame"),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1012, "{close:?}");
+    assert_eq!(close.reason.as_str(), "node changing role: connect again");
 }
 
 #[test]

@@ -551,6 +551,9 @@ pub struct ServerShared {
     /// Connections (address, number) that ended before a stop and whose cancel a stopping
     /// loop could not see journaled: the runtime journals them, or keeps them armed.
     pub dead_man_unfinished: parking_lot::Mutex<Vec<(ladder_engine::Address, u64)>>,
+    /// Set before a stop that is a change of role (a leader that lost its lease, a standby
+    /// that cuts or bootstraps), not the service stopping: WebSocket clients are told so.
+    pub changing_role: AtomicBool,
 }
 
 impl ServerShared {

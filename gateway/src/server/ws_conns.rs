@@ -376,9 +376,10 @@ impl Worker {
     /// RFC 6455 7.4.1 asks of a server going away; a stop cancels no dead-man switch's
     /// orders (`flush_socket` checks the stop flag).
     pub(super) fn close_sockets_going_away(&mut self) {
+        let changing_role = self.shared.changing_role.load(Ordering::Acquire);
         for slot in 0..self.sockets.len() {
             if let Some(socket) = self.sockets[slot].as_mut() {
-                socket.go_away();
+                socket.go_away(changing_role);
                 self.flush_socket(slot);
             }
         }

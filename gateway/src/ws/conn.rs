@@ -811,10 +811,15 @@ impl WsConn {
 
     /// Closes an open connection with 1001 (going away) because the service is stopping:
     /// no error frame, and a stop is no disconnect of a dead-man switch (the caller does
-    /// not cancel for it).
-    pub fn go_away(&mut self) {
+    /// not cancel for it). A node changing role (`changing_role`) closes with 1012 (service
+    /// restart) instead: it runs again as another role, and the leader, not this node,
+    /// decides what happens to a dead-man switch's orders.
+    pub fn go_away(&mut self, changing_role: bool) {
         if self.is_open() {
-            self.close_now(CloseCode::Away, "service shutting down");
+            match changing_role {
+                true => self.close_now(CloseCode::Restart, "node changing role: connect again"),
+                false => self.close_now(CloseCode::Away, "service shutting down"),
+            }
         }
     }
 

@@ -489,6 +489,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     let settlement_thread = supervisor.settlement.take();
     let mut internal = supervisor.into_internal();
     // The gateway stops first, while standbys still follow: what it drains is replicated.
+    if !matches!(end, LoopEnd::Stopped | LoopEnd::Failed(_)) {
+        front.shared.changing_role.store(true, Ordering::Release);
+    }
     stop_gateway(&front.shared, front.threads);
     // A clean stop is no disconnect of a dead-man switch: its armings go, journaled once the
     // gateway loops take no more and before replication stops, so that a standby that takes
