@@ -40,6 +40,7 @@ impl Coordination {
     /// The leader as `GET /admin/leader` shows it; this node leads once it takes writes, and
     /// only until its lease's deadline: past it (before the coordinator has learned whether
     /// the lease is gone) no leader is known, and a refusal names none rather than itself.
+    /// So too between winning the lease and taking writes (it journals its term first).
     pub fn lookup(self: &Arc<Self>, state: &Arc<ServiceState>) -> LeaderLookup {
         let view = self.coordinator.shared_view();
         let state = state.clone();
@@ -47,7 +48,8 @@ impl Coordination {
         LeaderLookup(Arc::new(move || {
             let view = view.read();
             let lapsing = view.leading && !fence.may_acknowledge();
-            let leader = view.leader.as_ref().filter(|_| !lapsing);
+            let promoting = view.leading && state.standby.load(Ordering::Acquire);
+            let leader = view.leader.as_ref().filter(|_| !lapsing && !promoting);
             LeaderStatus {
                 node_id: leader.map(|l| l.node_id.clone()),
                 url: leader.map(|l| l.url.clone()),
