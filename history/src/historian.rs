@@ -140,6 +140,13 @@ impl Historian {
         self.stored_through.load(Ordering::Acquire)
     }
 
+    /// Where snapshot pruning must keep a snapshot for the store: at or before what it
+    /// committed; `None` while the store is stranded (lost or replaced after retention), when
+    /// the snapshot its backup needs is unknown and none may go.
+    pub fn snapshot_needed_through(&self) -> Option<u64> {
+        (!self.reader.is_stranded()).then(|| self.stored_through())
+    }
+
     /// Reads of the store.
     pub fn reader(&self) -> Arc<HistoryReader> {
         self.reader.clone()
@@ -352,7 +359,7 @@ impl Run {
                             Ordering::Release,
                         );
                         if failures == 0 {
-                            tracing::error!(error = %e, from_seq = self.engine.last_seq() + 1, "historian: cannot read the journal from where the store stands; history is not written until it can");
+                            tracing::error!(error = %e, from_seq = self.engine.last_seq() + 1, store_at = self.writer.applied_seq(), "historian: cannot read the journal from where the store stands (no snapshot at or before it, and the journal starts later); history is not written until it can");
                         }
                         failures += 1;
                         std::thread::sleep(FAILURE_PAUSE);

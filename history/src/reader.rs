@@ -83,6 +83,12 @@ impl HistoryReader {
         self.stranded.clone()
     }
 
+    /// Whether the historian reports the store stranded (it lacks records the journal no
+    /// longer holds).
+    pub fn is_stranded(&self) -> bool {
+        self.stranded.load(Ordering::Acquire)
+    }
+
     /// `Err` while the historian reports the store stranded.
     fn check_stranded(&self) -> Result<(), String> {
         match self.stranded.load(Ordering::Acquire) {

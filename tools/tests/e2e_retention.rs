@@ -377,3 +377,76 @@ fn a_history_store_lost_after_retention_makes_what_needs_it_unavailable() {
         200
     );
 }
+
+/// The store's backup restored after a run without it (API.md §19): that run keeps every
+/// snapshot (it cannot know which one the backup needs), so the restored store finds one at
+/// or before where it stands and everything is answered again, with `--keep-snapshots 1`.
+#[test]
+fn a_history_store_backup_restored_after_a_run_without_it_is_answered_again() {
+    let small_keep_one: Vec<&str> = SMALL
+        .iter()
+        .map(|arg| if *arg == "2" { "1" } else { arg })
+        .collect();
+    let mut service = Service::start(&small_keep_one);
+    let mut alice = service.trader(0);
+    let mut bob = service.trader(1);
+    rest(&mut alice, yes(), Side::Buy, 5_000, 20);
+    let p = place(&mut bob, yes(), Side::Sell, 5_000, 20, OrderType::Fak);
+    assert_eq!(p["status"], json!("matched"), "{p}");
+    let trade_id = p["tradeIds"][0].as_str().unwrap().to_string();
+    fill_journal(&service, 1_500);
+    wait_trimmed(service.data_dir());
+    let before = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap();
+    assert_eq!(before.status, 200, "{}", before.body);
+    let stop = |service: &mut Service| {
+        service.signal("TERM");
+        assert!(
+            service.wait_exit(Duration::from_secs(30)).is_some(),
+            "no clean stop"
+        );
+    };
+    stop(&mut service);
+    let backup = tempfile::tempdir().unwrap();
+    let names = ["history.db", "history.db-wal", "history.db-shm"];
+    for name in names {
+        let from = service.data_dir().join(name);
+        if from.exists() {
+            std::fs::copy(&from, backup.path().join(name)).unwrap();
+            std::fs::remove_file(&from).unwrap();
+        }
+    }
+    // A run without the store that writes (deposits) and stops cleanly (its stop writes a
+    // snapshot past the backup's position).
+    service.restart();
+    let mut alice = service.trader(0);
+    let lost = alice
+        .send("GET", &format!("/trades/{trade_id}"), None)
+        .unwrap();
+    assert_eq!(lost.status, 503, "{}", lost.body);
+    fill_journal(&service, 5);
+    stop(&mut service);
+    // The backup back, with the service stopped.
+    for name in names {
+        let _ = std::fs::remove_file(service.data_dir().join(name));
+        let from = backup.path().join(name);
+        if from.exists() {
+            std::fs::copy(&from, service.data_dir().join(name)).unwrap();
+        }
+    }
+    service.restart();
+    let mut alice = service.trader(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let r = alice
+            .send("GET", &format!("/trades/{trade_id}"), None)
+            .unwrap();
+        if r.status == 200 || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_eq!(after.json(), before.json());
+}

@@ -98,10 +98,10 @@ pub(super) fn shutdown(
     // that the next start finds a snapshot at or before where it stands.
     let end = engine.as_ref().map_or(0, Engine::last_seq);
     drain_history(&historian, end);
-    let stored = historian.stored_through();
+    let needed = historian.snapshot_needed_through();
     historian.stop();
     if let Some(engine) = engine {
-        write_snapshot(data_dir, &engine, keep_snapshots, stored);
+        write_snapshot(data_dir, &engine, keep_snapshots, needed);
     }
     tracing::info!("stopped");
 }
@@ -139,9 +139,8 @@ fn drain_history(historian: &Historian, end: u64) {
     }
 }
 
-/// Writes a snapshot of `engine` and prunes, keeping the one the history store (at
-/// `stored`) starts from.
-fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, stored: u64) {
+/// Writes a snapshot of `engine` and prunes (see [`prune_snapshots`]).
+fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, needed: Option<u64>) {
     let seq = engine.last_seq();
     if seq == 0 {
         return;
@@ -150,7 +149,19 @@ fn write_snapshot(data_dir: &Path, engine: &Engine, keep_snapshots: usize, store
         Ok(path) => tracing::info!(seq, path = %path.display(), "snapshot written"),
         Err(e) => tracing::warn!(error = %e, "snapshot failed"),
     }
-    let _ = ladder_journal::prune_snapshots(data_dir, keep_snapshots, stored);
+    prune_snapshots(data_dir, keep_snapshots, needed);
+}
+
+/// Prunes the snapshots, keeping the one the history store starts from (at or before
+/// `needed`); none while the store is stranded (`None`): the snapshot its backup needs,
+/// when an operator restores it, is unknown.
+pub(super) fn prune_snapshots(data_dir: &Path, keep: usize, needed: Option<u64>) {
+    match needed {
+        Some(stored) => {
+            let _ = ladder_journal::prune_snapshots(data_dir, keep, stored);
+        }
+        None => tracing::warn!("history store stranded: no snapshot is pruned"),
+    }
 }
 
 /// A producer of the runtime's own: its ring into the sequencer and the sink its answers
@@ -264,18 +275,18 @@ impl Internal {
         crate::cmd::redemption_watch::query_through(&mut |work| self.run(work), read)
     }
 
-    /// Serializes the engine on the sequencer thread and writes the snapshot here, keeping
-    /// the one the history store (at `stored`) starts from.
+    /// Serializes the engine on the sequencer thread and writes the snapshot here, then
+    /// prunes (see [`prune_snapshots`]).
     pub(super) fn snapshot(
         &mut self,
         data_dir: &Path,
         keep: usize,
-        stored: u64,
+        needed: Option<u64>,
     ) -> Result<SnapshotTaken, String> {
         let (seq, bytes) = self.query(|e| (e.last_seq(), e.snapshot_bytes()))?;
         let path =
             ladder_journal::write_snapshot(data_dir, seq, &bytes).map_err(|e| e.to_string())?;
-        let _ = ladder_journal::prune_snapshots(data_dir, keep, stored);
+        prune_snapshots(data_dir, keep, needed);
         tracing::info!(seq, path = %path.display(), "snapshot written");
         Ok(SnapshotTaken {
             seq,

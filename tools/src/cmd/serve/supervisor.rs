@@ -193,7 +193,7 @@ impl<'a> Supervisor<'a> {
         let taken = self.internal.snapshot(
             self.context.data_dir,
             self.context.keep_snapshots,
-            self.context.historian.stored_through(),
+            self.context.historian.snapshot_needed_through(),
         );
         if let Err(e) = &taken {
             tracing::warn!(error = %e, "snapshot failed");
