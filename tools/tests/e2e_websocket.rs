@@ -952,25 +952,33 @@ impl UserFeedReader {
     }
 }
 
-#[test]
-fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_whole() {
-    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+/// Orders of demo trader 0 (a market maker) for the bursts: this many at 0.50.
+const ORDERS: u64 = 2_400;
+
+/// Demo trader 0 with [`ORDERS`] resting buys of one Yes share at 0.50 and one more at 0.30
+/// (which a sweep at 0.50 does not reach: a dropped feed would cancel it), and its `/ws/user`
+/// feed as a market maker has it: a dead-man switch, whose kernel share of the queue is small.
+fn maker_with_a_dead_man_feed(service: &Service) -> (Trader, Ws) {
     let mut alice = service.trader(0);
-    let mut bob = service.trader(1);
-    const ORDERS: u64 = 2_400;
     rest_many(&mut alice, yes(), Side::Buy, 5_000, ORDERS);
-    // An order the sweep does not reach: a dropped feed would cancel it.
     let r = alice
         .place(yes(), Side::Buy, 3_000, 1, OrderType::Gtc)
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    // A market maker's feed: a dead-man switch, whose kernel share of the queue is small.
     let mut subscription: Value = serde_json::from_str(&user_subscribe(&alice)).unwrap();
     subscription["cancel_on_disconnect"] = json!(true);
-    let mut ws = open(&service, "/ws/user");
+    let mut ws = open(service, "/ws/user");
     ws.send(Message::text(subscription.to_string())).unwrap();
     ws.send(Message::text("PING")).unwrap();
     assert_eq!(ws.read().unwrap(), Message::text("PONG"));
+    (alice, ws)
+}
+
+#[test]
+fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_whole() {
+    let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
+    let (mut alice, ws) = maker_with_a_dead_man_feed(&service);
+    let mut bob = service.trader(1);
 
     // One taker fills every one of alice's orders at 0.50: one command, an UPDATE and a trade
     // each, all queued before the client, busy for a moment, reads the first.
@@ -1060,20 +1068,8 @@ fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_
         "--settlement-delay-ms",
         "600000",
     ]);
-    let mut alice = service.trader(0);
+    let (mut alice, hung) = maker_with_a_dead_man_feed(&service);
     let mut bob = service.trader(1);
-    const ORDERS: u64 = 2_400;
-    rest_many(&mut alice, yes(), Side::Buy, 5_000, ORDERS);
-    let r = alice
-        .place(yes(), Side::Buy, 3_000, 1, OrderType::Gtc)
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    let mut subscription: Value = serde_json::from_str(&user_subscribe(&alice)).unwrap();
-    subscription["cancel_on_disconnect"] = json!(true);
-    let mut hung = open(&service, "/ws/user");
-    hung.send(Message::text(subscription.to_string())).unwrap();
-    hung.send(Message::text("PING")).unwrap();
-    assert_eq!(hung.read().unwrap(), Message::text("PONG"));
     // The client hangs: it reads nothing more, and its receive buffer is small.
     if let tungstenite::stream::MaybeTlsStream::Plain(stream) = hung.get_ref() {
         socket2::SockRef::from(stream)

@@ -181,11 +181,20 @@ fn session(f: &mut Follower, primary: &str) -> Result<(), SessionEnd> {
     // Kept before any record of this run is taken: the run a restarted primary may tell
     // this standby to cut back to (see `run`).
     if run != f.followed_run {
-        match run {
-            Some(run) => super::run::record_followed_run(&f.data_dir, run)?,
-            None => super::run::forget_followed_run(&f.data_dir)?,
-        }
-        f.followed_run = run;
+        let kept = match run {
+            Some(run) => super::run::record_followed_run(&f.data_dir, run),
+            None => super::run::forget_followed_run(&f.data_dir),
+        };
+        f.followed_run = match kept {
+            Ok(()) => run,
+            // A full disk: followed as a run it cannot name (a restarted primary tells it
+            // to cut nothing; it is refused as diverged instead).
+            Err(e) => {
+                tracing::warn!(error = %e, "the primary run followed is not kept");
+                let _ = super::run::forget_followed_run(&f.data_dir);
+                None
+            }
+        };
     }
     writer
         .write_all(READY)

@@ -29,7 +29,11 @@ pub struct PrimaryRun {
 
 /// Begins a primary's run on `data_dir`: reads the previous run's id, writes a new one, and
 /// forgets any run this node followed as a standby (its records from now on are its own).
-pub fn begin_primary_run(data_dir: &Path) -> Result<PrimaryRun, String> {
+/// `None` when the new id cannot be written (a full disk): the run then has no id, no
+/// standby is told to cut, and the old id is removed so that no later run takes it for its
+/// previous one. A full disk never keeps the service from starting.
+pub fn begin_primary_run(data_dir: &Path) -> Option<PrimaryRun> {
+    let _ = forget_followed_run(data_dir);
     let previous = read_run(&data_dir.join(PRIMARY_RUN_FILE));
     let id = loop {
         let id: u64 = rand::random();
@@ -37,9 +41,14 @@ pub fn begin_primary_run(data_dir: &Path) -> Result<PrimaryRun, String> {
             break id;
         }
     };
-    write_run(data_dir, PRIMARY_RUN_FILE, id)?;
-    forget_followed_run(data_dir)?;
-    Ok(PrimaryRun { id, previous })
+    match write_run(data_dir, PRIMARY_RUN_FILE, id) {
+        Ok(()) => Some(PrimaryRun { id, previous }),
+        Err(e) => {
+            tracing::warn!(error = %e, "this primary run has no id (standbys ahead of it are not told to cut)");
+            let _ = forget_primary_run(data_dir);
+            None
+        }
+    }
 }
 
 /// Forgets this node's primary run: it follows another node now, so a later run of its own

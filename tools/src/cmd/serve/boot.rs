@@ -242,9 +242,11 @@ pub(super) fn replication_hub(
     // A primary outside a cluster begins a run (see `replication::run`); a node that follows
     // another forgets its own.
     let run = match (role, coordination) {
-        (Role::Primary { .. }, None) => Some(run::begin_primary_run(data_dir)?),
+        (Role::Primary { .. }, None) => run::begin_primary_run(data_dir),
         (Role::Standby { .. }, _) => {
-            run::forget_primary_run(data_dir)?;
+            if let Err(e) = run::forget_primary_run(data_dir) {
+                tracing::warn!(error = %e, "this node's primary run is not forgotten");
+            }
             None
         }
         _ => None,
