@@ -614,8 +614,6 @@ pub fn standby_lag(dir: &Path, commands: usize, rate: f64, replicas: usize) -> S
         term: 0,
         secret,
         node_id: "bench-standby".to_string(),
-        data_dir: standby_dir.clone(),
-        followed_run: None,
         last_seq: 0,
         last_mark: None,
         submitter: standby_rings.pop().expect("a ring"),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ladder_client::{HttpClient, Trader};
 use ladder_protocol::wire::OrderType;
 use ladder_protocol::Side;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use support::*;
 
@@ -228,122 +228,6 @@ fn a_standby_ahead_of_its_restarted_primary_cuts_what_the_primary_lost_and_follo
     assert_eq!(r.json()["success"], json!(true), "{}", r.body);
     let (_, now) = admin_at(&primary.url, "GET", "/admin/state-hash");
     wait_for_hash(&standby.url, &now);
-}
-
-/// A primary with a standby whose orders at 0.41-0.43 the standby holds; then the standby
-/// stops, and the primary loses everything after `kept` (its unflushed tail at a power loss,
-/// as `journal repair --truncate-after` leaves it) and is down.
-struct LostTail {
-    primary: Service,
-    replication: u16,
-    _dir: tempfile::TempDir,
-    standby_dir: std::path::PathBuf,
-    kept: Value,
-}
-
-fn standby_away_while_its_primary_loses_its_tail() -> LostTail {
-    let replication = free_port();
-    let mut primary =
-        Service::start(&["--replication-listen", &format!("127.0.0.1:{replication}")]);
-    let dir = tempfile::tempdir().unwrap();
-    let standby_dir = dir.path().join("standby");
-    let mut standby = start_standby_in(replication, &standby_dir);
-    let (_, kept) = admin_at(&primary.url, "GET", "/admin/state-hash");
-    place_orders(&primary, &[4_100, 4_200, 4_300]);
-    let (_, ahead) = admin_at(&primary.url, "GET", "/admin/state-hash");
-    wait_for_hash(&standby.url, &ahead);
-    standby.kill();
-    primary.kill();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ladder"))
-        .args(["journal", "repair", "--truncate-after"])
-        .arg(kept["seq"].as_u64().expect("a sequence").to_string())
-        .arg("--data-dir")
-        .arg(primary.data_dir())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    LostTail {
-        primary,
-        replication,
-        _dir: dir,
-        standby_dir,
-        kept,
-    }
-}
-
-/// Demo trader 0 places a GTC buy of 2 Yes at each of `prices` on `service`.
-fn place_orders(service: &Service, prices: &[u32]) {
-    let mut alice = service.trader(0);
-    for &price in prices {
-        let r = alice
-            .place(yes(), Side::Buy, price, 2, OrderType::Gtc)
-            .unwrap();
-        assert_eq!(r.json()["success"], json!(true), "{}", r.body);
-    }
-}
-
-/// The `.bad` copies of cut records in `data_dir`'s journal.
-fn bad_copies(data_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(data_dir.join("journal"))
-        .unwrap()
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .filter(|name| name.contains(".bad"))
-        .count()
-}
-
-/// The same, when the restarted primary writes its own records before the standby is back:
-/// the standby's records from the primary's restart on are not the primary's, and they are
-/// cut all the same (a primary with trades to settle writes at once after a restart).
-#[test]
-fn a_standby_ahead_of_a_primary_that_wrote_since_its_restart_cuts_back_and_follows() {
-    let mut lost = standby_away_while_its_primary_loses_its_tail();
-    lost.primary.restart();
-    place_orders(&lost.primary, &[3_100, 3_200]);
-    let (_, now) = admin_at(&lost.primary.url, "GET", "/admin/state-hash");
-    assert!(
-        now["seq"].as_u64() > lost.kept["seq"].as_u64(),
-        "new records at the lost ones' sequences"
-    );
-    let standby = start_standby_in(lost.replication, &lost.standby_dir);
-    wait_for_hash(&standby.url, &now);
-    assert!(
-        bad_copies(&lost.standby_dir) > 0,
-        "the cut records are kept aside"
-    );
-}
-
-/// A standby's records past a restarted primary's start are cut only when it followed that
-/// primary's run just before (its run is the identity that says where the records came
-/// from): here the primary restarted twice while the standby was away, then wrote, and the
-/// standby, whose record at the start is the primary's, is refused as diverged, not cut.
-#[test]
-fn a_standby_of_an_older_run_of_its_primary_is_not_cut_but_refused() {
-    let mut lost = standby_away_while_its_primary_loses_its_tail();
-    lost.primary.restart();
-    // Another run: the standby followed neither this one nor the one before.
-    lost.primary.restart();
-    place_orders(&lost.primary, &[3_100, 3_200]);
-    let mut refused = standby_command(lost.replication, &lost.standby_dir)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = refused.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the standby kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("diverged"), "{stderr}");
-    assert_eq!(bad_copies(&lost.standby_dir), 0, "nothing was cut");
 }
 
 /// Operators with a process manager signal instead of calling the admin surface: SIGUSR2

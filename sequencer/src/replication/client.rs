@@ -15,7 +15,7 @@ use ladder_journal::RecordRef;
 
 use super::patient::{nothing_yet, PatientReader};
 use super::secure::{self, LinkSecret, SecureReader, SecureWriter};
-use super::{Hello, RecordMark, READY, RECORD_PAYLOAD_MAX, REFUSED};
+use super::{Hello, RecordMark, ACCEPTED, READY, RECORD_PAYLOAD_MAX, REFUSED};
 use crate::codec::decode_command;
 use crate::submission::{Completion, Submission, SubmitError, Submitter, Ticket, Work};
 
@@ -64,10 +64,6 @@ pub struct Follower {
     pub secret: LinkSecret,
     /// This standby's node id (the primary keeps one session per id).
     pub node_id: String,
-    /// Its data directory (where it keeps the run it follows, see [`super::run`]).
-    pub data_dir: std::path::PathBuf,
-    /// The primary run it followed last, told to the primary as it connects.
-    pub followed_run: Option<u64>,
     /// The last sequence the standby holds.
     pub last_seq: u64,
     /// The mark of that record (`None` when it holds none): the primary refuses a standby
@@ -167,7 +163,6 @@ fn session(f: &mut Follower, primary: &str) -> Result<(), SessionEnd> {
         from_seq: f.last_seq + 1,
         last: f.last_mark,
         node_id: f.node_id.clone(),
-        run: f.followed_run,
     };
     let (answer, (reader, mut writer)) =
         secure::connect(&stream, &f.secret, hello.line().as_bytes())?;
@@ -175,26 +170,8 @@ fn session(f: &mut Follower, primary: &str) -> Result<(), SessionEnd> {
     if let Some(why) = answer.strip_prefix(REFUSED) {
         return Err(SessionEnd::Refused(why.to_string()));
     }
-    let Some(run) = super::parse_accepted(&answer) else {
+    if answer != ACCEPTED {
         return Err(format!("unexpected handshake answer {answer:?}").into());
-    };
-    // Kept before any record of this run is taken: the run a restarted primary may tell
-    // this standby to cut back to (see `run`).
-    if run != f.followed_run {
-        let kept = match run {
-            Some(run) => super::run::record_followed_run(&f.data_dir, run),
-            None => super::run::forget_followed_run(&f.data_dir),
-        };
-        f.followed_run = match kept {
-            Ok(()) => run,
-            // A full disk: followed as a run it cannot name (a restarted primary tells it
-            // to cut nothing; it is refused as diverged instead).
-            Err(e) => {
-                tracing::warn!(error = %e, "the primary run followed is not kept");
-                let _ = super::run::forget_followed_run(&f.data_dir);
-                None
-            }
-        };
     }
     writer
         .write_all(READY)

@@ -42,9 +42,6 @@ pub struct ReplicationHub {
     changed: Condvar,
     refused_links: AtomicU64,
     term_start: AtomicU64,
-    /// This primary's run, with the first sequence it writes (outside a cluster; see
-    /// [`super::run`]).
-    run: parking_lot::Mutex<Option<(super::run::PrimaryRun, u64)>>,
 }
 
 impl ReplicationHub {
@@ -60,7 +57,6 @@ impl ReplicationHub {
             changed: Condvar::new(),
             refused_links: AtomicU64::new(0),
             term_start: AtomicU64::new(0),
-            run: parking_lot::Mutex::new(None),
         }
     }
 
@@ -103,24 +99,6 @@ impl ReplicationHub {
     /// Records where this primary's term began.
     pub fn set_term_start(&self, seq: u64) {
         self.term_start.store(seq, Ordering::Release);
-    }
-
-    /// Records this primary's run (outside a cluster), which writes from `first_seq` on.
-    pub fn set_run(&self, run: super::run::PrimaryRun, first_seq: u64) {
-        *self.run.lock() = Some((run, first_seq));
-    }
-
-    /// This primary's run id, told to standbys as they connect.
-    pub fn run_id(&self) -> Option<u64> {
-        self.run.lock().map(|(run, _)| run.id)
-    }
-
-    /// Where this run began writing, for a standby that followed the run before it
-    /// (`followed`): its other records from there were sent before a flush this primary
-    /// lost (see [`super::run`]). `None` for any other standby.
-    pub fn run_start_for(&self, followed: Option<u64>) -> Option<u64> {
-        let (run, first_seq) = (*self.run.lock())?;
-        (followed.is_some() && run.previous == followed).then_some(first_seq)
     }
 
     /// Standbys connected now.

@@ -28,7 +28,6 @@ mod handshakes;
 mod hub;
 mod mark;
 pub mod patient;
-pub mod run;
 pub mod secure;
 pub mod server;
 
@@ -42,9 +41,6 @@ pub const HANDSHAKE: &str = "LADDER-REPL 3 FROM ";
 pub const HANDSHAKE_AFTER: &str = " AFTER ";
 /// Between the mark and the standby's node id.
 pub const HANDSHAKE_NODE: &str = " NODE ";
-/// After the node id, the run the standby followed (16 hex digits), when it kept one; after
-/// [`ACCEPTED`], the primary's run.
-pub const HANDSHAKE_RUN: &str = " RUN ";
 /// The mark sent by a standby that holds no record.
 pub const NO_MARK: &str = "-";
 /// The primary's answer that it will stream.
@@ -68,8 +64,6 @@ pub struct Hello {
     pub last: Option<RecordMark>,
     /// Who it is: one session per node id.
     pub node_id: String,
-    /// The primary run it followed last (see [`run`]), if it kept one.
-    pub run: Option<u64>,
 }
 
 /// Whether `id` may name a node: 1 to [`NODE_ID_BYTES_MAX`] bytes of letters, digits and
@@ -87,11 +81,8 @@ impl Hello {
         let mark = self
             .last
             .map_or_else(|| NO_MARK.to_string(), |m| m.to_string());
-        let run = self
-            .run
-            .map_or_else(String::new, |run| format!("{HANDSHAKE_RUN}{run:016x}"));
         format!(
-            "{HANDSHAKE}{}{HANDSHAKE_AFTER}{mark}{HANDSHAKE_NODE}{}{run}\n",
+            "{HANDSHAKE}{}{HANDSHAKE_AFTER}{mark}{HANDSHAKE_NODE}{}\n",
             self.from_seq, self.node_id
         )
     }
@@ -101,11 +92,7 @@ impl Hello {
         let bad = || format!("bad handshake {line:?}");
         let rest = line.trim_end().strip_prefix(HANDSHAKE).ok_or_else(bad)?;
         let (from, rest) = rest.split_once(HANDSHAKE_AFTER).ok_or_else(bad)?;
-        let (mark, node) = rest.split_once(HANDSHAKE_NODE).ok_or_else(bad)?;
-        let (node_id, run) = match node.split_once(HANDSHAKE_RUN) {
-            Some((node_id, run)) => (node_id, Some(parse_run(run).ok_or_else(bad)?)),
-            None => (node, None),
-        };
+        let (mark, node_id) = rest.split_once(HANDSHAKE_NODE).ok_or_else(bad)?;
         let from_seq: u64 = from.parse().map_err(|_| bad())?;
         if from_seq == 0 || !valid_node_id(node_id) {
             return Err(bad());
@@ -122,32 +109,7 @@ impl Hello {
             from_seq,
             last,
             node_id: node_id.to_string(),
-            run,
         })
-    }
-}
-
-/// A run id as the handshake writes it: 16 hex digits, not all zero.
-pub fn parse_run(text: &str) -> Option<u64> {
-    (text.len() == 16)
-        .then(|| u64::from_str_radix(text, 16).ok())
-        .flatten()
-        .filter(|run| *run != 0)
-}
-
-/// The primary's acceptance: [`ACCEPTED`], and its run when it has one.
-pub fn accepted(run: Option<u64>) -> String {
-    match run {
-        Some(run) => format!("{ACCEPTED}{HANDSHAKE_RUN}{run:016x}"),
-        None => ACCEPTED.to_string(),
-    }
-}
-
-/// Reads an answer as an acceptance: `Some` with the primary's run, if it named one.
-pub fn parse_accepted(answer: &str) -> Option<Option<u64>> {
-    match answer.strip_prefix(ACCEPTED)? {
-        "" => Some(None),
-        rest => Some(Some(parse_run(rest.strip_prefix(HANDSHAKE_RUN)?)?)),
     }
 }
 
@@ -167,7 +129,6 @@ mod tests {
             from_seq,
             last,
             node_id: node_id.to_string(),
-            run: None,
         };
         let line = hello(42, Some(mark), "standby-1").line();
         assert_eq!(
@@ -186,29 +147,8 @@ mod tests {
             hello(1, None, &"x".repeat(NODE_ID_BYTES_MAX + 1)).line(),
             "LADDER-REPL 2 FROM 1 AFTER -\n".to_string(),
             "LADDER-REPL 3 FROM 42 AFTER 41:5:1 NODE n\n".to_string(),
-            "LADDER-REPL 3 FROM 1 AFTER - NODE n RUN 12\n".to_string(),
-            "LADDER-REPL 3 FROM 1 AFTER - NODE n RUN 0000000000000000\n".to_string(),
         ] {
             assert!(Hello::parse(&bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn the_run_a_standby_followed_and_the_primarys_run_read_back() {
-        let hello = Hello {
-            from_seq: 1,
-            last: None,
-            node_id: "n".into(),
-            run: Some(0xabc),
-        };
-        assert_eq!(
-            hello.line(),
-            "LADDER-REPL 3 FROM 1 AFTER - NODE n RUN 0000000000000abc\n"
-        );
-        assert_eq!(Hello::parse(&hello.line()), Ok(hello));
-        assert_eq!(parse_accepted(&accepted(Some(7))), Some(Some(7)));
-        assert_eq!(parse_accepted(&accepted(None)), Some(None));
-        assert_eq!(parse_accepted("OK RUN zz"), None);
-        assert_eq!(parse_accepted("REFUSED no"), None);
     }
 }

@@ -17,7 +17,9 @@ use parking_lot::Mutex;
 use super::bootstrap::{self, BootstrapRequest, BootstrapSource, HistoryCopy};
 use super::handshakes::{Handshakes, PendingHandshake};
 use super::secure::{self, LinkSecret, SecureWriter, FRAME_PLAINTEXT_MAX};
-use super::{check_standby, HandshakePin, Hello, RecordMark, ReplicationHub, READY, REFUSED};
+use super::{
+    check_standby, HandshakePin, Hello, RecordMark, ReplicationHub, ACCEPTED, READY, REFUSED,
+};
 
 /// How a refusal of a standby behind the journal opens (followed by the journal's first
 /// sequence): such a standby bootstraps (see [`bootstrap`]) rather than stopping.
@@ -194,8 +196,7 @@ fn stream_to(
         return Err(format!("standby refused: {why}"));
     }
     let hello = hello?;
-    let accepted = super::accepted(primary.hub.run_id());
-    let (mut reader, writer) = opened.answer(&stream, accepted.as_bytes())?;
+    let (mut reader, writer) = opened.answer(&stream, ACCEPTED.as_bytes())?;
     // A recorded first message can be replayed and opens again; only the standby that made
     // it can speak under this session's keys. Nothing more is sent, and no session is taken
     // or counted, before it has.
@@ -279,33 +280,25 @@ fn refusal_of(
     let written = hub.last_written();
     // Records past this term's start that are not this primary's were written under an older
     // leader and never acknowledged (CONTRACT 22): the standby keeps what precedes the term.
-    // Records from where this primary began writing that are not its own: written under an
-    // older leader (CONTRACT 22), or sent by this primary's previous run, which the standby
-    // followed, before a flush it lost and restarted without (see `run`). Never
-    // acknowledged: the standby keeps what precedes them.
-    let boundaries = [Some(hub.term_start()), hub.run_start_for(hello.run)];
-    for boundary in boundaries.into_iter().flatten() {
-        if boundary <= 1 || theirs.seq < boundary {
-            continue;
-        }
+    let term_start = hub.term_start();
+    if term_start > 1 && theirs.seq >= term_start {
         let ours = match theirs.seq <= written {
             true => RecordMark::read_at(&mut reader, theirs.seq)?,
             false => None,
         };
-        if ours == Some(theirs) {
-            continue;
+        if ours != Some(theirs) {
+            // The record before the term was retired (a term begun long ago): the standby
+            // cannot be told where to cut, and takes this primary's state instead.
+            if let Some(first) = first.filter(|&first| term_start - 1 < first) {
+                return Ok(Some(format!(
+                    "{BEHIND_JOURNAL}{first} (the records before it were retired, and this \
+                     standby's past the term start are not this primary's): the standby \
+                     bootstraps from the primary's snapshot"
+                )));
+            }
+            let last = RecordMark::read_at(&mut reader, term_start - 1)?;
+            return Ok(Some(JournalEnd { last }.refusal()));
         }
-        // The record before the boundary was retired (a term begun long ago): the standby
-        // cannot be told where to cut, and takes this primary's state instead.
-        if let Some(first) = first.filter(|&first| boundary - 1 < first) {
-            return Ok(Some(format!(
-                "{BEHIND_JOURNAL}{first} (the records before it were retired, and this \
-                 standby's past where this primary began writing are not its own): the \
-                 standby bootstraps from the primary's snapshot"
-            )));
-        }
-        let last = RecordMark::read_at(&mut reader, boundary - 1)?;
-        return Ok(Some(JournalEnd { last }.refusal()));
     }
     if theirs.seq > written {
         let last = match written {
@@ -494,7 +487,6 @@ mod tests {
                 from_seq: last.seq + 1,
                 last: Some(last),
                 node_id: "n".into(),
-                run: None,
             };
             refusal_of(dir.path(), &hub, &hello).unwrap()
         };
@@ -572,7 +564,6 @@ mod tests {
             from_seq: theirs.seq + 1,
             last: Some(theirs),
             node_id: "n".into(),
-            run: None,
         };
         let refusal = refusal_of(dir.path(), &hub, &hello)
             .unwrap()
@@ -581,54 +572,6 @@ mod tests {
             refusal.starts_with(&format!("{BEHIND_JOURNAL}{term_start} ")),
             "{refusal}"
         );
-    }
-
-    /// A primary outside a cluster that restarted without its unflushed tail and wrote since:
-    /// a standby that followed its previous run is told to cut back to where this run began;
-    /// one that followed another run (or says none) is refused as diverged.
-    #[test]
-    fn records_past_a_run_start_are_cut_only_for_a_standby_of_the_run_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut journal, _) =
-            ladder_journal::Journal::open(dir.path(), ladder_journal::JournalOptions::default())
-                .unwrap();
-        for seq in 1..=10u64 {
-            journal.append(seq, seq * 100, 1, &[seq as u8; 8]).unwrap();
-        }
-        journal.commit(ladder_journal::Durability::Sync).unwrap();
-        let hub = ReplicationHub::new(0, 10);
-        let run = super::super::run::PrimaryRun {
-            id: 9,
-            previous: Some(5),
-        };
-        hub.set_run(run, 7);
-        let mut reader = JournalReader::open(dir.path()).unwrap();
-        let (at_6, at_8) = (
-            RecordMark::read_at(&mut reader, 6).unwrap().unwrap(),
-            RecordMark::read_at(&mut reader, 8).unwrap().unwrap(),
-        );
-        let lost = RecordMark {
-            payload_crc: at_8.payload_crc ^ 1,
-            ..at_8
-        };
-        let refusal = |run: Option<u64>| {
-            let hello = Hello {
-                from_seq: lost.seq + 1,
-                last: Some(lost),
-                node_id: "n".into(),
-                run,
-            };
-            refusal_of(dir.path(), &hub, &hello).unwrap().unwrap()
-        };
-        assert_eq!(
-            refusal(Some(5)),
-            JournalEnd { last: Some(at_6) }.refusal(),
-            "it followed the run before"
-        );
-        for other in [None, Some(4), Some(9)] {
-            let diverged = refusal(other);
-            assert!(JournalEnd::of_refusal(&diverged).is_none(), "{diverged}");
-        }
     }
 
     /// Every file under `dir`.

@@ -20,7 +20,7 @@ use ladder_history::{Historian, HistorianConfig};
 use ladder_journal::{Journal, JournalOptions};
 use ladder_protocol::{Address, AuthDomain, ExchangeDomain, CHAIN_ID};
 use ladder_sequencer::bell::BellReceiver;
-use ladder_sequencer::replication::{run, ReplicationHub};
+use ladder_sequencer::replication::ReplicationHub;
 use ladder_sequencer::{
     recover_engine, start_with, CompletionSink, EventConsumer, PublishedBatch, Rings,
     SequencerConfig, SequencerHandle, SequencerParts, SequencerStats, Takes,
@@ -236,21 +236,8 @@ pub(super) fn replication_hub(
     role: &Role,
     coordination: Option<&Coordination>,
     engine: &Engine,
-    data_dir: &Path,
-) -> Result<Option<Arc<ReplicationHub>>, String> {
+) -> Option<Arc<ReplicationHub>> {
     let last_seq = engine.last_seq();
-    // A primary outside a cluster begins a run (see `replication::run`); a node that follows
-    // another forgets its own.
-    let run = match (role, coordination) {
-        (Role::Primary { .. }, None) => run::begin_primary_run(data_dir),
-        (Role::Standby { .. }, _) => {
-            if let Err(e) = run::forget_primary_run(data_dir) {
-                tracing::warn!(error = %e, "this node's primary run is not forgotten");
-            }
-            None
-        }
-        _ => None,
-    };
     let hub = match role {
         Role::Primary {
             replication_listen: Some(_),
@@ -258,13 +245,10 @@ pub(super) fn replication_hub(
             ..
         } => Arc::new(ReplicationHub::new(*replicas as usize, last_seq)),
         _ if coordination.is_some() => Arc::new(ReplicationHub::new(0, last_seq)),
-        _ => return Ok(None),
+        _ => return None,
     };
     hub.set_term_start(engine.term_start_seq());
-    if let Some(run) = run {
-        hub.set_run(run, last_seq + 1);
-    }
-    Ok(Some(hub))
+    Some(hub)
 }
 
 /// What the sequencer is started with.
@@ -317,12 +301,7 @@ pub(super) fn start_sequencer(
         .collect();
     let (settlement_tx, settlement_events) =
         ladder_sequencer::bell::channel(EVENT_BATCHES_QUEUED_MAX);
-    let hub = replication_hub(
-        &options.role,
-        coordination.map(Arc::as_ref),
-        &start.engine,
-        &options.data_dir,
-    )?;
+    let hub = replication_hub(&options.role, coordination.map(Arc::as_ref), &start.engine);
     publish_leader(
         state,
         coordination,

@@ -120,8 +120,6 @@ pub(super) fn start_follower(
         term,
         secret: secret.clone(),
         node_id: node_id(data_dir)?,
-        data_dir: data_dir.to_path_buf(),
-        followed_run: ladder_sequencer::replication::run::followed_run(data_dir),
         last_seq,
         last_mark,
         submitter,

@@ -231,12 +231,10 @@ impl<'a> Supervisor<'a> {
                     ask_coordinator(coordination, reply).or(self.promotion_asked.take());
             }
             None => {
-                let data_dir = self.context.data_dir;
                 let (promotion, settlement, starter) = self.promotion();
                 let result = promote_here(
                     promotion,
-                    // Its records from now on are its own, not a run it followed.
-                    |_| ladder_sequencer::replication::run::forget_followed_run(data_dir),
+                    |_| Ok(()),
                     |internal: &mut Internal| starter.start_promoted(internal),
                     settlement,
                 );
