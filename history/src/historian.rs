@@ -74,6 +74,8 @@ pub struct Historian {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     stored_through: Arc<AtomicU64>,
+    /// Whether where the store stands is known: it opened, or was read without writing.
+    known: Arc<AtomicBool>,
     reader: Arc<HistoryReader>,
 }
 
@@ -97,8 +99,11 @@ impl Historian {
         let opened = Run::open(&config).map_err(|e| {
             tracing::warn!(error = %e, "history store cannot be opened; trying again");
         });
+        // Whether where the store stands is known (opened, or read without writing).
+        let known = Arc::new(AtomicBool::new(false));
         match &opened {
             Ok((writer, engine, _)) => {
+                known.store(true, Ordering::Release);
                 stored_through.store(writer.applied_seq(), Ordering::Release);
                 // Known before the first read: a store the journal cannot bring up to date.
                 stranded.store(
@@ -110,17 +115,22 @@ impl Historian {
             // records the engine forgot answer from it while the writer waits for room.
             Err(()) => {
                 if let Some(held) = crate::schema::stored_through_read_only(&path) {
+                    known.store(true, Ordering::Release);
                     stored_through.store(held.min(config.journal_last_seq), Ordering::Release);
                 }
             }
         }
-        let (flag, stored) = (stop.clone(), stored_through.clone());
+        let (flag, stored, opened_later) = (stop.clone(), stored_through.clone(), known.clone());
         let thread = std::thread::Builder::new()
             .name("historian".into())
             .spawn(move || {
                 let run = match opened {
                     Ok(parts) => Some(Run::new(config, parts, flag, stored, stranded)),
-                    Err(()) => Run::open_until_stopped(config, flag, stored, stranded),
+                    Err(()) => {
+                        let run = Run::open_until_stopped(config, flag, stored, stranded);
+                        opened_later.store(run.is_some(), Ordering::Release);
+                        run
+                    }
                 };
                 if let Some(mut run) = run {
                     run.follow();
@@ -131,6 +141,7 @@ impl Historian {
             stop,
             thread: Some(thread),
             stored_through,
+            known,
             reader,
         })
     }
@@ -141,10 +152,12 @@ impl Historian {
     }
 
     /// Where snapshot pruning must keep a snapshot for the store: at or before what it
-    /// committed; `None` while the store is stranded (lost or replaced after retention), when
-    /// the snapshot its backup needs is unknown and none may go.
+    /// committed; `None` while the store is stranded (lost or replaced after retention), or
+    /// while where it stands is not known (it could not be opened nor read), when the
+    /// snapshot it needs is unknown and none may go.
     pub fn snapshot_needed_through(&self) -> Option<u64> {
-        (!self.reader.is_stranded()).then(|| self.stored_through())
+        (self.known.load(Ordering::Acquire) && !self.reader.is_stranded())
+            .then(|| self.stored_through())
     }
 
     /// Reads of the store.

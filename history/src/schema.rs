@@ -297,7 +297,8 @@ fn set_aside(path: &Path) -> Result<PathBuf, String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let aside = path.with_file_name(format!("{name}.unreadable-{seconds}"));
-    for suffix in ["", "-wal", "-shm"] {
+    // The WAL first: a crash in between must not leave it beside a store created afresh.
+    for suffix in ["-wal", "-shm", ""] {
         let from = PathBuf::from(format!("{}{suffix}", path.display()));
         let to = PathBuf::from(format!("{}{suffix}", aside.display()));
         match std::fs::rename(&from, &to) {
