@@ -553,7 +553,11 @@ mod tests {
             .collect();
         let aside = names
             .iter()
-            .find(|n| n.starts_with("history.db.unreadable-") && !n.ends_with("-wal"))
+            .find(|n| {
+                n.starts_with("history.db.unreadable-")
+                    && !n.ends_with("-wal")
+                    && !n.ends_with("-shm")
+            })
             .unwrap_or_else(|| panic!("{names:?}"));
         assert_eq!(
             std::fs::read(dir.path().join(aside)).unwrap(),
