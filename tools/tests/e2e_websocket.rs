@@ -481,14 +481,21 @@ fn stay_for(ws: &mut Ws, how_long: Duration) {
         match ws.read() {
             Ok(Message::Close(frame)) => panic!("closed: {frame:?}"),
             Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if read_timed_out(&e) => {}
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// Whether a read ended at the socket's read timeout (nothing to read yet), not in a fault.
+fn read_timed_out(error: &tungstenite::Error) -> bool {
+    matches!(
+        error,
+        tungstenite::Error::Io(e) if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    )
 }
 
 #[test]
@@ -901,14 +908,7 @@ impl UserFeedReader {
                 Ok(Message::Text(text)) => text,
                 Ok(Message::Close(frame)) => panic!("closed after {:?}: {frame:?}", c.lock()),
                 Ok(_) => continue,
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue
-                }
+                Err(e) if read_timed_out(&e) => continue,
                 Err(e) => panic!("read failed after {:?}: {e}", c.lock()),
             };
             // Counted from the text (a client that reads as fast as it can).
