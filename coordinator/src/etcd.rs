@@ -193,6 +193,29 @@ impl Etcd {
         self.call("/v3/kv/put", request).map(|_| ())
     }
 
+    /// Sets `key` to `value` only while `lease` holds `holder` (the leader's key): whether it
+    /// did.
+    pub fn put_while_lease_holds(
+        &self,
+        (key, value): (&str, &[u8]),
+        (holder, lease): (&str, i64),
+    ) -> Result<bool, EtcdError> {
+        let answer = self.call(
+            "/v3/kv/txn",
+            json!({
+                "compare": [{
+                    "target": "LEASE", "key": BASE64.encode(holder),
+                    "lease": lease.to_string(), "result": "EQUAL"
+                }],
+                "success": [{ "request_put": {
+                    "key": BASE64.encode(key), "value": BASE64.encode(value)
+                } }],
+                "failure": []
+            }),
+        )?;
+        Ok(answer.get("succeeded").and_then(Value::as_bool) == Some(true))
+    }
+
     /// Sets `key` to `value` under `lease` only if `key` does not exist and `guard` holds
     /// `guard_value` (or does not exist, for `None`); sets `guard` to `new_guard_value` with
     /// it. Whether it did.

@@ -15,8 +15,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
+use crate::acknowledged::{Acknowledgements, Publisher};
 use crate::etcd::{Etcd, Lease};
 use crate::records::{AcknowledgedRecord, Keys, LeaderRecord, NodeRecord};
 
@@ -63,9 +64,9 @@ pub struct Position {
     pub term: AtomicU64,
     /// While this node leads: its term and the last record `--replicas` standbys (at least
     /// one) hold, once they hold the term's first record. Published in etcd for that term
-    /// only; a node holding less never runs for leader by itself, so an empty or set-aside
-    /// node does not lead over acknowledged writes.
-    pub acknowledged: Mutex<AcknowledgedRecord>,
+    /// only (before the writes are answered); a node holding less never runs for leader by
+    /// itself, so an empty or set-aside node does not lead over acknowledged writes.
+    pub acknowledged: Arc<Acknowledgements>,
 }
 
 /// Changes of role the runtime acts on, in order.
@@ -116,6 +117,7 @@ pub struct Coordinator {
     changes: Receiver<Change>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    publisher: Publisher,
     config: CoordinatorConfig,
 }
 
@@ -129,6 +131,12 @@ impl Coordinator {
     ) -> Result<Coordinator, String> {
         let timeout = config.tick().max(Duration::from_millis(200));
         let etcd = Etcd::new(&config.endpoints, timeout)?;
+        let publisher = Publisher::start(
+            Etcd::new(&config.endpoints, timeout)?,
+            Keys::of(&config.cluster),
+            position.acknowledged.clone(),
+            config.tick(),
+        )?;
         let view = Arc::new(RwLock::new(View::default()));
         let addresses = Arc::new(RwLock::new(None));
         let asked = Arc::new(AtomicBool::new(false));
@@ -153,7 +161,6 @@ impl Coordinator {
             following: None,
             unled_ticks: 0,
             resigned_at: None,
-            published_acknowledged: AcknowledgedRecord::default(),
             blocked_logged: None,
         };
         let flag = stop.clone();
@@ -169,6 +176,7 @@ impl Coordinator {
             changes,
             stop,
             thread: Some(thread),
+            publisher,
             config,
         })
     }
@@ -220,6 +228,7 @@ impl Coordinator {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.publisher.stop();
     }
 }
 
@@ -252,8 +261,6 @@ struct Campaign {
     unled_ticks: u32,
     /// When this node last gave the lead up (it lets others run first for a while).
     resigned_at: Option<Instant>,
-    /// The last `acknowledged` this node published while leading.
-    published_acknowledged: AcknowledgedRecord,
     /// What kept this node from running, last logged (logged again when it changes).
     blocked_logged: Option<(u64, u64, AcknowledgedRecord)>,
     /// Whether etcd's raising of a short lease was logged (once per run).
@@ -273,6 +280,7 @@ impl Campaign {
         }
         if self.leading.take().is_some() {
             (self.ack_deadline)(None);
+            self.position.acknowledged.set_lead(None);
         }
         if let Some(lease) = self.lease.take() {
             if let Err(e) = self.etcd.revoke(lease.id) {
@@ -312,11 +320,9 @@ impl Campaign {
             view.leading = self.leading.is_some();
         }
         match (self.leading, leader) {
+            // Still leading: `acknowledged` is published as the writes are answered.
             (Some(term), Some(record))
-                if record.node_id == self.config.node_id && record.term == term =>
-            {
-                self.publish_acknowledged(term);
-            }
+                if record.node_id == self.config.node_id && record.term == term => {}
             (Some(term), _) => {
                 tracing::warn!(term, "the leader's key is no longer this node's");
                 self.demote();
@@ -405,6 +411,9 @@ impl Campaign {
         let term = record.term;
         self.leading = Some(term);
         self.following = None;
+        self.position
+            .acknowledged
+            .set_lead(self.lease.map(|lease| (term, lease.id)));
         (self.ack_deadline)(self.deadline());
         {
             let mut view = self.view.write();
@@ -417,6 +426,7 @@ impl Campaign {
 
     fn demote(&mut self) {
         (self.ack_deadline)(None);
+        self.position.acknowledged.set_lead(None);
         if self.leading.take().is_some() {
             {
                 // Not this node any more, and who leads next is not known yet.
@@ -479,24 +489,6 @@ impl Campaign {
             Some(lease.id),
         ) {
             tracing::debug!(error = %e, "position not published");
-        }
-    }
-
-    /// While leading `term` (its key read as this node's this tick): publishes how far its
-    /// standbys hold the records, when that moved in this term (the key has no lease: it
-    /// outlives the leader, for the next election).
-    fn publish_acknowledged(&mut self, term: u64) {
-        if !self.may_acknowledge_now() {
-            return;
-        }
-        let acknowledged = *self.position.acknowledged.lock();
-        if acknowledged.term != term || acknowledged <= self.published_acknowledged {
-            return;
-        }
-        let bytes = serde_json::to_vec(&acknowledged).unwrap_or_default();
-        match self.etcd.put(&self.keys.acknowledged, &bytes, None) {
-            Ok(()) => self.published_acknowledged = acknowledged,
-            Err(e) => tracing::debug!(error = %e, "acknowledged position not published"),
         }
     }
 

@@ -3,10 +3,12 @@
 //! before its lease can expire anywhere; a standby runs for leader only when it holds every
 //! record another live node holds. etcd solves consensus; this crate only uses it.
 
+pub mod acknowledged;
 pub mod etcd;
 pub mod leadership;
 pub mod records;
 
+pub use acknowledged::Acknowledgements;
 pub use leadership::{
     AckDeadline, Addresses, Change, Coordinator, CoordinatorConfig, Position, View,
 };

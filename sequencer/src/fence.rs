@@ -2,21 +2,42 @@
 //! batch's writes are answered only before the deadline the coordinator last set from its
 //! lease. Past it, another node may soon lead, so an applied write is answered as
 //! [`LEADERSHIP_LOST`] instead of acknowledged: the client learns nothing was promised.
+//! With a witness, a batch held by the required standbys is also answered only once the
+//! witness (etcd's `acknowledged` key) holds how far it goes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
+
+/// Something outside the node that must hold how far its writes are held by standbys before
+/// they are answered: the coordinator's `acknowledged` position in etcd, which keeps a node
+/// that missed them from leading.
+pub trait AckWitness: Send + Sync {
+    /// The required standbys hold every record through `seq`: returns once the witness
+    /// holds that (true), or false as soon as it cannot or `give_up()` says so.
+    fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool;
+}
 
 /// Why an applied write was not acknowledged: this node's lease ran out before its answer
 /// could leave (API.md §19). It may or may not survive on the next leader.
 pub const LEADERSHIP_LOST: &str =
     "leadership lost: applied on this node, not acknowledged; the next leader may not hold it";
 
-/// Until when this node may acknowledge writes.
-#[derive(Debug)]
+/// Until when this node may acknowledge writes, and who must hold them first.
 pub struct AckFence {
     base: Instant,
     /// Nanoseconds after `base`; `u64::MAX`: no deadline (not coordinated); 0: closed.
     until_ns: AtomicU64,
+    witness: Option<Arc<dyn AckWitness>>,
+}
+
+impl std::fmt::Debug for AckFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AckFence")
+            .field("until_ns", &self.until_ns)
+            .field("witnessed", &self.witness.is_some())
+            .finish()
+    }
 }
 
 impl Default for AckFence {
@@ -31,7 +52,14 @@ impl AckFence {
         AckFence {
             base: Instant::now(),
             until_ns: AtomicU64::new(u64::MAX),
+            witness: None,
         }
+    }
+
+    /// This fence, with `witness` to hold replicated writes before they are answered.
+    pub fn witnessed_by(mut self, witness: Arc<dyn AckWitness>) -> AckFence {
+        self.witness = Some(witness);
+        self
     }
 
     /// A closed fence: nothing is acknowledged until a deadline is set.
@@ -54,6 +82,14 @@ impl AckFence {
         let until = self.until_ns.load(Ordering::Acquire);
         until == u64::MAX || (self.base.elapsed().as_nanos() as u64) < until
     }
+
+    /// The required standbys hold every record through `seq`: whether the witness holds that
+    /// too before the deadline (always, without a witness).
+    pub fn witnessed(&self, seq: u64) -> bool {
+        self.witness
+            .as_ref()
+            .is_none_or(|witness| witness.witness(seq, &|| !self.may_acknowledge()))
+    }
 }
 
 #[cfg(test)]
@@ -72,5 +108,24 @@ mod tests {
         assert!(!fence.may_acknowledge());
         fence.allow_until(None);
         assert!(!fence.may_acknowledge());
+    }
+
+    /// A witness that holds what it is told, up to a bound.
+    struct HoldsUpTo(u64);
+
+    impl AckWitness for HoldsUpTo {
+        fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool {
+            seq <= self.0 && !give_up()
+        }
+    }
+
+    #[test]
+    fn a_witness_is_asked_while_the_deadline_holds() {
+        assert!(AckFence::closed().witnessed(u64::MAX), "no witness");
+        let fence = AckFence::closed().witnessed_by(Arc::new(HoldsUpTo(10)));
+        assert!(!fence.witnessed(5), "past the deadline: it gives up");
+        fence.allow_until(Some(Instant::now() + Duration::from_secs(60)));
+        assert!(fence.witnessed(10));
+        assert!(!fence.witnessed(11));
     }
 }

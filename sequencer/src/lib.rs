@@ -31,7 +31,7 @@ pub use codec::{
     decode_command, decode_command_prefix, encode_command, CommandEncoder, DECODE_CLAIM_MAX_BYTES,
     RECORD_COMMAND_V1,
 };
-pub use fence::{AckFence, LEADERSHIP_LOST};
+pub use fence::{AckFence, AckWitness, LEADERSHIP_LOST};
 pub use heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest};
 pub use history::{merge_newest_first, HistoryReads};
 pub use pin::{pin_current_thread, CorePin};

@@ -180,8 +180,15 @@ impl Releaser {
             .replication
             .as_ref()
             .is_none_or(|hub| hub.wait_held(last_seq));
+        // Writes the required standbys hold are answered once the coordinator's witness
+        // (etcd) holds how far they go: a node that missed them then never leads by itself.
+        let replicated = self
+            .replication
+            .as_ref()
+            .is_some_and(|hub| hub.required() > 0);
+        let witnessed = !(any_writes && held && replicated) || self.fence.witnessed(last_seq);
         // Checked after the flush and the standbys: an answer leaves before the deadline.
-        let leading = !any_writes || self.fence.may_acknowledge();
+        let leading = !any_writes || (witnessed && self.fence.may_acknowledge());
         for (mut per_sink, published, board) in released {
             // Past the deadline the next leader decides what stands: a write no standby held
             // is then as uncertain as any other, and the client is told why.

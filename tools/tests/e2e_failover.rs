@@ -404,6 +404,58 @@ fn a_node_that_holds_less_than_the_cluster_acknowledged_never_leads_by_itself() 
 }
 
 #[test]
+fn a_write_is_answered_only_once_etcd_names_it_so_a_standby_that_missed_it_never_leads() {
+    let Some(etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let lease = "1000";
+    let with_a_replica = |node| {
+        let mut args = coordinated(&etcd, "triple", node, lease);
+        args.extend(["--replicas", "1"]);
+        args
+    };
+    let mut leader = Service::start(&with_a_replica("a"));
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let dirs = tempfile::tempdir().unwrap();
+    let mut b = coordinated_standby(&with_a_replica("b"), &dirs.path().join("b"));
+    let mut c = coordinated_standby(&with_a_replica("c"), &dirs.path().join("c"));
+    for standby in [&b.url, &c.url] {
+        wait_for_leader(standby, "a", Duration::from_secs(20));
+    }
+    let mut alice = leader.trader(0);
+    assert_eq!(place(&mut alice, 0).0, 200);
+    wait_for_hash(&b.url, &state_hash(&leader.url));
+
+    // B goes down; the leader answers a write C holds, and the leader and C fail the moment
+    // the answer arrives (before the coordinator's next tick).
+    b.kill();
+    let (status, order) = place(&mut alice, 1);
+    assert_eq!(status, 200, "c holds the write");
+    leader.kill();
+    c.kill();
+
+    // B comes back without the write while no node holding it is alive: it must not lead
+    // (its term would cut the acknowledged write on the nodes that come back).
+    let b = coordinated_standby(&with_a_replica("b"), &dirs.path().join("b"));
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let seen = leader_seen(&b.url).expect("b answers");
+        assert_ne!(
+            seen["leader"],
+            json!("b"),
+            "a node that missed an acknowledged write took the lead: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // C comes back with it and leads; B follows it and holds the order.
+    let c = coordinated_standby(&with_a_replica("c"), &dirs.path().join("c"));
+    wait_until_leading(&c.url, Duration::from_secs(20));
+    wait_for_leader(&b.url, "c", Duration::from_secs(20));
+    wait_for_hash(&b.url, &state_hash(&c.url));
+    assert!(open_order_ids(&b.url, &alice).contains(&order.unwrap()));
+}
+
+#[test]
 fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_it_returns() {
     let Some(mut etcd) = Etcd::start("e2e_failover") else {
         return;

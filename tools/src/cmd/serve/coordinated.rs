@@ -164,6 +164,15 @@ pub(super) fn coordinated(node: CoordinatedNode<'_>, signals: Signals) -> Result
     result
 }
 
+/// etcd's `acknowledged` key as the witness a leader's replicated writes wait for.
+struct EtcdWitness(Arc<ladder_coordinator::Acknowledgements>);
+
+impl ladder_sequencer::AckWitness for EtcdWitness {
+    fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool {
+        self.0.witness(seq, give_up)
+    }
+}
+
 /// `listen` with a free port in place of port 0.
 fn concrete_listen(listen: &str) -> Result<String, String> {
     let address = resolve(listen).map_err(|e| format!("--listen {e}"))?;
@@ -187,7 +196,10 @@ fn start_coordination(
     demo: bool,
 ) -> Result<Coordination, String> {
     let position = Arc::new(Position::default());
-    let fence = Arc::new(ladder_sequencer::AckFence::closed());
+    let fence = Arc::new(
+        ladder_sequencer::AckFence::closed()
+            .witnessed_by(Arc::new(EtcdWitness(position.acknowledged.clone()))),
+    );
     let fenced = fence.clone();
     let config = CoordinatorConfig {
         endpoints: flags.coordinator.clone(),

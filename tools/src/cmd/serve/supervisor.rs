@@ -326,11 +326,10 @@ impl<'a> Supervisor<'a> {
             _ => return,
         };
         let term = coordination.position.term.load(Ordering::Acquire);
-        let mut acknowledged = coordination.position.acknowledged.lock();
-        let now = ladder_coordinator::AcknowledgedRecord { term, seq: held };
-        if now > *acknowledged {
-            *acknowledged = now;
-        }
+        coordination
+            .position
+            .acknowledged
+            .raise(ladder_coordinator::AcknowledgedRecord { term, seq: held });
     }
 
     /// Refuses an operator's promotion that was not elected within its deadline.
