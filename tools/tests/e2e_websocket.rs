@@ -1093,3 +1093,52 @@ fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_
     );
     drop(hung);
 }
+
+/// A stopping service hands a client that reads everything queued for it before its close
+/// frame, the frames waiting past the outbound bound included (API.md §16).
+#[test]
+fn a_stopping_service_hands_a_reading_client_its_whole_feed_before_the_close() {
+    // Settlement far off: no status change follows the trades.
+    let mut service = Service::start(&[
+        "--rate-limit-key",
+        "0",
+        "--rate-limit-ip",
+        "0",
+        "--settlement-delay-ms",
+        "600000",
+    ]);
+    let (_alice, mut ws) = maker_with_a_dead_man_feed(&service);
+    let mut bob = service.trader(1);
+    // The client is busy while a taker sweeps its orders and the service stops.
+    let r = bob
+        .place(no(), Side::Buy, 5_000, ORDERS, OrderType::Fak)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    service.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut counts = FeedCounts::default();
+    let close = loop {
+        match ws.read() {
+            Ok(Message::Text(text)) => {
+                counts.bytes += text.len();
+                counts.updates += text.as_str().matches(r#""type":"UPDATE""#).count();
+                counts.trades += text.as_str().matches(r#""event_type":"trade""#).count();
+            }
+            Ok(Message::Close(frame)) => break frame.expect("a close frame"),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after {counts:?}: {e}"),
+        }
+    };
+    assert!(counts.bytes > 2 << 20, "{counts:?}: not past the bound");
+    assert_eq!(
+        (counts.updates, counts.trades),
+        (ORDERS as usize, ORDERS as usize),
+        "{counts:?}"
+    );
+    assert_eq!(u16::from(close.code), 1001, "{close:?}");
+    assert_eq!(close.reason.as_str(), "service shutting down");
+    let status = service
+        .wait_exit(Duration::from_secs(30))
+        .expect("the service stopped");
+    assert!(status.success(), "{status:?}");
+}

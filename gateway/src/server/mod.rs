@@ -721,6 +721,10 @@ fn run(mut poll: Poll, wake: &LoopWake) {
     }
 }
 
+/// How long a stopping loop waits, at most, for its clients to read what was queued for
+/// them.
+const STOP_WRITE_WAIT: Duration = Duration::from_secs(5);
+
 /// Empties a loop's seat when its thread ends, by returning or by a panic: the worker (its
 /// listener, connections and queues) is dropped with the thread, as before there was a seat,
 /// and nothing else holds it (its seat is reachable from its sinks).
@@ -773,11 +777,21 @@ impl Worker {
         let done = stopping
             && self.tickets.is_empty()
             && self.deferred.is_empty()
-            && self.dead_man_records_settled();
+            && self.dead_man_records_settled()
+            && self.written_out();
         if done {
             self.hand_over_dead_man_records();
         }
         !done
+    }
+
+    /// Whether a stopping loop's clients were handed everything queued for them (answers,
+    /// feed frames, close frames), or [`STOP_WRITE_WAIT`] passed since it saw the stop.
+    fn written_out(&self) -> bool {
+        self.stop_seen
+            .is_some_and(|seen| seen.elapsed() >= STOP_WRITE_WAIT)
+            || (self.conns.iter().flatten().all(|c| c.write_buf.is_empty())
+                && self.sockets.iter().flatten().all(WsConn::has_written_all))
     }
 
     /// Whether anything waits for this loop in its queues.

@@ -225,6 +225,16 @@ impl WsConn {
         self.phase == Phase::Closed
     }
 
+    /// Whether everything queued for it, its close frame included, was handed to the socket
+    /// (or it is closed): a stopping service waits for that, for a while.
+    pub fn has_written_all(&self) -> bool {
+        match self.phase {
+            Phase::Open => false,
+            Phase::Closing { sent, .. } => sent,
+            Phase::Closed => true,
+        }
+    }
+
     /// Whether it still takes messages and frames (not closing or closed).
     fn is_open(&self) -> bool {
         self.phase == Phase::Open
@@ -816,6 +826,15 @@ impl WsConn {
     /// decides what happens to a dead-man switch's orders.
     pub fn go_away(&mut self, changing_role: bool) {
         if self.is_open() {
+            // What waits in the overflow goes before the close frame: the client that reads
+            // gets its feed complete up to the stop.
+            self.ws
+                .set_config(|config| config.max_write_buffer_size = usize::MAX);
+            while let Some((message, len)) = self.overflow.pop_front() {
+                let _ = self.ws.write(message);
+                self.release_overflow(len);
+            }
+            self.over_bound_since = None;
             match changing_role {
                 true => self.close_now(CloseCode::Restart, "node changing role: connect again"),
                 false => self.close_now(CloseCode::Away, "service shutting down"),
