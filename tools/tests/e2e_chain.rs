@@ -790,3 +790,47 @@ fn a_redemption_of_nothing_in_a_market_unresolved_here_holds_up_no_other() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A redemption watch far behind the chain (a fresh data directory on a long chain, or a
+/// node that was stopped for long) reads on at the node's pace, not one range per poll.
+#[test]
+fn a_redemption_watch_far_behind_the_chain_catches_up_without_waiting_for_each_poll() {
+    let Some(anvil) = Anvil::start() else { return };
+    let exchange_address = anvil.deploy("TestExchange", &[]);
+    for _ in 0..21 {
+        anvil
+            .rpc
+            .call("anvil_mine", json!(["0xc8"]))
+            .expect("200 blocks mined");
+    }
+    let head = anvil.rpc.block_number().expect("head");
+    // One range of 2,000 blocks per poll would take 3 polls of 5 s.
+    let exchange_text = exchange_address.to_lowercase_hex();
+    let service = Service::start(&[
+        "--rpc-url",
+        &anvil.url,
+        "--exchange-address",
+        &exchange_text,
+        "--chain-confirmations",
+        "1",
+        "--chain-poll-ms",
+        "5000",
+    ]);
+    let cursor = service.data_dir().join("chain-redemptions");
+    let started = Instant::now();
+    loop {
+        let next: u64 = std::fs::read_to_string(&cursor)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0);
+        if next > head {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the watch reads block {next} of {head} after {:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

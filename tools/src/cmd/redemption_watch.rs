@@ -23,8 +23,13 @@ const CURSOR_FILE: &str = "chain-redemptions";
 /// Blocks read by one `eth_getLogs` at most (nodes and providers cap the range).
 const BLOCKS_PER_READ: u64 = 2_000;
 
-/// What the helper thread found: the redemptions of blocks `from..=through`.
-type Found = Result<(Vec<Redemption>, u64), String>;
+/// Reads of [`BLOCKS_PER_READ`] blocks the helper makes for one request while it finds
+/// nothing (a watch far behind the chain catches up at the node's pace).
+const READS_PER_ANSWER: usize = 50;
+
+/// What the helper thread found: the redemptions of blocks `from..=through`, and whether
+/// final blocks remain past `through` (the watch is behind: it reads on at once).
+type Found = Result<(Vec<Redemption>, u64, bool), String>;
 
 /// The watch, driven by the runtime's loop.
 pub struct RedemptionWatch {
@@ -37,6 +42,9 @@ pub struct RedemptionWatch {
     last_read: Option<Instant>,
     /// Whether the last read failed (logged once, then its recovery).
     failing: bool,
+    /// Whether final blocks remain past the cursor: the next read is not left for the poll
+    /// (a watch that starts at block 0, or after a long stop, catches up at the node's pace).
+    behind: bool,
     /// `next_block`, shared with the bundler: redemptions from there on are on the chain
     /// but not journaled yet.
     unrecorded_from: Arc<AtomicU64>,
@@ -84,6 +92,7 @@ impl RedemptionWatch {
             poll,
             last_read: None,
             failing: false,
+            behind: false,
             unrecorded_from,
         })
     }
@@ -98,9 +107,13 @@ impl RedemptionWatch {
                 if !failed && self.failing {
                     tracing::info!("chain redemptions: read again");
                 }
+                self.behind = false;
                 match found {
-                    Ok((redemptions, through)) if primary => {
-                        self.record(&redemptions, through, &mut run)
+                    Ok((redemptions, through, more)) if primary => {
+                        // Only once past `through`: a redemption that waits is read again
+                        // at the next poll, not at once.
+                        let moved = self.record(&redemptions, through, &mut run);
+                        self.behind = more && moved;
                     }
                     Ok(_) => {}
                     Err(e) if !self.failing => {
@@ -113,14 +126,15 @@ impl RedemptionWatch {
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => return,
         }
-        let due = self.last_read.is_none_or(|at| at.elapsed() >= self.poll);
+        let due = self.behind || self.last_read.is_none_or(|at| at.elapsed() >= self.poll);
         if primary && !self.in_flight && due && self.requests.try_send(self.next_block).is_ok() {
             self.in_flight = true;
             self.last_read = Some(Instant::now());
         }
     }
 
-    /// Journals each redemption, then moves the cursor past `through`. A redemption in a
+    /// Journals each redemption, then moves the cursor past `through` (whether it did). A
+    /// redemption in a
     /// market this service does not hold is passed over, and so is one of an account that
     /// holds nothing of the market here (anyone may redeem nothing on the chain: it must not
     /// hold up the redemptions after it); one in a market it has not resolved yet waits (the
@@ -130,7 +144,7 @@ impl RedemptionWatch {
         redemptions: &[Redemption],
         through: u64,
         run: &mut impl FnMut(Work) -> Result<Completion, String>,
-    ) {
+    ) -> bool {
         for redemption in redemptions {
             match market_state(redemption, run) {
                 Ok(Some((MarketState::Resolved(_), _))) => {}
@@ -157,7 +171,7 @@ impl RedemptionWatch {
                         block = redemption.block,
                         "chain redemption waits: its market is not resolved here yet"
                     );
-                    return;
+                    return false;
                 }
             }
             let command = Command::RecordRedemption {
@@ -177,7 +191,7 @@ impl RedemptionWatch {
                         block = redemption.block,
                         "chain redemption not recorded yet"
                     );
-                    return;
+                    return false;
                 }
             }
         }
@@ -190,6 +204,7 @@ impl RedemptionWatch {
                 tracing::warn!(error = %e, "chain redemptions: cursor not kept");
             }
         }
+        true
     }
 }
 
@@ -223,18 +238,27 @@ pub(crate) fn query_through<T: Send + 'static>(
     }
 }
 
-/// The redemptions in final blocks from `from` on (at most [`BLOCKS_PER_READ`] blocks), and
-/// the last block read; `from - 1` when no block from `from` on is final yet.
+/// The redemptions in final blocks from `from` on (at most [`BLOCKS_PER_READ`] blocks), the
+/// last block read (`from - 1` when no block from `from` on is final yet), and whether
+/// final blocks remain after it.
 fn read_final(rpc: &RpcClient, exchange: &Address, confirmations: u64, from: u64) -> Found {
     let head = rpc.block_number().map_err(|e| e.to_string())?;
     // A block is final once `confirmations` blocks, its own included, are on the chain.
     let Some(last_final) = (head + 1).checked_sub(confirmations.max(1)) else {
-        return Ok((Vec::new(), from.saturating_sub(1)));
+        return Ok((Vec::new(), from.saturating_sub(1), false));
     };
     if last_final < from {
-        return Ok((Vec::new(), from.saturating_sub(1)));
+        return Ok((Vec::new(), from.saturating_sub(1), false));
     }
-    let through = last_final.min(from.saturating_add(BLOCKS_PER_READ - 1));
-    let found = redemptions_in(rpc, exchange, from, through).map_err(|e| e.to_string())?;
-    Ok((found, through))
+    // Range after range while nothing is found, up to a bound per answer.
+    let mut start = from;
+    for _ in 0..READS_PER_ANSWER {
+        let through = last_final.min(start.saturating_add(BLOCKS_PER_READ - 1));
+        let found = redemptions_in(rpc, exchange, start, through).map_err(|e| e.to_string())?;
+        if !found.is_empty() || through == last_final {
+            return Ok((found, through, through < last_final));
+        }
+        start = through + 1;
+    }
+    Ok((Vec::new(), start - 1, true))
 }
