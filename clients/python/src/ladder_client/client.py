@@ -70,6 +70,7 @@ class LadderClient:
         auth_domain: AuthDomain = AuthDomain(),
         timeout: float = 10.0,
         transport: Optional[httpx.BaseTransport] = None,
+        check_clock: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.signer: Optional[Signer] = Signer(key) if key is not None else None
@@ -83,6 +84,9 @@ class LadderClient:
         self._timeout = timeout
         self._http = httpx.Client(timeout=timeout, transport=transport)
         self._bundler: Optional["Bundler"] = None
+        # Before the first signed request, the local clock is compared with the server's
+        # (SPEC 8: clients reject locally a timestamp more than 30 s off).
+        self._clock_checked = not check_clock
 
     # ------------------------------------------------------------------ plumbing
 
@@ -97,6 +101,7 @@ class LadderClient:
             timeout=self._timeout,
         )
         other.signer = self.signer
+        other._clock_checked = self._clock_checked
         return other
 
     def close(self) -> None:
@@ -156,6 +161,8 @@ class LadderClient:
         request = self._http.build_request(
             method.upper(), self.base_url + target, content=content, headers=send_headers
         )
+        if auth in ("l1", "l2"):
+            self._ensure_clock()
         if auth == "l1":
             request.headers.update(
                 l1_headers(self._need_signer(), self.account, nonce=nonce, domain=self.auth_domain)
@@ -203,6 +210,13 @@ class LadderClient:
     def check_clock(self) -> None:
         """Raises ``RuntimeError`` when the local clock is more than 30 s from the server's."""
         check_clock_skew(unix_now_s(), self.server_time())
+        self._clock_checked = True
+
+    def _ensure_clock(self) -> None:
+        """Checks the clock once, before the first signed request or subscription (turned off
+        with ``check_clock=False``)."""
+        if not self._clock_checked:
+            self.check_clock()
 
     def get_book(self, token_id: Union[int, str]) -> Json:
         """``GET /book``: the market's book from this token's side (best price last)."""
@@ -517,7 +531,9 @@ class LadderClient:
         """A ``/ws/user`` stream with this client's credentials (not yet connected)."""
         from .user_stream import UserStream
 
-        return UserStream(self.ws_url, self._need_credentials(), markets, cancel_on_disconnect=cancel_on_disconnect, **kwargs)
+        credentials = self._need_credentials()
+        self._ensure_clock()
+        return UserStream(self.ws_url, credentials, markets, cancel_on_disconnect=cancel_on_disconnect, **kwargs)
 
     def market_stream(self, asset_ids: Sequence[Union[int, str]], **kwargs: Any) -> "MarketStream":
         """A ``/ws/market`` stream that keeps local books and repairs gaps from ``GET /book``."""
