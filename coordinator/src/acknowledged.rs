@@ -36,6 +36,10 @@ struct State {
     published: AcknowledgedRecord,
     /// The publisher stops.
     stopping: bool,
+    /// Whether the publisher's last put failed (etcd did not answer, or the lead is gone).
+    failing: bool,
+    /// Failed puts so far.
+    failures: u64,
 }
 
 impl Acknowledgements {
@@ -51,7 +55,9 @@ impl Acknowledgements {
 
     /// The standbys this node needs hold every record through `seq` of the term it leads:
     /// publishes that and waits until etcd holds it (true), or until this node no longer
-    /// leads or `give_up` says so (false: the writes may not be answered as acknowledged).
+    /// leads, a put fails, or `give_up` says so (false: the writes may not be answered as
+    /// acknowledged). While etcd does not answer, it is false at once: the releaser must not
+    /// hold the answers (and the reads behind them) for the rest of the lease.
     pub fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool {
         let mut state = self.state.lock();
         let Some((term, _)) = state.lead else {
@@ -62,11 +68,17 @@ impl Acknowledgements {
             state.wanted = record;
             self.changed.notify_all();
         }
+        let failures = state.failures;
         loop {
             if state.published >= record {
                 return true;
             }
-            if state.lead.map(|(t, _)| t) != Some(term) || state.stopping || give_up() {
+            if state.lead.map(|(t, _)| t) != Some(term)
+                || state.stopping
+                || state.failing
+                || state.failures != failures
+                || give_up()
+            {
                 return false;
             }
             self.changed.wait_for(&mut state, GIVE_UP_RECHECK);
@@ -109,6 +121,15 @@ impl Acknowledgements {
         if record > state.published {
             state.published = record;
         }
+        state.failing = false;
+        self.changed.notify_all();
+    }
+
+    /// A put failed: the writers waiting give up.
+    fn failed(&self) {
+        let mut state = self.state.lock();
+        state.failing = true;
+        state.failures += 1;
         self.changed.notify_all();
     }
 
@@ -152,10 +173,12 @@ impl Publisher {
                         Ok(false) => {
                             // The key is no longer this lease's: the campaign demotes.
                             tracing::debug!("acknowledged not published: the lead is gone");
+                            shared.failed();
                             std::thread::sleep(patience);
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "acknowledged position not published");
+                            shared.failed();
                             std::thread::sleep(RETRY_AFTER);
                         }
                     }
@@ -232,6 +255,38 @@ mod tests {
         acks.set_lead(None);
         assert!(!writer.join().unwrap(), "the lead went: not witnessed");
         assert_eq!(acks.next(Duration::ZERO), None, "not leading: nothing due");
+    }
+
+    #[test]
+    fn while_etcd_fails_writers_give_up_at_once_until_a_put_succeeds() {
+        let acks = Arc::new(Acknowledgements::default());
+        acks.set_lead(Some((2, 1)));
+        let writer = {
+            let acks = acks.clone();
+            std::thread::spawn(move || acks.witness(10, &|| false))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        acks.failed();
+        assert!(!writer.join().unwrap(), "a failed put: not witnessed");
+        assert!(!acks.witness(11, &|| false), "etcd still failing: at once");
+        assert_eq!(
+            acks.next(Duration::ZERO),
+            Some((record(2, 11), 1)),
+            "tried again"
+        );
+        acks.published(record(2, 11));
+        assert!(acks.witness(11, &|| false));
+        let writer = {
+            let acks = acks.clone();
+            std::thread::spawn(move || acks.witness(12, &|| false))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !writer.is_finished(),
+            "etcd answers again: the writer waits"
+        );
+        acks.published(record(2, 12));
+        assert!(writer.join().unwrap());
     }
 
     #[test]

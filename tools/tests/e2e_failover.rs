@@ -517,6 +517,71 @@ fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_
 }
 
 #[test]
+fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
+    let Some(mut etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    // A long lease: a write that waited for etcd until the deadline would hold every read
+    // behind it for seconds.
+    let lease = "4000";
+    let with_a_replica = |node| {
+        let mut args = coordinated(&etcd, "outage-replicated", node, lease);
+        args.extend(["--replicas", "1"]);
+        args
+    };
+    let leader = Service::start(&with_a_replica("a"));
+    wait_until_leading(&leader.url, Duration::from_secs(20));
+    let dirs = tempfile::tempdir().unwrap();
+    let standby = coordinated_standby(&with_a_replica("b"), &dirs.path().join("b"));
+    wait_for_leader(&standby.url, "a", Duration::from_secs(20));
+    let mut alice = leader.trader(0);
+    assert_eq!(place(&mut alice, 0).0, 200);
+
+    etcd.kill();
+    let write = {
+        let mut client = trader_on(&leader.url, 0, &alice);
+        client.http.follow_leader = false;
+        std::thread::spawn(move || {
+            let sent = Instant::now();
+            let r = client
+                .place(yes(), Side::Buy, 1_500, 1, OrderType::Gtc)
+                .unwrap();
+            (r.status, r.json(), sent.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let mut reader = ladder_client::HttpClient::new(&leader.url).unwrap();
+    let asked = Instant::now();
+    let read = reader.request("GET", "/markets", &[], None).unwrap();
+    let read_took = asked.elapsed();
+    assert_eq!(read.status, 200, "{}", read.body);
+    let (status, answer, write_took) = write.join().unwrap();
+    assert_eq!(
+        (status, &answer["error"]),
+        (503, &json!(ladder_sequencer::LEADERSHIP_LOST)),
+        "{answer}"
+    );
+    assert!(
+        write_took < Duration::from_millis(1_500),
+        "the write waited {write_took:?} for etcd"
+    );
+    assert!(
+        read_took < Duration::from_millis(1_000),
+        "a read waited {read_took:?} behind the write"
+    );
+
+    etcd.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while place(&mut alice, 3).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "writes never resumed after etcd returned"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn a_node_listening_on_every_interface_advertises_the_host_it_is_reached_at() {
     let Some(etcd) = Etcd::start("e2e_failover_advertise") else {
         return;
