@@ -16,7 +16,8 @@ use crate::records::{AcknowledgedRecord, Keys};
 
 /// How long a writer waits between two looks at whether it should give up.
 const GIVE_UP_RECHECK: Duration = Duration::from_millis(5);
-/// How long the publisher waits before it tries etcd again after a failed put.
+/// How long the publisher waits before it tries etcd again after a failed put, at first;
+/// doubled at each failure in a row up to the tick.
 const RETRY_AFTER: Duration = Duration::from_millis(10);
 
 /// The acknowledged position this node wants published and the one etcd holds.
@@ -85,10 +86,36 @@ impl Acknowledgements {
         }
     }
 
-    /// This node leads `term` under lease `lease`, or (`None`) no longer leads.
+    /// Whether etcd holds every record through `seq` of the term this node leads, without
+    /// waiting; asks for it to be published when not.
+    pub fn holds(&self, seq: u64) -> bool {
+        let mut state = self.state.lock();
+        let Some((term, _)) = state.lead else {
+            return false;
+        };
+        let record = AcknowledgedRecord { term, seq };
+        if state.published >= record {
+            return true;
+        }
+        if record > state.wanted {
+            state.wanted = record;
+            self.changed.notify_all();
+        }
+        false
+    }
+
+    /// Whether the last put for the term this node leads failed: writes that would wait for
+    /// it are refused before they are applied until a put succeeds.
+    pub fn failing(&self) -> bool {
+        self.state.lock().failing
+    }
+
+    /// This node leads `term` under lease `lease`, or (`None`) no longer leads; a new lead
+    /// starts with no failure.
     pub(crate) fn set_lead(&self, lead: Option<(u64, i64)>) {
         let mut state = self.state.lock();
         state.lead = lead;
+        state.failing = false;
         self.changed.notify_all();
     }
 
@@ -125,12 +152,26 @@ impl Acknowledgements {
         self.changed.notify_all();
     }
 
-    /// A put failed: the writers waiting give up.
-    fn failed(&self) {
+    /// A put of `record` failed: the writers waiting give up (unless the lead changed
+    /// meanwhile). Whether this begins a run of failures.
+    fn failed(&self, record: AcknowledgedRecord) -> bool {
         let mut state = self.state.lock();
+        if state.lead.map(|(term, _)| term) != Some(record.term) {
+            return false;
+        }
+        let began = !state.failing;
         state.failing = true;
         state.failures += 1;
         self.changed.notify_all();
+        began
+    }
+
+    /// Waits `pause` (less when this node's lead changes or the publisher stops).
+    fn rest(&self, pause: Duration) {
+        let mut state = self.state.lock();
+        if !state.stopping {
+            self.changed.wait_for(&mut state, pause);
+        }
     }
 
     fn stop(&self) {
@@ -160,30 +201,7 @@ impl Publisher {
         let (flag, shared) = (stop.clone(), acknowledgements.clone());
         let thread = std::thread::Builder::new()
             .name("acknowledged".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Acquire) {
-                    let Some((record, lease)) = shared.next(patience) else {
-                        continue;
-                    };
-                    let bytes = serde_json::to_vec(&record).unwrap_or_default();
-                    match etcd
-                        .put_while_lease_holds((&keys.acknowledged, &bytes), (&keys.leader, lease))
-                    {
-                        Ok(true) => shared.published(record),
-                        Ok(false) => {
-                            // The key is no longer this lease's: the campaign demotes.
-                            tracing::debug!("acknowledged not published: the lead is gone");
-                            shared.failed();
-                            std::thread::sleep(patience);
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "acknowledged position not published");
-                            shared.failed();
-                            std::thread::sleep(RETRY_AFTER);
-                        }
-                    }
-                }
-            })
+            .spawn(move || publish(&etcd, &keys, &shared, &flag, patience))
             .map_err(|e| format!("acknowledged publisher thread: {e}"))?;
         Ok(Publisher {
             acknowledgements,
@@ -205,6 +223,50 @@ impl Publisher {
 impl Drop for Publisher {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The publisher's loop: puts each wanted position; after a failure, tries again after a
+/// pause that doubles up to `patience`, saying once that etcd does not take it and once that
+/// it does again.
+fn publish(
+    etcd: &Etcd,
+    keys: &Keys,
+    shared: &Acknowledgements,
+    stop: &AtomicBool,
+    patience: Duration,
+) {
+    let mut pause = RETRY_AFTER;
+    let mut failing = false;
+    while !stop.load(Ordering::Acquire) {
+        let Some((record, lease)) = shared.next(patience) else {
+            continue;
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        let why =
+            match etcd.put_while_lease_holds((&keys.acknowledged, &bytes), (&keys.leader, lease)) {
+                Ok(true) => {
+                    shared.published(record);
+                    if std::mem::take(&mut failing) {
+                        tracing::info!(
+                            term = record.term,
+                            seq = record.seq,
+                            "etcd holds the acknowledged position again: writes are taken"
+                        );
+                    }
+                    pause = RETRY_AFTER;
+                    continue;
+                }
+                // The key is no longer this lease's: the campaign demotes.
+                Ok(false) => "this node's lease no longer holds the leader's key".to_string(),
+                Err(e) => e.to_string(),
+            };
+        if shared.failed(record) && !failing {
+            failing = true;
+            tracing::warn!(error = %why, "etcd did not take the acknowledged position: writes are refused until it does");
+        }
+        shared.rest(pause);
+        pause = (pause * 2).min(patience);
     }
 }
 
@@ -266,7 +328,8 @@ mod tests {
             std::thread::spawn(move || acks.witness(10, &|| false))
         };
         std::thread::sleep(Duration::from_millis(20));
-        acks.failed();
+        assert!(acks.failed(record(2, 10)), "a run of failures begins");
+        assert!(acks.failing());
         assert!(!writer.join().unwrap(), "a failed put: not witnessed");
         assert!(!acks.witness(11, &|| false), "etcd still failing: at once");
         assert_eq!(
@@ -275,7 +338,13 @@ mod tests {
             "tried again"
         );
         acks.published(record(2, 11));
+        assert!(!acks.failing());
         assert!(acks.witness(11, &|| false));
+        // A failure of an older term's put, or one before a new lead, counts for nothing.
+        assert!(!acks.failed(record(1, 99)));
+        assert!(acks.failed(record(2, 12)));
+        acks.set_lead(Some((3, 4)));
+        assert!(!acks.failing(), "a new lead starts with no failure");
         let writer = {
             let acks = acks.clone();
             std::thread::spawn(move || acks.witness(12, &|| false))
@@ -285,7 +354,7 @@ mod tests {
             !writer.is_finished(),
             "etcd answers again: the writer waits"
         );
-        acks.published(record(2, 12));
+        acks.published(record(3, 12));
         assert!(writer.join().unwrap());
     }
 

@@ -3,7 +3,9 @@
 //! lease. Past it, another node may soon lead, so an applied write is answered as
 //! [`LEADERSHIP_LOST`] instead of acknowledged: the client learns nothing was promised.
 //! With a witness, a batch held by the required standbys is also answered only once the
-//! witness (etcd's `acknowledged` key) holds how far it goes.
+//! witness (etcd's `acknowledged` key) holds how far it goes; one it does not take is
+//! answered as [`LEADERSHIP_LOST`] too, and while it takes nothing the writes are refused
+//! before they are applied.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +18,14 @@ pub trait AckWitness: Send + Sync {
     /// The required standbys hold every record through `seq`: returns once the witness
     /// holds that (true), or false as soon as it cannot or `give_up()` says so.
     fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool;
+
+    /// Whether the witness holds every record through `seq` now (without waiting; it is
+    /// asked to when not).
+    fn holds(&self, seq: u64) -> bool;
+
+    /// Whether the witness cannot take positions now (its last attempt failed): writes that
+    /// would wait for it are refused before they are applied.
+    fn failing(&self) -> bool;
 }
 
 /// Why an applied write was not acknowledged: this node's lease ran out before its answer
@@ -90,6 +100,20 @@ impl AckFence {
             .as_ref()
             .is_none_or(|witness| witness.witness(seq, &|| !self.may_acknowledge()))
     }
+
+    /// Whether the witness holds every record through `seq` now (always, without one).
+    pub fn witness_holds(&self, seq: u64) -> bool {
+        self.witness
+            .as_ref()
+            .is_none_or(|witness| witness.holds(seq))
+    }
+
+    /// Whether the witness cannot take positions now (never, without one).
+    pub fn witness_failing(&self) -> bool {
+        self.witness
+            .as_ref()
+            .is_some_and(|witness| witness.failing())
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +141,14 @@ mod tests {
         fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool {
             seq <= self.0 && !give_up()
         }
+
+        fn holds(&self, seq: u64) -> bool {
+            seq <= self.0
+        }
+
+        fn failing(&self) -> bool {
+            false
+        }
     }
 
     #[test]
@@ -127,5 +159,8 @@ mod tests {
         fence.allow_until(Some(Instant::now() + Duration::from_secs(60)));
         assert!(fence.witnessed(10));
         assert!(!fence.witnessed(11));
+        assert!(fence.witness_holds(10) && !fence.witness_holds(11));
+        assert!(!fence.witness_failing());
+        assert!(AckFence::open().witness_holds(u64::MAX));
     }
 }

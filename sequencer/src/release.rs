@@ -100,11 +100,14 @@ impl Releaser {
         };
         // A leader past its lease's deadline publishes nothing more: the next leader decides
         // whether those records stand (a node that follows it starts again without them).
+        // With standbys to wait for, the witness (etcd) holds them too: through the term's
+        // start, for records of an older term this node led before.
         if self.fence.may_acknowledge()
-            && self
-                .replication
-                .as_ref()
-                .is_none_or(|hub| hub.holds(last_seq))
+            && self.replication.as_ref().is_none_or(|hub| {
+                hub.holds(last_seq)
+                    && (hub.required() == 0
+                        || self.fence.witness_holds(last_seq.max(hub.term_start())))
+            })
         {
             self.publish_withheld();
         }
@@ -182,11 +185,14 @@ impl Releaser {
             .is_none_or(|hub| hub.wait_held(last_seq));
         // Writes the required standbys hold are answered once the coordinator's witness
         // (etcd) holds how far they go: a node that missed them then never leads by itself.
-        let replicated = self
-            .replication
-            .as_ref()
-            .is_some_and(|hub| hub.required() > 0);
-        let witnessed = !(any_writes && held && replicated) || self.fence.witnessed(last_seq);
+        // A batch applied in an older term of this node's is not witnessed: its position
+        // would name records before the term's start.
+        let witnessed = match self.replication.as_ref() {
+            Some(hub) if any_writes && held && hub.required() > 0 => {
+                last_seq >= hub.term_start() && self.fence.witnessed(last_seq)
+            }
+            _ => true,
+        };
         // Checked after the flush and the standbys: an answer leaves before the deadline.
         let leading = !any_writes || (witnessed && self.fence.may_acknowledge());
         for (mut per_sink, published, board) in released {

@@ -491,7 +491,12 @@ impl Rounds for Writer {
         self.drain(&mut batch);
         // Read once a round, after the drain: what the batch may write, and whether timers
         // may fire.
-        let fenced = !self.config.ack_fence.may_acknowledge();
+        // Past the deadline, or (with standbys to wait for) while the witness cannot take
+        // positions: writes are refused before they are applied.
+        let fence = &self.config.ack_fence;
+        let fenced = !fence.may_acknowledge()
+            || (fence.witness_failing()
+                && self.shipping.as_ref().is_some_and(|hub| hub.required() > 0));
         if fenced {
             // A lease lapsing (or none held): no timer fires, whose records would be cut, and
             // the loop does not spin on them; the heartbeats, whose beats are refused

@@ -569,6 +569,20 @@ fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
         read_took < Duration::from_millis(1_000),
         "a read waited {read_took:?} behind the write"
     );
+    // While etcd takes nothing, later writes are refused before they are applied.
+    let seq = state_hash(&leader.url)["seq"].clone();
+    let mut later = trader_on(&leader.url, 0, &alice);
+    later.http.follow_leader = false;
+    let r = later
+        .place(yes(), Side::Buy, 1_600, 1, OrderType::Gtc)
+        .unwrap();
+    assert_eq!(
+        (r.status, &r.json()["error"]),
+        (503, &json!("standby: not primary")),
+        "{}",
+        r.body
+    );
+    assert_eq!(state_hash(&leader.url)["seq"], seq, "nothing applied");
 
     etcd.restart();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -579,6 +593,34 @@ fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A deposed leader never overwrites its successor's `acknowledged`: the put holds only while
+/// the putter's lease holds the leader's key.
+#[test]
+fn the_acknowledged_position_is_put_only_while_the_putters_lease_holds_the_leader_key() {
+    use ladder_coordinator::etcd::Etcd as Client;
+    let Some(etcd) = Etcd::start("e2e_failover") else {
+        return;
+    };
+    let client = Client::new(std::slice::from_ref(&etcd.url), Duration::from_secs(2)).unwrap();
+    let (old, new) = (client.grant(10).unwrap(), client.grant(10).unwrap());
+    let (leader, acknowledged) = ("/ladder/fence/leader", "/ladder/fence/acknowledged");
+    let put = |lease: i64, value: &str| {
+        client
+            .put_while_lease_holds((acknowledged, value.as_bytes()), (leader, lease))
+            .unwrap()
+    };
+    assert!(!put(old.id, "a"), "no leader key: nobody may put");
+    client.put(leader, b"old", Some(old.id)).unwrap();
+    assert!(put(old.id, "b"));
+    assert!(!put(new.id, "c"), "another lease does not hold the key");
+    // The old lease goes (and its key with it); the next leader's lease takes the key.
+    client.revoke(old.id).unwrap();
+    client.put(leader, b"new", Some(new.id)).unwrap();
+    assert!(!put(old.id, "d"), "the deposed leader's put fails");
+    assert!(put(new.id, "e"));
+    assert_eq!(client.get(acknowledged).unwrap(), Some(b"e".to_vec()));
 }
 
 #[test]

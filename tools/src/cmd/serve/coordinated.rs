@@ -171,6 +171,14 @@ impl ladder_sequencer::AckWitness for EtcdWitness {
     fn witness(&self, seq: u64, give_up: &dyn Fn() -> bool) -> bool {
         self.0.witness(seq, give_up)
     }
+
+    fn holds(&self, seq: u64) -> bool {
+        self.0.holds(seq)
+    }
+
+    fn failing(&self) -> bool {
+        self.0.failing()
+    }
 }
 
 /// `listen` with a free port in place of port 0.
