@@ -240,6 +240,12 @@ impl Connection {
         self.slots.len() >= IN_FLIGHT_MAX || self.write_buf.len() >= WRITE_PAUSE_BYTES
     }
 
+    /// Whether output waits for the client: bytes not yet written to the socket (TLS
+    /// records the library holds included).
+    pub fn has_unsent(&self) -> bool {
+        !self.write_buf.is_empty() || !self.slots.is_empty() || self.stream.has_pending_output()
+    }
+
     /// Whether output has waited for the client longer than `timeout` with nothing written.
     pub fn unread_for(&self, now: Instant, timeout: std::time::Duration) -> bool {
         !self.write_buf.is_empty()

@@ -35,6 +35,14 @@ impl Stream {
         }
     }
 
+    /// Whether TLS records the library holds wait for the socket (never for plain HTTP).
+    pub fn has_pending_output(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Tls(s) => s.conn.wants_write(),
+        }
+    }
+
     /// The socket, for registration with the poller.
     pub fn socket(&mut self) -> &mut TcpStream {
         match self {

@@ -620,6 +620,8 @@ pub fn spawn(
             last_sweep: Instant::now(),
             key_removals_seen: 0,
             stop_seen: None,
+            idle_since: None,
+            sockets_closed_at: None,
             dead_man_unarmed: std::collections::HashSet::new(),
         };
         *wake.seat.lock() = Some(worker);
@@ -678,8 +680,13 @@ struct Worker {
     /// The service's count of deleted API keys when this loop last looked at its user
     /// subscriptions' keys.
     key_removals_seen: u64,
-    /// When this loop saw the stop (its WebSocket clients were sent the 1001 close then).
+    /// When this loop saw the stop.
     stop_seen: Option<Instant>,
+    /// Since when a stopping loop has had nothing in flight (tickets, deferred work).
+    idle_since: Option<Instant>,
+    /// When a stopping loop sent its WebSocket clients their close frames (1001, or 1012 at
+    /// a change of role), once the events of its last writes had reached them.
+    sockets_closed_at: Option<Instant>,
     /// Dead-man switch connections whose arming the sequencer refused (a standby, a full
     /// disk): a refused cancel of theirs is not tried again once this node writes.
     dead_man_unarmed: std::collections::HashSet<u64>,
@@ -723,7 +730,14 @@ fn run(mut poll: Poll, wake: &LoopWake) {
 
 /// How long a stopping loop waits, at most, for its clients to read what was queued for
 /// them.
-const STOP_WRITE_WAIT: Duration = Duration::from_secs(5);
+const STOP_WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// The same wait for a node that changes role (it serves again as soon as it stops).
+const ROLE_CHANGE_WRITE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long a stopping loop lets the events of its last writes come after their answers
+/// before it closes its WebSocket connections.
+const FEED_SETTLE: Duration = Duration::from_millis(20);
 
 /// Empties a loop's seat when its thread ends, by returning or by a panic: the worker (its
 /// listener, connections and queues) is dropped with the thread, as before there was a seat,
@@ -746,7 +760,6 @@ impl Worker {
         let stopping = self.shared.stop.load(Ordering::Acquire);
         if stopping && self.stop_seen.is_none() {
             self.stop_seen = Some(Instant::now());
-            self.close_sockets_going_away();
         }
         for event in events.iter() {
             match event.token() {
@@ -774,6 +787,9 @@ impl Worker {
             self.sweep_sockets();
             self.last_sweep = Instant::now();
         }
+        if stopping {
+            self.close_sockets_when_settled();
+        }
         let done = stopping
             && self.tickets.is_empty()
             && self.deferred.is_empty()
@@ -785,12 +801,40 @@ impl Worker {
         !done
     }
 
+    /// Sends a stopping loop's WebSocket clients their close frames once it has had nothing
+    /// in flight for [`FEED_SETTLE`] (the events of its last writes follow their answers)
+    /// and its feed queue is empty.
+    fn close_sockets_when_settled(&mut self) {
+        if self.sockets_closed_at.is_some() {
+            return;
+        }
+        if !(self.tickets.is_empty() && self.deferred.is_empty()) {
+            self.idle_since = None;
+            return;
+        }
+        let idle_since = *self.idle_since.get_or_insert_with(Instant::now);
+        if idle_since.elapsed() >= FEED_SETTLE
+            && self.lp.feed.is_empty()
+            && self.held_feed.is_empty()
+        {
+            self.sockets_closed_at = Some(Instant::now());
+            self.close_sockets_going_away();
+        }
+    }
+
     /// Whether a stopping loop's clients were handed everything queued for them (answers,
-    /// feed frames, close frames), or [`STOP_WRITE_WAIT`] passed since it saw the stop.
+    /// feed frames, close frames), or the wait for them passed since the close frames were
+    /// queued: [`STOP_WRITE_WAIT`], or [`ROLE_CHANGE_WRITE_WAIT`] when the node changes role.
     fn written_out(&self) -> bool {
-        self.stop_seen
-            .is_some_and(|seen| seen.elapsed() >= STOP_WRITE_WAIT)
-            || (self.conns.iter().flatten().all(|c| c.write_buf.is_empty())
+        let Some(closed_at) = self.sockets_closed_at else {
+            return false;
+        };
+        let wait = match self.shared.changing_role.load(Ordering::Acquire) {
+            true => ROLE_CHANGE_WRITE_WAIT,
+            false => STOP_WRITE_WAIT,
+        };
+        closed_at.elapsed() >= wait
+            || (self.conns.iter().flatten().all(|c| !c.has_unsent())
                 && self.sockets.iter().flatten().all(WsConn::has_written_all))
     }
 

@@ -128,6 +128,10 @@ impl Worker {
             self.shared.connection_closed(peer.ip());
             return;
         }
+        // Upgraded after this stopping loop closed its connections: closed at once too.
+        if self.sockets_closed_at.is_some() {
+            socket.go_away(self.shared.changing_role.load(Ordering::Acquire));
+        }
         self.sockets[slot] = Some(socket);
         self.shared.websockets.fetch_add(1, Ordering::Relaxed);
         self.serve_socket(slot);
