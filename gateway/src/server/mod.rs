@@ -739,6 +739,9 @@ const ROLE_CHANGE_WRITE_WAIT: Duration = Duration::from_millis(500);
 /// before it closes its WebSocket connections.
 const FEED_SETTLE: Duration = Duration::from_millis(20);
 
+/// How long after it saw the stop a loop closes its WebSocket connections at the latest.
+const CLOSE_AFTER_MAX: Duration = Duration::from_millis(250);
+
 /// Empties a loop's seat when its thread ends, by returning or by a panic: the worker (its
 /// listener, connections and queues) is dropped with the thread, as before there was a seat,
 /// and nothing else holds it (its seat is reachable from its sinks).
@@ -803,20 +806,25 @@ impl Worker {
 
     /// Sends a stopping loop's WebSocket clients their close frames once it has had nothing
     /// in flight for [`FEED_SETTLE`] (the events of its last writes follow their answers)
-    /// and its feed queue is empty.
+    /// and its feed queue is empty, or [`CLOSE_AFTER_MAX`] after it saw the stop (clients
+    /// that keep sending requests on their open connections never leave it idle).
     fn close_sockets_when_settled(&mut self) {
         if self.sockets_closed_at.is_some() {
             return;
         }
-        if !(self.tickets.is_empty() && self.deferred.is_empty()) {
+        let settled = if self.tickets.is_empty() && self.deferred.is_empty() {
+            let idle_since = *self.idle_since.get_or_insert_with(Instant::now);
+            idle_since.elapsed() >= FEED_SETTLE
+                && self.lp.feed.is_empty()
+                && self.held_feed.is_empty()
+        } else {
             self.idle_since = None;
-            return;
-        }
-        let idle_since = *self.idle_since.get_or_insert_with(Instant::now);
-        if idle_since.elapsed() >= FEED_SETTLE
-            && self.lp.feed.is_empty()
-            && self.held_feed.is_empty()
-        {
+            false
+        };
+        let overdue = self
+            .stop_seen
+            .is_some_and(|seen| seen.elapsed() >= CLOSE_AFTER_MAX);
+        if settled || overdue {
             self.sockets_closed_at = Some(Instant::now());
             self.close_sockets_going_away();
         }
