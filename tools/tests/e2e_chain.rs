@@ -120,6 +120,16 @@ fn chain_service(
     confirmations: &str,
     extra: &[&str],
 ) -> Service {
+    chain_service_polling(anvil, exchange_address, (confirmations, "100"), extra)
+}
+
+/// [`chain_service`] polling every `poll_ms`.
+fn chain_service_polling(
+    anvil: &Anvil,
+    exchange_address: &Address,
+    (confirmations, poll_ms): (&str, &str),
+    extra: &[&str],
+) -> Service {
     let exchange_text = exchange_address.to_lowercase_hex();
     let mut args = vec![
         "--rpc-url",
@@ -129,7 +139,7 @@ fn chain_service(
         "--chain-confirmations",
         confirmations,
         "--chain-poll-ms",
-        "100",
+        poll_ms,
     ];
     args.extend_from_slice(extra);
     Service::start(&args)
@@ -805,17 +815,7 @@ fn a_redemption_watch_far_behind_the_chain_catches_up_without_waiting_for_each_p
     }
     let head = anvil.rpc.block_number().expect("head");
     // One range of 2,000 blocks per poll would take 3 polls of 5 s.
-    let exchange_text = exchange_address.to_lowercase_hex();
-    let service = Service::start(&[
-        "--rpc-url",
-        &anvil.url,
-        "--exchange-address",
-        &exchange_text,
-        "--chain-confirmations",
-        "1",
-        "--chain-poll-ms",
-        "5000",
-    ]);
+    let service = chain_service_polling(&anvil, &exchange_address, ("1", "5000"), &[]);
     let cursor = service.data_dir().join("chain-redemptions");
     let started = Instant::now();
     loop {

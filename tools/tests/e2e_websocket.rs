@@ -1055,19 +1055,24 @@ fn a_sweep_or_cancel_all_of_thousands_of_a_makers_orders_reaches_its_user_feed_w
     }
 }
 
-/// A dead-man switch's client that stops reading during a burst of its own events is closed
-/// within the catch-up second (and its other orders cancelled), though no event follows.
-#[test]
-fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_events() {
-    // Settlement far off: the trades' status changes come long after the test.
-    let service = Service::start(&[
+/// A service without rate limits whose settlement is far off: the trades' status changes come
+/// long after the test.
+fn service_settling_late() -> Service {
+    Service::start(&[
         "--rate-limit-key",
         "0",
         "--rate-limit-ip",
         "0",
         "--settlement-delay-ms",
         "600000",
-    ]);
+    ])
+}
+
+/// A dead-man switch's client that stops reading during a burst of its own events is closed
+/// within the catch-up second (and its other orders cancelled), though no event follows.
+#[test]
+fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_events() {
+    let service = service_settling_late();
     let (mut alice, hung) = maker_with_a_dead_man_feed(&service);
     let mut bob = service.trader(1);
     // The client hangs: it reads nothing more, and its receive buffer is small.
@@ -1098,15 +1103,7 @@ fn a_user_feed_that_stops_reading_in_a_burst_is_closed_without_waiting_for_more_
 /// frame, the frames waiting past the outbound bound included (API.md §16).
 #[test]
 fn a_stopping_service_hands_a_reading_client_its_whole_feed_before_the_close() {
-    // Settlement far off: no status change follows the trades.
-    let mut service = Service::start(&[
-        "--rate-limit-key",
-        "0",
-        "--rate-limit-ip",
-        "0",
-        "--settlement-delay-ms",
-        "600000",
-    ]);
+    let mut service = service_settling_late();
     let (_alice, mut ws) = maker_with_a_dead_man_feed(&service);
     let mut bob = service.trader(1);
     // The client is busy while a taker sweeps its orders and the service stops.
