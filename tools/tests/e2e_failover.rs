@@ -464,7 +464,7 @@ fn with_etcd_down_writes_stop_within_a_lease_reads_go_on_and_writes_resume_when_
     let lease = lease_ms.to_string();
     let leader = Service::start(&coordinated(&etcd, "outage", "a", &lease));
     wait_until_leading(&leader.url, Duration::from_secs(20));
-    let mut alice = leader.trader(0);
+    let mut alice = leader.trader_when_writable(0);
     assert_eq!(place(&mut alice, 0).0, 200);
 
     etcd.kill();
@@ -534,7 +534,7 @@ fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
     let dirs = tempfile::tempdir().unwrap();
     let standby = coordinated_standby(&with_a_replica("b"), &dirs.path().join("b"));
     wait_for_leader(&standby.url, "a", Duration::from_secs(20));
-    let mut alice = leader.trader(0);
+    let mut alice = leader.trader_when_writable(0);
     assert_eq!(place(&mut alice, 0).0, 200);
 
     etcd.kill();
