@@ -25,33 +25,25 @@ pub enum Ahead {
     OlderTerm,
 }
 
+/// What a standby ahead of its primary would cut.
+#[derive(Clone, Copy, Debug)]
+pub struct Cut {
+    /// The standby's last record.
+    pub last_seq: u64,
+    /// The primary's last record: the standby keeps everything up to it.
+    pub primary_last: RecordMark,
+    /// How many records go.
+    pub extra: u64,
+}
+
 /// Cuts the records of the standby in `data_dir` after the primary's `end`, when it may.
 pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd, why: Ahead) -> Result<(), String> {
     let last_seq = super::bootstrap::last_seq_held(data_dir, Default::default())?;
-    let extra = last_seq.saturating_sub(end.seq());
-    let remedy = "start the standby on an empty data directory to follow this primary";
-    let Some(primary_last) = end.last else {
-        return Err(format!(
-            "the primary's journal is empty while this standby holds {last_seq} records: {remedy}"
-        ));
-    };
-    if why == Ahead::LostFlush && extra > AHEAD_RECORDS_CUT_MAX {
-        return Err(format!(
-            "this standby holds {extra} records past the primary's last ({}), more than a lost \
-             flush explains (at most {AHEAD_RECORDS_CUT_MAX}): {remedy}",
-            primary_last.seq
-        ));
-    }
-    let ours = RecordMark::of_journal(data_dir, primary_last.seq)
-        .ok()
-        .flatten();
-    if ours != Some(primary_last) {
-        return Err(format!(
-            "this standby's record {} is not the primary's ({primary_last}): its journal \
-             diverged; {remedy}",
-            primary_last.seq
-        ));
-    }
+    let Cut {
+        last_seq,
+        primary_last,
+        extra,
+    } = plan_cut(data_dir, last_seq, &end, why)?;
     if !covered_through(data_dir, primary_last.seq)? {
         // Cutting would leave a journal that no snapshot covers (a trimmed journal whose
         // snapshots are all among the records cut): set everything aside instead and take
@@ -77,6 +69,47 @@ pub fn cut_after_primary_end(data_dir: &Path, end: JournalEnd, why: Ahead) -> Re
         why.words()
     );
     Ok(())
+}
+
+/// What the standby in `data_dir`, holding records through `last_seq`, would cut after the
+/// primary's `end`, or why it may not (then it stops, for a person to decide): the primary's
+/// journal is empty, the records are more than a lost flush explains, or its record at the
+/// primary's end is not the primary's. Reads the journal only (the node may be running).
+pub fn plan_cut(
+    data_dir: &Path,
+    last_seq: u64,
+    end: &JournalEnd,
+    why: Ahead,
+) -> Result<Cut, String> {
+    let extra = last_seq.saturating_sub(end.seq());
+    let remedy = "start the standby on an empty data directory to follow this primary";
+    let Some(primary_last) = end.last else {
+        return Err(format!(
+            "the primary's journal is empty while this standby holds {last_seq} records: {remedy}"
+        ));
+    };
+    if why == Ahead::LostFlush && extra > AHEAD_RECORDS_CUT_MAX {
+        return Err(format!(
+            "this standby holds {extra} records past the primary's last ({}), more than a lost \
+             flush explains (at most {AHEAD_RECORDS_CUT_MAX}): {remedy}",
+            primary_last.seq
+        ));
+    }
+    let ours = RecordMark::of_journal(data_dir, primary_last.seq)
+        .ok()
+        .flatten();
+    if ours != Some(primary_last) {
+        return Err(format!(
+            "this standby's record {} is not the primary's ({primary_last}): its journal \
+             diverged; {remedy}",
+            primary_last.seq
+        ));
+    }
+    Ok(Cut {
+        last_seq,
+        primary_last,
+        extra,
+    })
 }
 
 impl Ahead {

@@ -24,6 +24,7 @@ use super::promotion::{
 use super::replication::{refused_by_primary, FollowerThread};
 use super::runtime::{Forgetting, Internal, SettlementStarter};
 use super::{Signals, SnapshotRequest};
+use crate::cmd::ahead::Ahead;
 use crate::cmd::redemption_watch::RedemptionWatch;
 
 /// How long the loop waits for a request before it keeps house again.
@@ -182,7 +183,17 @@ impl<'a> Supervisor<'a> {
         Some(if why.starts_with(server::BEHIND_JOURNAL) {
             LoopEnd::Behind
         } else if let Some(end) = JournalEnd::of_refusal(&why) {
-            LoopEnd::Ahead(end)
+            // A cut that would be refused ends the run as a failure (its clients are told the
+            // service stops, not to connect again).
+            let (ahead, refused) = match self.context.coordination {
+                Some(_) => (Ahead::OlderTerm, "the leader refused replication"),
+                None => (Ahead::LostFlush, "standby: the primary refused replication"),
+            };
+            let held = self.context.stats.last_seq.load(Ordering::Acquire);
+            match crate::cmd::ahead::plan_cut(self.context.data_dir, held, &end, ahead) {
+                Ok(_) => LoopEnd::Ahead(end),
+                Err(why) => LoopEnd::Failed(format!("{refused}: {why}")),
+            }
         } else {
             LoopEnd::Failed(format!("standby: the primary refused replication: {why}"))
         })
