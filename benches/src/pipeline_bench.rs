@@ -382,7 +382,7 @@ mod heartbeat {
             }
             while let Ok(batch) = answers.try_recv() {
                 for completion in batch {
-                    if let Completion::Heartbeat { ticket, answer } = completion {
+                    if let Completion::Heartbeat { ticket, answer, .. } = completion {
                         let id = match answer {
                             HeartbeatAnswer::Beating { heartbeat_id } => Some(heartbeat_id),
                             HeartbeatAnswer::WrongId { current } => current,

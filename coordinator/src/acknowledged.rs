@@ -263,7 +263,7 @@ fn publish(
             };
         if shared.failed(record) && !failing {
             failing = true;
-            tracing::warn!(error = %why, "etcd did not take the acknowledged position: writes are refused until it does");
+            tracing::warn!(error = %why, "etcd did not take the acknowledged position: with --replicas, clients' writes are refused until it does");
         }
         shared.rest(pause);
         pause = (pause * 2).min(patience);

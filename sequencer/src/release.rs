@@ -104,9 +104,8 @@ impl Releaser {
         // start, for records of an older term this node led before.
         if self.fence.may_acknowledge()
             && self.replication.as_ref().is_none_or(|hub| {
-                hub.holds(last_seq)
-                    && (hub.required() == 0
-                        || self.fence.witness_holds(last_seq.max(hub.term_start())))
+                let through = last_seq.max(hub.term_start());
+                hub.holds(through) && (hub.required() == 0 || self.fence.witness_holds(through))
             })
         {
             self.publish_withheld();
@@ -371,7 +370,12 @@ fn refuse_applied(per_sink: &mut [Vec<Completion>], reason: &'static str) {
         for completion in list.iter_mut() {
             if matches!(
                 completion,
-                Completion::Applied { .. } | Completion::AppliedAll { .. }
+                Completion::Applied { .. }
+                    | Completion::AppliedAll { .. }
+                    | Completion::Heartbeat {
+                        journaled: true,
+                        ..
+                    }
             ) {
                 *completion = Completion::Refused {
                     ticket: completion.ticket(),

@@ -491,12 +491,7 @@ impl Rounds for Writer {
         self.drain(&mut batch);
         // Read once a round, after the drain: what the batch may write, and whether timers
         // may fire.
-        // Past the deadline, or (with standbys to wait for) while the witness cannot take
-        // positions: writes are refused before they are applied.
-        let fence = &self.config.ack_fence;
-        let fenced = !fence.may_acknowledge()
-            || (fence.witness_failing()
-                && self.shipping.as_ref().is_some_and(|hub| hub.required() > 0));
+        let fenced = !self.config.ack_fence.may_acknowledge();
         if fenced {
             // A lease lapsing (or none held): no timer fires, whose records would be cut, and
             // the loop does not spin on them; the heartbeats, whose beats are refused
@@ -629,6 +624,8 @@ impl Writer {
                 .shipping
                 .as_ref()
                 .is_some_and(|hub| hub.connected() < hub.required()),
+            witness_failing: self.shipping.as_ref().is_some_and(|hub| hub.required() > 0)
+                && self.config.ack_fence.witness_failing(),
         };
         if !follower && !gate.fenced {
             counts.commands += self.fire_timers(now_ns, &mut published);
@@ -707,6 +704,13 @@ impl Writer {
             {
                 refused(REPLICA_UNAVAILABLE)
             }
+            // The witness (etcd) takes no position now: a client's write would be applied
+            // and then not acknowledged. The runtime's and settlement's records go on (a stop
+            // must journal its disarming of the dead-man switches), answered as lost if the
+            // witness still does not take them; heartbeats' beats write nothing.
+            Work::Command(_) | Work::Commands(_) if gate.witness_failing && from_client => {
+                refused(REPLICA_UNAVAILABLE)
+            }
             work if !journal_admits(&mut self.journal, work) => refused(JOURNAL_FULL),
             Work::Command(command) => {
                 counts.commands += 1;
@@ -735,8 +739,17 @@ impl Writer {
                 Completion::Applied { ticket, seq, reply }
             }
             Work::Heartbeat(request) => {
+                let before = self.journal.last_seq();
                 let answer = self.heartbeat(now_ns, request, published);
-                Completion::Heartbeat { ticket, answer }
+                // A start or a stop is journaled: a write, answered only as the batch's writes
+                // are (held by the standbys and the witness, before the deadline).
+                let journaled = self.journal.last_seq() != before;
+                counts.commands += u64::from(journaled);
+                Completion::Heartbeat {
+                    ticket,
+                    answer,
+                    journaled,
+                }
             }
             Work::Query(query) => {
                 counts.queries += 1;
@@ -1073,6 +1086,8 @@ struct WriteGate {
     fenced: bool,
     /// Fewer standbys connected than `--replicas` requires.
     replicas_missing: bool,
+    /// With standbys to wait for, the witness takes no position now (etcd does not answer).
+    witness_failing: bool,
 }
 
 /// One completion list per sink, each made with room for all of that sink's submissions in

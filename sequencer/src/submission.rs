@@ -118,6 +118,8 @@ pub enum Completion {
         ticket: Ticket,
         /// What it did.
         answer: HeartbeatAnswer,
+        /// Whether it journaled a record (a start or a stop): answered as a write is.
+        journaled: bool,
     },
     /// The service cannot take writes (a standby, or too few replicas); nothing was journaled.
     Refused {

@@ -1113,6 +1113,15 @@ fn a_stopping_service_hands_a_reading_client_its_whole_feed_before_the_close() {
     assert_eq!(r.status, 200, "{}", r.body);
     service.signal("TERM");
     std::thread::sleep(Duration::from_millis(300));
+    // While the stop waits for the feed's client, a new request on an open connection is
+    // refused and its connection closed.
+    let r = bob.send("GET", "/orders", None).unwrap();
+    assert_eq!(
+        (r.status, r.json()),
+        (503, json!({ "error": "service shutting down" })),
+        "{}",
+        r.body
+    );
     let mut counts = FeedCounts::default();
     let close = loop {
         match ws.read() {

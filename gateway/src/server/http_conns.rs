@@ -75,6 +75,7 @@ impl Worker {
     }
 
     pub(super) fn parse_and_dispatch(&mut self, index: usize) {
+        let stopping = self.stop_seen.is_some();
         loop {
             let Some(conn) = self.conns[index].as_mut() else {
                 return;
@@ -118,6 +119,23 @@ impl Worker {
                     } else {
                         Some(Instant::now())
                     };
+                    // A stopping loop takes no new request (a client that keeps sending would
+                    // keep it from ever being idle): it is answered, and the connection ends.
+                    if stopping {
+                        let reason = match self.shared.changing_role.load(Ordering::Acquire) {
+                            true => "node changing role: connect again",
+                            false => "service shutting down",
+                        };
+                        let response = Response::error(Status::Unavailable, reason)
+                            .retry_after(1)
+                            .closing();
+                        self.service
+                            .count_answer(Some(request.path()), response.status.code());
+                        conn.read_buf.clear();
+                        conn.stop_reading = true;
+                        conn.push_ready(&response, request.method == Method::Head);
+                        return;
+                    }
                     let peer = conn.peer;
                     if let Some(kind) = crate::ws::upgrade_kind(&request) {
                         self.upgrade(index, &request, kind, peer);
