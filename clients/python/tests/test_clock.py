@@ -63,3 +63,11 @@ def test_the_check_can_be_turned_off() -> None:
     client, sent = client_with_server_clock(1_000, check_clock=False)
     client.request("GET", "/orders", auth="l2")
     assert [r.url.path for r in sent] == ["/orders"]
+
+
+def test_a_clone_keeps_the_transport_and_the_clock_check() -> None:
+    client, sent = client_with_server_clock(5)
+    client.request("GET", "/orders", auth="l2")
+    other = client.clone()
+    other.request("GET", "/orders", auth="l2")
+    assert [r.url.path for r in sent] == ["/time", "/orders", "/orders"], "the clone's request went elsewhere"

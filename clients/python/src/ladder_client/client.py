@@ -82,6 +82,7 @@ class LadderClient:
         self.exchange = exchange
         self.auth_domain = auth_domain
         self._timeout = timeout
+        self._transport = transport
         self._http = httpx.Client(timeout=timeout, transport=transport)
         self._bundler: Optional["Bundler"] = None
         # Before the first signed request, the local clock is compared with the server's
@@ -99,6 +100,7 @@ class LadderClient:
             exchange=self.exchange,
             auth_domain=self.auth_domain,
             timeout=self._timeout,
+            transport=self._transport,
         )
         other.signer = self.signer
         other._clock_checked = self._clock_checked
