@@ -36,7 +36,9 @@ pub use heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest};
 pub use history::{merge_newest_first, HistoryReads};
 pub use pin::{pin_current_thread, CorePin};
 pub use recovery::{recover_engine, Recovered};
-pub use release::{BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE};
+pub use release::{
+    applied_anyway, BATCHES_IN_FLIGHT_MAX, JOURNAL_FULL, REPLICA_LOST, REPLICA_UNAVAILABLE,
+};
 pub use sequencer::{
     rings, start, start_with, wall_clock_ns, BatchEvents, EventConsumer, FlushTimes, Published,
     PublishedBatch, Publisher, Rings, SequencerConfig, SequencerHandle, SequencerParts,

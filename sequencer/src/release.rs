@@ -30,6 +30,13 @@ pub const REPLICA_UNAVAILABLE: &str = "replica unavailable";
 /// than the required standbys stayed connected to hold it (API.md §19).
 pub const REPLICA_LOST: &str = "replica lost: applied on the primary, not confirmed by a standby";
 
+/// Whether a refusal's `reason` says the write was journaled and applied all the same
+/// ([`REPLICA_LOST`], [`crate::LEADERSHIP_LOST`]): the node's own callers count it as done
+/// (sending it again would apply it twice).
+pub fn applied_anyway(reason: &str) -> bool {
+    reason == REPLICA_LOST || reason == crate::LEADERSHIP_LOST
+}
+
 /// Why a write was refused when the journal cannot reserve the space it needs (API.md §18):
 /// nothing was journaled, applied or acknowledged.
 pub const JOURNAL_FULL: &str = "journal full: no space left on device";

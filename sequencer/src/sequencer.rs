@@ -707,8 +707,15 @@ impl Writer {
             // The witness (etcd) takes no position now: a client's write would be applied
             // and then not acknowledged. The runtime's and settlement's records go on (a stop
             // must journal its disarming of the dead-man switches), answered as lost if the
-            // witness still does not take them; heartbeats' beats write nothing.
-            Work::Command(_) | Work::Commands(_) if gate.witness_failing && from_client => {
+            // witness still does not take them, and so do the gateways' dead-man switch
+            // records (a market maker that disconnected loses its quotes at once); heartbeats'
+            // beats write nothing.
+            Work::Command(command)
+                if gate.witness_failing && from_client && !is_dead_man_record(command) =>
+            {
+                refused(REPLICA_UNAVAILABLE)
+            }
+            Work::Commands(_) if gate.witness_failing && from_client => {
                 refused(REPLICA_UNAVAILABLE)
             }
             work if !journal_admits(&mut self.journal, work) => refused(JOURNAL_FULL),
@@ -1088,6 +1095,15 @@ struct WriteGate {
     replicas_missing: bool,
     /// With standbys to wait for, the witness takes no position now (etcd does not answer).
     witness_failing: bool,
+}
+
+/// Whether `command` is a gateway's record of a dead-man switch (armed, or tripped by a
+/// disconnect), which a client's connection causes but no client sends.
+fn is_dead_man_record(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::ArmDeadManSwitch { .. } | Command::DeadManSwitchTripped { .. }
+    )
 }
 
 /// One completion list per sink, each made with room for all of that sink's submissions in

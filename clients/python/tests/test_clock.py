@@ -71,3 +71,21 @@ def test_a_clone_keeps_the_transport_and_the_clock_check() -> None:
     other = client.clone()
     other.request("GET", "/orders", auth="l2")
     assert [r.url.path for r in sent] == ["/time", "/orders", "/orders"], "the clone's request went elsewhere"
+
+
+class RecordsClose(httpx.MockTransport):
+    """A mock transport that says whether it was closed."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_closing_a_clone_leaves_the_clients_transport_open() -> None:
+    transport = RecordsClose(lambda request: httpx.Response(200, json=[]))
+    client = LadderClient("http://ladder.test", transport=transport, check_clock=False)
+    client.clone().close()
+    assert not transport.closed, "closing the clone closed the client's transport"
+    client.close()
+    assert transport.closed

@@ -739,8 +739,9 @@ const ROLE_CHANGE_WRITE_WAIT: Duration = Duration::from_millis(500);
 /// before it closes its WebSocket connections.
 const FEED_SETTLE: Duration = Duration::from_millis(20);
 
-/// How long after it saw the stop a loop closes its WebSocket connections at the latest.
-const CLOSE_AFTER_MAX: Duration = Duration::from_millis(250);
+/// How long after it saw the stop a loop closes its WebSocket connections at the latest
+/// (a write in flight that long, waiting for a slow standby or etcd, has its events dropped).
+const CLOSE_AFTER_MAX: Duration = Duration::from_secs(2);
 
 /// Empties a loop's seat when its thread ends, by returning or by a panic: the worker (its
 /// listener, connections and queues) is dropped with the thread, as before there was a seat,

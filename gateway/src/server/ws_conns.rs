@@ -436,6 +436,18 @@ impl Worker {
         };
         let requester = record.address;
         match completion {
+            // Journaled and applied, only not confirmed (a lost standby, etcd that took no
+            // position): carried out, and never sent again (a trip sent again would cancel
+            // what the market maker placed since).
+            Completion::Refused { reason, .. }
+                if ladder_sequencer::applied_anyway(reason) && record.ended =>
+            {
+                self.dead_man_unarmed.remove(&record.connection);
+                self.shared
+                    .cancels_on_disconnect
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Completion::Refused { reason, .. } if ladder_sequencer::applied_anyway(reason) => {}
             Completion::Refused { reason, .. } if !record.ended => {
                 self.dead_man_unarmed.insert(record.connection);
                 tracing::warn!(%requester, reason, "cancel-on-disconnect armed in memory only");
@@ -531,7 +543,6 @@ impl Worker {
 fn refusal_passes(reason: &str) -> bool {
     [
         ladder_sequencer::REPLICA_UNAVAILABLE,
-        ladder_sequencer::REPLICA_LOST,
         ladder_sequencer::JOURNAL_FULL,
     ]
     .contains(&reason)

@@ -50,6 +50,19 @@ def _compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+class _Borrowed(httpx.BaseTransport):
+    """A transport given to a client, lent to its clones: closing a clone leaves it open."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        pass
+
+
 class LadderClient:
     """A client of one Ladder service for one trader.
 
@@ -92,7 +105,10 @@ class LadderClient:
     # ------------------------------------------------------------------ plumbing
 
     def clone(self) -> "LadderClient":
-        """A client of the same trader with its own HTTP connection pool (for another thread)."""
+        """A client of the same trader with its own HTTP connection pool (for another thread).
+
+        A transport given to this client is lent to the clone: closing the clone leaves it open.
+        """
         other = LadderClient(
             self.base_url,
             account=self.account,
@@ -100,7 +116,7 @@ class LadderClient:
             exchange=self.exchange,
             auth_domain=self.auth_domain,
             timeout=self._timeout,
-            transport=self._transport,
+            transport=_Borrowed(self._transport) if self._transport is not None else None,
         )
         other.signer = self.signer
         other._clock_checked = self._clock_checked

@@ -86,6 +86,11 @@ pub(super) fn disarm_at_stop(
             Ok(Completion::Applied { .. }) => {
                 server.cancels_on_disconnect.fetch_add(1, Ordering::Relaxed);
             }
+            // Journaled and applied, only not confirmed (a lost standby, or etcd that took
+            // no position): the switch is gone from the engine.
+            Ok(Completion::Refused { reason, .. }) if ladder_sequencer::applied_anyway(reason) => {
+                server.cancels_on_disconnect.fetch_add(1, Ordering::Relaxed);
+            }
             _ => keep.push((process, connection)),
         }
     }
@@ -99,6 +104,14 @@ pub(super) fn disarm_at_stop(
     let why = match internal.run(Work::Command(disarm)) {
         Ok(Completion::Applied { seq, .. }) => {
             wait_held(hub, seq);
+            return;
+        }
+        Ok(Completion::Refused { reason, .. }) if ladder_sequencer::applied_anyway(reason) => {
+            tracing::warn!(
+                connections = armed,
+                why = reason,
+                "cancel-on-disconnect: disarmed at the stop, not confirmed"
+            );
             return;
         }
         Ok(Completion::Refused { reason, .. }) => reason.to_string(),
