@@ -53,8 +53,14 @@ pub fn check(data: &[u8]) {
         return;
     }
     let mut written = written.into_bytes();
-    // A chunked request's body is written chunked again: one chunk, then the last.
-    if request.header("transfer-encoding").is_some() {
+    // A chunked request's body is written chunked again: one chunk, then the last. Framing
+    // headers are matched by their exact names (`header` also takes `_` for `-`, for the
+    // credential headers; `Transfer_Encoding` frames nothing).
+    if request
+        .headers
+        .iter()
+        .any(|(name, _)| name == "transfer-encoding")
+    {
         if !request.body.is_empty() {
             written.extend_from_slice(format!("{:x}\r\n", request.body.len()).as_bytes());
             written.extend_from_slice(&request.body);
