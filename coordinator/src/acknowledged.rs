@@ -48,7 +48,14 @@ impl Acknowledgements {
     /// `record.term`).
     pub fn raise(&self, record: AcknowledgedRecord) {
         let mut state = self.state.lock();
-        if state.lead.is_some_and(|(term, _)| term == record.term) && record > state.wanted {
+        if state.lead.is_some_and(|(term, _)| term == record.term) {
+            self.want(&mut state, record);
+        }
+    }
+
+    /// Raises the wanted position to `record` (of the term led), waking the publisher.
+    fn want(&self, state: &mut State, record: AcknowledgedRecord) {
+        if record > state.wanted {
             state.wanted = record;
             self.changed.notify_all();
         }
@@ -65,10 +72,7 @@ impl Acknowledgements {
             return false;
         };
         let record = AcknowledgedRecord { term, seq };
-        if record > state.wanted {
-            state.wanted = record;
-            self.changed.notify_all();
-        }
+        self.want(&mut state, record);
         let failures = state.failures;
         loop {
             if state.published >= record {
@@ -97,10 +101,7 @@ impl Acknowledgements {
         if state.published >= record {
             return true;
         }
-        if record > state.wanted {
-            state.wanted = record;
-            self.changed.notify_all();
-        }
+        self.want(&mut state, record);
         false
     }
 
