@@ -699,8 +699,11 @@ impl Writer {
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_) if gate.fenced => {
                 refused(STANDBY_REFUSAL)
             }
+            // A beat writes nothing, so a primary short of standbys takes it: refusing it would
+            // let the key's deadline pass and cancel a live market maker's orders for the
+            // standbys' outage.
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                if gate.replicas_missing && from_client =>
+                if gate.replicas_missing && from_client && !is_beat(work) =>
             {
                 refused(REPLICA_UNAVAILABLE)
             }
@@ -1099,6 +1102,17 @@ struct WriteGate {
 
 /// Whether `command` is a gateway's record of a dead-man switch (armed, or tripped by a
 /// disconnect), which a client's connection causes but no client sends.
+/// A heartbeat's beat: it moves a deadline kept in memory and journals nothing.
+fn is_beat(work: &Work) -> bool {
+    matches!(
+        work,
+        Work::Heartbeat(HeartbeatRequest {
+            op: HeartbeatOp::Beat(_),
+            ..
+        })
+    )
+}
+
 fn is_dead_man_record(command: &Command) -> bool {
     matches!(
         command,

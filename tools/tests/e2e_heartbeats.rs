@@ -363,6 +363,51 @@ fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_
 }
 
 #[test]
+fn beats_are_taken_while_a_standby_is_missing_so_a_live_makers_orders_stay() {
+    let replication = free_port();
+    let service = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+        "--heartbeat-timeout-ms",
+        "1000",
+    ]);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = start_standby_in(replication, standby_dir.path());
+    let mut alice = service.trader_when_writable(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    let mut id = start(&mut alice);
+
+    // The standby goes; alice keeps beating through three timeouts. Her beats journal
+    // nothing, so they are taken: her order stays while placements are refused.
+    drop(standby);
+    let mut bob = service.trader(1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bob.send("DELETE", "/heartbeats", None).unwrap().status != 503 {
+        assert!(Instant::now() < deadline, "the standby's loss is not seen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let until = Instant::now() + Duration::from_millis(3_000);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(250));
+        let (status, body) = beat(&mut alice, Some(&id));
+        assert_eq!(status, 200, "{body}");
+        id = body["heartbeat_id"].as_str().unwrap().to_string();
+    }
+    let refused = alice.send("POST", "/heartbeats", Some("{}")).unwrap();
+    assert_eq!(refused.status, 503, "a start journals: {}", refused.body);
+    assert_eq!(refused.json(), json!({ "error": "replica unavailable" }));
+    assert_eq!(open_ids(&mut alice).len(), 1);
+    assert_eq!(metric(&service, "ladder_heartbeat_expiries_total"), "0");
+
+    // She stops beating: the expiry still cancels once the standby is back to hold it.
+    let _standby = start_standby_in(replication, standby_dir.path());
+    wait_until_no_orders(&mut alice, Duration::from_secs(15));
+    wait_for_metric(&service, "ladder_heartbeat_expiries_total", "1");
+}
+
+#[test]
 fn a_cancel_on_disconnect_subscriber_that_stops_reading_loses_its_orders_when_it_is_dropped() {
     let service = Service::start(&["--rate-limit-key", "0", "--rate-limit-ip", "0"]);
     let mut alice = service.trader(0);

@@ -8,7 +8,7 @@
 use ladder_sequencer::{Completion, HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, Work};
 use serde_json::{json, Value};
 
-use super::{ok_json, App};
+use super::{ok_json, App, Replicated};
 use crate::auth::L2Principal;
 use crate::handler::{unexpected, Outcome};
 use crate::http::{Method, Request, Response, Status};
@@ -18,15 +18,23 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
     if path != "/heartbeats" || !matches!(method, Method::Post | Method::Delete) {
         return None;
     }
+    let op = match method {
+        Method::Delete => Ok(HeartbeatOp::Stop),
+        _ => beat_of(&request.body),
+    };
+    // A beat journals nothing: a primary short of standbys takes it (its refusal would let
+    // the deadline pass and cancel a live market maker's orders); starts and stops are
+    // journaled writes.
+    let replicated = match op {
+        Ok(HeartbeatOp::Beat(_)) => Replicated::NotNeeded,
+        _ => Replicated::Needed,
+    };
     Some(
-        app.writable()
+        app.admits(replicated)
             .and_then(|()| app.l2(request))
-            .map(|principal| match method {
-                Method::Delete => submit(&principal, HeartbeatOp::Stop),
-                _ => match beat_of(&request.body) {
-                    Ok(op) => submit(&principal, op),
-                    Err(why) => Outcome::error(Status::BadRequest, &why),
-                },
+            .map(|principal| match op {
+                Ok(op) => submit(&principal, op),
+                Err(why) => Outcome::error(Status::BadRequest, &why),
             })
             .unwrap_or_else(|refused| refused),
     )

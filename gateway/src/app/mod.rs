@@ -406,8 +406,14 @@ impl App {
         response.retry_after(1)
     }
 
-    /// Refuses writes on a standby.
+    /// Refuses writes on a standby, and on a primary with fewer standbys than `--replicas`.
     fn writable(&self) -> Result<(), Outcome> {
+        self.admits(Replicated::Needed)
+    }
+
+    /// Refuses what only a primary takes: on a standby, and (when `replicated` says the
+    /// request journals something) on a primary with fewer standbys than `--replicas`.
+    fn admits(&self, replicated: Replicated) -> Result<(), Outcome> {
         if self.state.standby.load(Ordering::Acquire) {
             return Err(Outcome::Respond(self.standby_refusal()));
         }
@@ -419,10 +425,12 @@ impl App {
                 if leader.coordinated && !leader.leading {
                     return Err(Outcome::Respond(self.standby_refusal()));
                 }
-                return Err(Outcome::Respond(
-                    Response::error(Status::Unavailable, ladder_sequencer::REPLICA_UNAVAILABLE)
-                        .retry_after(1),
-                ));
+                if replicated == Replicated::Needed {
+                    return Err(Outcome::Respond(
+                        Response::error(Status::Unavailable, ladder_sequencer::REPLICA_UNAVAILABLE)
+                            .retry_after(1),
+                    ));
+                }
             }
         }
         Ok(())
@@ -521,6 +529,15 @@ fn settle(
         ip_limiter.give_back(&peer);
     }
     response
+}
+
+/// Whether a write needs `--replicas` standbys connected ([`App::admits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replicated {
+    /// It journals something: refused while standbys are missing.
+    Needed,
+    /// It journals nothing (a heartbeat's beat): taken while standbys are missing.
+    NotNeeded,
 }
 
 /// What a request answered later (after the sequencer or a deferred job) needs to
