@@ -676,9 +676,13 @@ fn a_client_that_floods_tiny_frames_does_not_hold_up_its_loops_other_connections
 fn a_frame_the_protocol_forbids_is_answered_with_a_close_frame() {
     let service = Service::start(&[]);
     // (the frame's bytes, the close code expected)
-    let cases: [(&[u8], u16); 3] = [
+    let cases: [(&[u8], u16); 5] = [
         // RSV1 set on a text frame.
         (&[0xC1, 0x80, 1, 2, 3, 4], 1002),
+        // A 64-bit length with its most significant bit set (RFC 6455 5.2 forbids it).
+        (&[0x81, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], 1002),
+        // A well-formed length over the 64 KiB inbound limit.
+        (&[0x81, 0xFF, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0], 1009),
         // An unmasked client frame.
         (&[0x81, 0x01, b'x'], 1002),
         // Text that is not UTF-8 (0xC3 0x28 masked with 0).

@@ -142,9 +142,19 @@ pub const READ_FRAMES_PER_TURN: usize = 64;
 
 /// The close code and reason for a read that broke the protocol, if it is one to tell the
 /// client: 1009 for a message over the inbound limit, 1007 for text that is not UTF-8, 1002
-/// for any other protocol violation.
+/// for any other protocol violation (a frame length with its top bit set included).
 fn violation_close_code(error: &WsError) -> Option<(CloseCode, &'static str)> {
     match error {
+        // RFC 6455 5.2: a 64-bit payload length has its most significant bit clear. One with
+        // it set is not a large message but a broken frame.
+        WsError::Capacity(tungstenite::error::CapacityError::MessageTooLong { size, .. })
+            if *size as u64 >= 1 << 63 =>
+        {
+            Some((
+                CloseCode::Protocol,
+                "protocol violation: frame length has its top bit set",
+            ))
+        }
         WsError::Capacity(_) => Some((
             CloseCode::Size,
             "message too big: inbound messages are limited to 64 KiB",
