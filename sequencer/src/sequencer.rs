@@ -712,13 +712,16 @@ impl Writer {
             // must journal its disarming of the dead-man switches), answered as lost if the
             // witness still does not take them, and so do the gateways' dead-man switch
             // records (a market maker that disconnected loses its quotes at once); heartbeats'
-            // beats write nothing.
+            // beats write nothing, their starts and stops are clients' writes.
             Work::Command(command)
                 if gate.witness_failing && from_client && !is_dead_man_record(command) =>
             {
                 refused(REPLICA_UNAVAILABLE)
             }
             Work::Commands(_) if gate.witness_failing && from_client => {
+                refused(REPLICA_UNAVAILABLE)
+            }
+            Work::Heartbeat(_) if gate.witness_failing && from_client && !is_beat(work) => {
                 refused(REPLICA_UNAVAILABLE)
             }
             work if !journal_admits(&mut self.journal, work) => refused(JOURNAL_FULL),

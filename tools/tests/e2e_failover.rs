@@ -536,6 +536,9 @@ fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
     wait_for_leader(&standby.url, "a", Duration::from_secs(20));
     let mut alice = leader.trader_when_writable(0);
     assert_eq!(place(&mut alice, 0).0, 200);
+    let started = alice.send("POST", "/heartbeats", Some("{}")).unwrap();
+    assert_eq!(started.status, 200, "{}", started.body);
+    let heartbeat_id = started.json()["heartbeat_id"].clone();
 
     etcd.kill();
     let write = {
@@ -582,6 +585,19 @@ fn with_etcd_down_a_replicated_write_is_refused_soon_and_holds_no_read_back() {
         "{}",
         r.body
     );
+    // A heartbeat start or stop is a write too; a beat writes nothing and is taken.
+    for (method, body) in [("POST", Some("{}")), ("DELETE", None)] {
+        let r = later.send(method, "/heartbeats", body).unwrap();
+        assert_eq!(
+            (r.status, r.json()),
+            (503, json!({ "error": "replica unavailable" })),
+            "{method}: {}",
+            r.body
+        );
+    }
+    let beat = json!({ "heartbeat_id": heartbeat_id }).to_string();
+    let r = later.send("POST", "/heartbeats", Some(&beat)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(state_hash(&leader.url)["seq"], seq, "nothing applied");
 
     etcd.restart();
