@@ -1152,3 +1152,69 @@ fn a_stopping_service_hands_a_reading_client_its_whole_feed_before_the_close() {
         .expect("the service stopped");
     assert!(status.success(), "{status:?}");
 }
+
+/// A stopping service closes its feeds only once every loop's writes are answered: a write
+/// held by a frozen standby when the stop comes has its PLACEMENT reach the author's
+/// `/ws/user` connections, whichever loops serve them, before their close (API.md §16).
+#[test]
+fn a_stop_closes_the_feeds_after_the_events_of_a_write_another_loop_still_waits_on() {
+    let replication = free_port();
+    let mut service = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+        "--gateway-threads",
+        "4",
+    ]);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = start_standby_in(replication, standby_dir.path());
+    let alice = service.trader_when_writable(0);
+    // Connections spread over the loops by the kernel: with 6 feeds and 4 loops, some are
+    // on a loop other than the placing connection's.
+    let mut feeds: Vec<Ws> = (0..6)
+        .map(|_| {
+            let mut ws = open(&service, "/ws/user");
+            ws.send(Message::text(user_subscribe(&alice))).unwrap();
+            ws
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+
+    standby.signal("STOP");
+    let placing = {
+        let mut alice = service.trader(0);
+        std::thread::spawn(move || {
+            alice
+                .place(yes(), Side::Buy, 1_000, 1, OrderType::Gtc)
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    service.signal("TERM");
+    // The write waits for the standby well past the loops' 20 ms of quiet.
+    std::thread::sleep(Duration::from_millis(600));
+    standby.signal("CONT");
+    let answer = placing.join().unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    for (i, ws) in feeds.iter_mut().enumerate() {
+        let mut placements = 0;
+        let close = loop {
+            match ws.read() {
+                Ok(Message::Text(text)) => {
+                    placements += text.as_str().matches(r#""type":"PLACEMENT""#).count();
+                }
+                Ok(Message::Close(frame)) => break frame.expect("a close frame"),
+                Ok(_) => {}
+                Err(e) => panic!("feed {i}: no close frame: {e}"),
+            }
+        };
+        assert_eq!(u16::from(close.code), 1001, "feed {i}: {close:?}");
+        assert_eq!(placements, 1, "feed {i}: the PLACEMENT before the close");
+    }
+    let status = service
+        .wait_exit(Duration::from_secs(30))
+        .expect("the service stopped");
+    assert!(status.success(), "{status:?}");
+}

@@ -251,6 +251,9 @@ impl Worker {
             Ok(()) => {
                 self.tickets
                     .insert(ticket_token, (index, generation, serial));
+                self.shared
+                    .requests_in_flight
+                    .fetch_add(1, Ordering::AcqRel);
                 return Some(ticket_token);
             }
             Err(SubmitError::Full(_)) => {
@@ -393,6 +396,9 @@ impl Worker {
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {
             return;
         };
+        self.shared
+            .requests_in_flight
+            .fetch_sub(1, Ordering::AcqRel);
         // A refusal the service words itself ends the request, whatever step it was at.
         let refusal = match &completion {
             Completion::Refused { reason, .. } => self.service.refusal(reason),

@@ -554,6 +554,10 @@ pub struct ServerShared {
     /// Set before a stop that is a change of role (a leader that lost its lease, a standby
     /// that cuts or bootstraps), not the service stopping: WebSocket clients are told so.
     pub changing_role: AtomicBool,
+    /// Clients' requests submitted to the sequencer by every loop and not yet answered: a
+    /// stopping loop closes its WebSocket connections only once none is left, since the
+    /// events of another loop's write (a maker's fill) reach this loop's subscribers.
+    pub requests_in_flight: AtomicUsize,
 }
 
 impl ServerShared {
@@ -754,6 +758,16 @@ impl Drop for LeaveSeat<'_> {
     }
 }
 
+impl Drop for Worker {
+    /// A loop that ends with requests unanswered (a panic) does not hold the other loops'
+    /// stop at [`CLOSE_AFTER_MAX`].
+    fn drop(&mut self) {
+        self.shared
+            .requests_in_flight
+            .fetch_sub(self.tickets.len(), Ordering::AcqRel);
+    }
+}
+
 impl Worker {
     /// Serves one round: what was queued (when the loop did not sleep), the `events` of the
     /// last `poll`, completions, cancels to submit, timeouts. Whether the loop goes on.
@@ -806,8 +820,9 @@ impl Worker {
     }
 
     /// Sends a stopping loop's WebSocket clients their close frames once it has had nothing
-    /// in flight for [`FEED_SETTLE`] (the events of its last writes follow their answers)
-    /// and its feed queue is empty, or [`CLOSE_AFTER_MAX`] after it saw the stop (clients
+    /// in flight for [`FEED_SETTLE`] (the events of its last writes follow their answers),
+    /// no other loop has a request in flight (the events of a write are queued for every
+    /// loop before it is answered) and its feed queue is empty, or [`CLOSE_AFTER_MAX`] after it saw the stop (clients
     /// that keep sending requests on their open connections never leave it idle).
     fn close_sockets_when_settled(&mut self) {
         if self.sockets_closed_at.is_some() {
@@ -816,6 +831,7 @@ impl Worker {
         let settled = if self.tickets.is_empty() && self.deferred.is_empty() {
             let idle_since = *self.idle_since.get_or_insert_with(Instant::now);
             idle_since.elapsed() >= FEED_SETTLE
+                && self.shared.requests_in_flight.load(Ordering::Acquire) == 0
                 && self.lp.feed.is_empty()
                 && self.held_feed.is_empty()
         } else {
