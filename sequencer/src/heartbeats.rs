@@ -20,6 +20,14 @@ pub enum HeartbeatOp {
     Stop,
 }
 
+impl HeartbeatOp {
+    /// Whether it is journaled: a start or a stop is; a beat moves a deadline kept in memory
+    /// and journals nothing (so it is taken while writes are refused for want of standbys).
+    pub fn journals(&self) -> bool {
+        !matches!(self, HeartbeatOp::Beat(_))
+    }
+}
+
 /// A heartbeat request of API key `key_id` of `address`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatRequest {

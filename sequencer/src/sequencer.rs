@@ -699,11 +699,16 @@ impl Writer {
             Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_) if gate.fenced => {
                 refused(STANDBY_REFUSAL)
             }
-            // A beat writes nothing, so a primary short of standbys takes it: refusing it would
-            // let the key's deadline pass and cancel a live market maker's orders for the
-            // standbys' outage.
-            Work::Command(_) | Work::Commands(_) | Work::Heartbeat(_)
-                if gate.replicas_missing && from_client && !is_beat(work) =>
+            Work::Command(_) | Work::Commands(_) if gate.replicas_missing && from_client => {
+                refused(REPLICA_UNAVAILABLE)
+            }
+            // A beat journals nothing, so it is taken while standbys or the witness are
+            // missing: refusing it would let the key's deadline pass and cancel a live market
+            // maker's orders for the outage. Starts and stops are clients' writes.
+            Work::Heartbeat(request)
+                if (gate.replicas_missing || gate.witness_failing)
+                    && from_client
+                    && request.op.journals() =>
             {
                 refused(REPLICA_UNAVAILABLE)
             }
@@ -711,17 +716,13 @@ impl Writer {
             // and then not acknowledged. The runtime's and settlement's records go on (a stop
             // must journal its disarming of the dead-man switches), answered as lost if the
             // witness still does not take them, and so do the gateways' dead-man switch
-            // records (a market maker that disconnected loses its quotes at once); heartbeats'
-            // beats write nothing, their starts and stops are clients' writes.
+            // records (a market maker that disconnected loses its quotes at once).
             Work::Command(command)
                 if gate.witness_failing && from_client && !is_dead_man_record(command) =>
             {
                 refused(REPLICA_UNAVAILABLE)
             }
             Work::Commands(_) if gate.witness_failing && from_client => {
-                refused(REPLICA_UNAVAILABLE)
-            }
-            Work::Heartbeat(_) if gate.witness_failing && from_client && !is_beat(work) => {
                 refused(REPLICA_UNAVAILABLE)
             }
             work if !journal_admits(&mut self.journal, work) => refused(JOURNAL_FULL),
@@ -1071,10 +1072,8 @@ fn journal_admits(journal: &mut Journal, work: &Work) -> bool {
             },
         ),
         Work::Replicated { .. } => (RECORD_BYTES_ESTIMATE, WriteClass::Reserved),
-        Work::Heartbeat(request) => match request.op {
-            HeartbeatOp::Beat(_) => return true,
-            HeartbeatOp::Start | HeartbeatOp::Stop => (RECORD_BYTES_ESTIMATE, WriteClass::Ordinary),
-        },
+        Work::Heartbeat(request) if !request.op.journals() => return true,
+        Work::Heartbeat(_) => (RECORD_BYTES_ESTIMATE, WriteClass::Ordinary),
         Work::Query(_) => return true,
     };
     journal.admits(bytes, class)
@@ -1105,17 +1104,6 @@ struct WriteGate {
 
 /// Whether `command` is a gateway's record of a dead-man switch (armed, or tripped by a
 /// disconnect), which a client's connection causes but no client sends.
-/// A heartbeat's beat: it moves a deadline kept in memory and journals nothing.
-fn is_beat(work: &Work) -> bool {
-    matches!(
-        work,
-        Work::Heartbeat(HeartbeatRequest {
-            op: HeartbeatOp::Beat(_),
-            ..
-        })
-    )
-}
-
 fn is_dead_man_record(command: &Command) -> bool {
     matches!(
         command,

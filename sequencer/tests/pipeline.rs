@@ -144,7 +144,12 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
 fn client_and_runtime_deposits(
     dir: &std::path::Path,
     config: SequencerConfig,
-) -> (SequencerHandle, Receiver<Completion>, Receiver<Completion>) {
+) -> (
+    SequencerHandle,
+    Receiver<Completion>,
+    Receiver<Completion>,
+    Vec<Submitter>,
+) {
     let (journal, _) = Journal::open(dir, JournalOptions::default()).unwrap();
     let (client_tx, client_rx) = unbounded();
     let (internal_tx, internal_rx) = unbounded();
@@ -176,7 +181,7 @@ fn client_and_runtime_deposits(
             })
             .unwrap();
     }
-    (handle, client_rx, internal_rx)
+    (handle, client_rx, internal_rx, submitters)
 }
 
 /// With fewer standbys connected than required, a client's write is refused before it is
@@ -185,7 +190,7 @@ fn client_and_runtime_deposits(
 #[test]
 fn without_the_required_standby_client_writes_are_refused_unapplied() {
     let dir = tempfile::tempdir().unwrap();
-    let (handle, client_rx, internal_rx) =
+    let (handle, client_rx, internal_rx, _) =
         client_and_runtime_deposits(dir.path(), SequencerConfig::default());
     // The client's write is refused before anything is journaled; the internal one is
     // applied, and answered as not confirmed by a standby.
@@ -208,6 +213,67 @@ fn without_the_required_standby_client_writes_are_refused_unapplied() {
     );
 }
 
+/// With fewer standbys connected than required, a client's heartbeat start or stop is
+/// refused as a write is, and a beat, which journals nothing, is taken (here answered for a
+/// key whose heartbeats do not run): a standby's outage does not expire a beating key.
+#[test]
+fn without_the_required_standby_beats_are_taken_and_starts_and_stops_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, client_rx, internal_rx, submitters) =
+        client_and_runtime_deposits(dir.path(), SequencerConfig::default());
+    assert!(matches!(
+        internal_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        Completion::Refused {
+            reason: REPLICA_LOST,
+            ..
+        }
+    ));
+    assert!(matches!(
+        client_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        Completion::Refused {
+            reason: REPLICA_UNAVAILABLE,
+            ..
+        }
+    ));
+    let submitter = &submitters[0];
+    for (token, op) in [
+        (2, HeartbeatOp::Start),
+        (3, HeartbeatOp::Beat("an id".into())),
+        (4, HeartbeatOp::Stop),
+    ] {
+        let work = Work::Heartbeat(HeartbeatRequest {
+            key_id: [9; 16],
+            address: Address([1; 20]),
+            op: op.clone(),
+        });
+        let ticket = Ticket { sink: 0, token };
+        submitter.try_submit(Submission { ticket, work }).unwrap();
+        let completion = client_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        match (&op, completion) {
+            (
+                HeartbeatOp::Beat(_),
+                Completion::Heartbeat {
+                    answer, journaled, ..
+                },
+            ) => {
+                assert_eq!(answer, HeartbeatAnswer::WrongId { current: None });
+                assert!(!journaled);
+            }
+            (_, Completion::Refused { reason, .. }) => {
+                assert!(op.journals());
+                assert_eq!(reason, REPLICA_UNAVAILABLE);
+            }
+            (op, _) => panic!("{op:?}: neither taken as a beat nor refused as a write"),
+        }
+    }
+    let engine = handle.stop().expect("the engine back");
+    assert_eq!(
+        engine.last_seq(),
+        1,
+        "only the runtime's deposit was journaled"
+    );
+}
+
 /// A leader past its lease's deadline (its acknowledgement fence closed) is a standby
 /// already: a client's write is refused `standby: not primary` before it is journaled (not
 /// `replica unavailable`, though its standby is gone too), and so is the runtime's own work
@@ -221,7 +287,7 @@ fn past_the_lease_deadline_writes_are_refused_unapplied_as_from_a_standby() {
         ack_fence: fence,
         ..SequencerConfig::default()
     };
-    let (handle, client_rx, internal_rx) = client_and_runtime_deposits(dir.path(), config);
+    let (handle, client_rx, internal_rx, _) = client_and_runtime_deposits(dir.path(), config);
     for rx in [&client_rx, &internal_rx] {
         match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
             Completion::Refused { reason, .. } => assert_eq!(reason, STANDBY_REFUSAL),

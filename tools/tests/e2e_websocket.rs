@@ -1195,6 +1195,7 @@ fn a_stop_closes_the_feeds_after_the_events_of_a_write_another_loop_still_waits_
     // The write waits for the standby well past the loops' 20 ms of quiet.
     std::thread::sleep(Duration::from_millis(600));
     standby.signal("CONT");
+    let continued = std::time::Instant::now();
     let answer = placing.join().unwrap();
     assert_eq!(answer.status, 200, "{}", answer.body);
 
@@ -1213,6 +1214,12 @@ fn a_stop_closes_the_feeds_after_the_events_of_a_write_another_loop_still_waits_
         assert_eq!(u16::from(close.code), 1001, "feed {i}: {close:?}");
         assert_eq!(placements, 1, "feed {i}: the PLACEMENT before the close");
     }
+    // Closed once the write was answered, not at the 2 s cap after the stop.
+    assert!(
+        continued.elapsed() < Duration::from_millis(900),
+        "the feeds closed {:?} after the standby went on",
+        continued.elapsed()
+    );
     let status = service
         .wait_exit(Duration::from_secs(30))
         .expect("the service stopped");

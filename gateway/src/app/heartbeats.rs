@@ -25,8 +25,8 @@ pub(super) fn route(app: &App, method: Method, path: &str, request: &Request) ->
     // A beat journals nothing: a primary short of standbys takes it (its refusal would let
     // the deadline pass and cancel a live market maker's orders); starts and stops are
     // journaled writes.
-    let replicated = match op {
-        Ok(HeartbeatOp::Beat(_)) => Replicated::NotNeeded,
+    let replicated = match &op {
+        Ok(op) if !op.journals() => Replicated::NotNeeded,
         _ => Replicated::Needed,
     };
     Some(

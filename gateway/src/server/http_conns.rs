@@ -251,9 +251,7 @@ impl Worker {
             Ok(()) => {
                 self.tickets
                     .insert(ticket_token, (index, generation, serial));
-                self.shared
-                    .requests_in_flight
-                    .fetch_add(1, Ordering::AcqRel);
+                self.request_submitted();
                 return Some(ticket_token);
             }
             Err(SubmitError::Full(_)) => {
@@ -396,9 +394,7 @@ impl Worker {
         let Some((index, generation, serial)) = self.tickets.remove(&token) else {
             return;
         };
-        self.shared
-            .requests_in_flight
-            .fetch_sub(1, Ordering::AcqRel);
+        self.request_answered();
         // A refusal the service words itself ends the request, whatever step it was at.
         let refusal = match &completion {
             Completion::Refused { reason, .. } => self.service.refusal(reason),

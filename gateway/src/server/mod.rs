@@ -554,10 +554,15 @@ pub struct ServerShared {
     /// Set before a stop that is a change of role (a leader that lost its lease, a standby
     /// that cuts or bootstraps), not the service stopping: WebSocket clients are told so.
     pub changing_role: AtomicBool,
-    /// Clients' requests submitted to the sequencer by every loop and not yet answered: a
-    /// stopping loop closes its WebSocket connections only once none is left, since the
-    /// events of another loop's write (a maker's fill) reach this loop's subscribers.
+    /// Requests every loop submitted to the sequencer (clients' reads and writes, dead-man
+    /// switch records) and has not had answered yet: a stopping loop closes its WebSocket
+    /// connections only once none is left, since the events of another loop's write (a
+    /// maker's fill) reach this loop's subscribers.
     pub requests_in_flight: AtomicUsize,
+    /// Requests answered across the loops since start: a stopping loop that sees it move
+    /// waits [`FEED_SETTLE`] again, since a release hands out its answers just before it
+    /// queues its events.
+    pub requests_answered: AtomicU64,
 }
 
 impl ServerShared {
@@ -625,6 +630,7 @@ pub fn spawn(
             key_removals_seen: 0,
             stop_seen: None,
             idle_since: None,
+            answers_seen: 0,
             sockets_closed_at: None,
             dead_man_unarmed: std::collections::HashSet::new(),
         };
@@ -686,8 +692,11 @@ struct Worker {
     key_removals_seen: u64,
     /// When this loop saw the stop.
     stop_seen: Option<Instant>,
-    /// Since when a stopping loop has had nothing in flight (tickets, deferred work).
+    /// Since when a stopping loop has had nothing in flight (tickets, deferred work) and
+    /// seen no loop's request answered.
     idle_since: Option<Instant>,
+    /// The service's count of answered requests when this stopping loop last looked.
+    answers_seen: u64,
     /// When a stopping loop sent its WebSocket clients their close frames (1001, or 1012 at
     /// a change of role), once the events of its last writes had reached them.
     sockets_closed_at: Option<Instant>,
@@ -762,13 +771,30 @@ impl Drop for Worker {
     /// A loop that ends with requests unanswered (a panic) does not hold the other loops'
     /// stop at [`CLOSE_AFTER_MAX`].
     fn drop(&mut self) {
+        let unanswered = self.tickets.len() + self.dead_man_in_flight.len();
         self.shared
             .requests_in_flight
-            .fetch_sub(self.tickets.len(), Ordering::AcqRel);
+            .fetch_sub(unanswered, Ordering::AcqRel);
     }
 }
 
 impl Worker {
+    /// Counts a request this loop submitted to the sequencer (see
+    /// [`ServerShared::requests_in_flight`]).
+    fn request_submitted(&self) {
+        self.shared
+            .requests_in_flight
+            .fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts the answer to a request [`Worker::request_submitted`] counted.
+    fn request_answered(&self) {
+        self.shared.requests_answered.fetch_add(1, Ordering::AcqRel);
+        self.shared
+            .requests_in_flight
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Serves one round: what was queued (when the loop did not sleep), the `events` of the
     /// last `poll`, completions, cancels to submit, timeouts. Whether the loop goes on.
     fn turn(&mut self, events: &Events, polled_without_sleep: bool) -> bool {
@@ -819,14 +845,19 @@ impl Worker {
         !done
     }
 
-    /// Sends a stopping loop's WebSocket clients their close frames once it has had nothing
-    /// in flight for [`FEED_SETTLE`] (the events of its last writes follow their answers),
-    /// no other loop has a request in flight (the events of a write are queued for every
-    /// loop before it is answered) and its feed queue is empty, or [`CLOSE_AFTER_MAX`] after it saw the stop (clients
-    /// that keep sending requests on their open connections never leave it idle).
+    /// Sends a stopping loop's WebSocket clients their close frames once no loop has had a
+    /// request in flight or answered one for [`FEED_SETTLE`] (a release queues a batch's
+    /// events for every loop just after it hands out the batch's answers) and its feed
+    /// queue is empty, or [`CLOSE_AFTER_MAX`] after it saw the stop (a write that long in
+    /// flight, waiting for a standby or etcd, has its events go with the connection).
     fn close_sockets_when_settled(&mut self) {
         if self.sockets_closed_at.is_some() {
             return;
+        }
+        let answered = self.shared.requests_answered.load(Ordering::Acquire);
+        if answered != self.answers_seen {
+            self.answers_seen = answered;
+            self.idle_since = None;
         }
         let settled = if self.tickets.is_empty() && self.deferred.is_empty() {
             let idle_since = *self.idle_since.get_or_insert_with(Instant::now);

@@ -408,6 +408,7 @@ impl Worker {
                     self.next_ticket += 1;
                     self.dead_man_records.remove(0);
                     self.dead_man_in_flight.insert(token, record);
+                    self.request_submitted();
                 }
                 Err(ladder_sequencer::SubmitError::Full(_)) => return,
                 Err(ladder_sequencer::SubmitError::Stopped(_)) => {
@@ -434,6 +435,7 @@ impl Worker {
         let Some(record) = self.dead_man_in_flight.remove(&token) else {
             return false;
         };
+        self.request_answered();
         let requester = record.address;
         match completion {
             // Journaled and applied, only not confirmed (a lost standby, etcd that took no
@@ -490,6 +492,10 @@ impl Worker {
     /// seen journaled (not submitted, refused for a while, unanswered) to the runtime, which
     /// journals them or keeps them armed past the stop.
     pub(super) fn hand_over_dead_man_records(&mut self) {
+        // No longer waited for here: the other loops' stops no longer wait for them either.
+        self.shared
+            .requests_in_flight
+            .fetch_sub(self.dead_man_in_flight.len(), Ordering::AcqRel);
         let unfinished = self
             .dead_man_records
             .drain(..)
