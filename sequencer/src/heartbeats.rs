@@ -190,6 +190,26 @@ impl HeartbeatTimers {
         due
     }
 
+    /// Gives every running key at least a full timeout from `now_ns`, its id unchanged: the
+    /// service answered no beat for a while (answers waited for a frozen standby or a
+    /// stalled disk), so a client could not beat in time.
+    pub fn extend_all(&mut self, now_ns: u64) {
+        let deadline_ns = now_ns.saturating_add(self.timeout_ns);
+        let late: Vec<(u64, [u8; 16])> = self
+            .by_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline < deadline_ns)
+            .copied()
+            .collect();
+        for (old, key) in late {
+            self.by_deadline.remove(&(old, key));
+            self.by_deadline.insert((deadline_ns, key));
+            if let Some(running) = self.by_key.get_mut(&key) {
+                running.deadline_ns = deadline_ns;
+            }
+        }
+    }
+
     /// Gives every key in `running` a full timeout from `now_ns` (at start-up and at a
     /// promotion: beats were not journaled, so no deadline survives a restart).
     pub fn arm_all(&mut self, running: Vec<([u8; 16], Address)>, now_ns: u64) {
@@ -207,6 +227,27 @@ mod tests {
     use super::*;
 
     const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn after_a_stall_every_running_key_gets_a_full_timeout_and_keeps_its_id() {
+        let mut timers = HeartbeatTimers::new(10 * SECOND, 1);
+        let a = timers.start([1; 16], Address([1; 20]), 0);
+        let _ = timers.start([2; 16], Address([2; 20]), 8 * SECOND);
+        // Answers stalled from 1 s to 15 s: both deadlines (10 s, 18 s) are moved to 25 s.
+        timers.extend_all(15 * SECOND);
+        assert!(timers.due(24 * SECOND).is_empty());
+        assert_eq!(timers.due(25 * SECOND).len(), 2);
+        assert!(
+            timers.beat(&[1; 16], &a, 16 * SECOND).is_ok(),
+            "the id stays"
+        );
+        // A deadline already past the new one stays.
+        let _ = timers.start([3; 16], Address([3; 20]), 30 * SECOND);
+        timers.extend_all(20 * SECOND);
+        assert_eq!(timers.next_deadline_ns(), Some(30 * SECOND));
+        assert_eq!(timers.due(39 * SECOND).len(), 2);
+        assert_eq!(timers.due(40 * SECOND).len(), 3);
+    }
 
     #[test]
     fn beats_chain_ids_and_push_the_deadline_and_a_wrong_id_changes_nothing() {

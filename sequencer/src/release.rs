@@ -8,7 +8,7 @@
 //! answered or published earlier than before). With `async` durability and no standbys there
 //! is nothing to wait for, and the sequencer releases the batch itself.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -272,6 +272,9 @@ pub(crate) enum Releases {
         releaser: Arc<Mutex<Releaser>>,
         /// Batches sent to the committer and not yet released.
         in_flight: Arc<AtomicUsize>,
+        /// When the committer last made progress (wall clock, ns): released a group, or was
+        /// handed a batch with nothing in hand.
+        progress_ns: Arc<AtomicU64>,
         sinks: usize,
     },
 }
@@ -286,8 +289,10 @@ impl Releases {
         let (tx, rx) = crate::bell::channel::<Release>(BATCHES_IN_FLIGHT_MAX);
         let releaser = Arc::new(Mutex::new(releaser));
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let progress_ns = Arc::new(AtomicU64::new(0));
         let thread = {
-            let (releaser, in_flight) = (releaser.clone(), in_flight.clone());
+            let (releaser, in_flight, progress_ns) =
+                (releaser.clone(), in_flight.clone(), progress_ns.clone());
             std::thread::Builder::new()
                 .name("committer".into())
                 .spawn(move || {
@@ -296,6 +301,7 @@ impl Releases {
                         group.extend(rx.try_iter());
                         let count = group.len();
                         releaser.lock().release(group);
+                        progress_ns.store(crate::wall_clock_ns(), Ordering::Release);
                         in_flight.fetch_sub(count, Ordering::Release);
                     }
                 })?
@@ -305,8 +311,25 @@ impl Releases {
             thread: Some(thread),
             releaser,
             in_flight,
+            progress_ns,
             sinks,
         })
+    }
+
+    /// Since when (wall clock, ns) answers handed over have been waiting for the committer
+    /// without it releasing any (`None`: none waits). Released inline, nothing waits between
+    /// two sends.
+    pub(crate) fn waiting_since_ns(&self) -> Option<u64> {
+        match self {
+            Releases::Inline(_) => None,
+            Releases::Committer {
+                in_flight,
+                progress_ns,
+                ..
+            } => {
+                (in_flight.load(Ordering::Acquire) > 0).then(|| progress_ns.load(Ordering::Acquire))
+            }
+        }
     }
 
     /// Number of sinks.
@@ -327,6 +350,7 @@ impl Releases {
                 tx,
                 releaser,
                 in_flight,
+                progress_ns,
                 ..
             } => {
                 // Only the sequencer sends, so a committer with nothing in hand stays idle
@@ -336,6 +360,9 @@ impl Releases {
                     return;
                 }
                 if let Some(tx) = tx {
+                    if in_flight.load(Ordering::Acquire) == 0 {
+                        progress_ns.store(crate::wall_clock_ns(), Ordering::Release);
+                    }
                     in_flight.fetch_add(1, Ordering::AcqRel);
                     if tx.send(batch).is_err() {
                         tracing::error!("the committer thread is gone; stopping the service");

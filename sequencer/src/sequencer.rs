@@ -392,6 +392,7 @@ pub fn start_with(
         ),
         heartbeats_armed: false,
         timers_blocked_until: None,
+        heartbeats_held: false,
     };
     writer.trades_seen = writer.engine.trade_count();
     writer.batch = Vec::with_capacity(writer.config.batch_max);
@@ -470,7 +471,15 @@ pub(crate) struct Writer {
     heartbeats_armed: bool,
     /// Timers are not fired before this (the journal had no room for them).
     timers_blocked_until: Option<Instant>,
+    /// Heartbeat expiries were due while answers stalled: once they flow again, every
+    /// running key gets a full timeout.
+    heartbeats_held: bool,
 }
+
+/// How long answers may wait for a release (a standby's acknowledgement, the disk's flush)
+/// before the service counts itself as not answering beats: every running heartbeat then
+/// gets a full timeout once answers flow again.
+const ANSWERS_STALL: Duration = Duration::from_millis(100);
 
 impl Rounds for Writer {
     fn round(&mut self) -> Round {
@@ -803,6 +812,7 @@ impl Writer {
             && self.rings.iter().all(|ring| ring.is_empty());
         let board = self.board_updates();
         self.events_room = published.event_count();
+        let sent = Instant::now();
         self.releases.send(
             Release {
                 ticket,
@@ -816,6 +826,11 @@ impl Writer {
             },
             nothing_waiting,
         );
+        // The sequencer waited (for a standby, or for a committer as far behind as it may
+        // be): no beat was answered meanwhile.
+        if sent.elapsed() >= ANSWERS_STALL {
+            self.heartbeats.extend_all(self.now_ns());
+        }
     }
 
     /// Snapshots of the books the batch changed, for the read side.
@@ -849,11 +864,25 @@ impl Writer {
     /// the primary (start or promotion). The number of commands applied.
     fn expire_heartbeats(&mut self, now_ns: u64, published: &mut BatchEvents) -> u64 {
         self.arm_heartbeats(now_ns);
+        let answers_stalled = self
+            .releases
+            .waiting_since_ns()
+            .is_some_and(|since| now_ns.saturating_sub(since) >= ANSWERS_STALL.as_nanos() as u64);
+        if std::mem::take(&mut self.heartbeats_held) && !answers_stalled {
+            self.heartbeats.extend_all(now_ns);
+        }
         if self
             .heartbeats
             .next_deadline_ns()
             .is_none_or(|d| d > now_ns)
         {
+            return 0;
+        }
+        // A client whose last answer has not reached it could not beat since: no key
+        // expires while answers stall.
+        if answers_stalled {
+            self.heartbeats_held = true;
+            self.block_timers();
             return 0;
         }
         let mut applied = 0;
@@ -990,6 +1019,11 @@ impl Writer {
             std::process::exit(1);
         }
         let reply = self.engine.apply(seq, now_ns, command);
+        // A new term starts here before anything after it is released or witnessed (the
+        // node's runtime learns of it only from the answer, later).
+        if let (Command::BeginTerm { .. }, Some(hub)) = (command, &self.shipping) {
+            hub.set_term_start(self.engine.term_start_seq());
+        }
         let events = self.engine.events();
         if self.keeps_board {
             touched_markets(events, &mut self.touched);

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use helpers::*;
 use ladder_client::{unix_now_s, OrderSpec, Trader};
+use ladder_protocol::wire::OrderType;
 use ladder_protocol::{L2Secret, Side};
 use serde_json::{json, Value};
 use support::*;
@@ -408,6 +409,66 @@ fn beats_are_taken_while_a_standby_is_missing_so_a_live_makers_orders_stay() {
     // events wait for a standby to hold it, as every write's do).
     wait_until_no_orders(&mut alice, Duration::from_secs(15));
     wait_for_metric(&service, "ladder_heartbeat_expiries_total", "1");
+}
+
+/// Answers that wait for a frozen standby (connected, not acknowledging) hold the beats'
+/// answers too: a market maker that beats on time but cannot get its next id is not expired
+/// for it; every running heartbeat gets a full timeout once answers flow again.
+#[test]
+fn a_maker_beating_through_a_frozen_standby_keeps_its_orders() {
+    let replication = free_port();
+    let service = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+        "--heartbeat-timeout-ms",
+        "1000",
+    ]);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = start_standby_in(replication, standby_dir.path());
+    let mut alice = service.trader_when_writable(0);
+    rest(&mut alice, yes(), Side::Buy, 1_000, 1);
+    let first = start(&mut alice);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beating = {
+        let (mut alice, stop) = (service.trader(0), stop.clone());
+        std::thread::spawn(move || {
+            let mut id = first;
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(250));
+                let (status, body) = beat(&mut alice, Some(&id));
+                if let Some(next) = body["heartbeat_id"].as_str() {
+                    id = next.to_string();
+                }
+                answers.push((status, body));
+            }
+            answers
+        })
+    };
+    let mut bob = service.trader(1);
+    std::thread::sleep(Duration::from_millis(500));
+    // Frozen for 2.5 timeouts while a write waits for it.
+    standby.signal("STOP");
+    let placing = {
+        std::thread::spawn(move || {
+            bob.place(yes(), Side::Buy, 1_100, 1, OrderType::Gtc)
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2_500));
+    standby.signal("CONT");
+    assert_eq!(placing.join().unwrap().status, 200);
+    std::thread::sleep(Duration::from_millis(1_500));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for (status, body) in beating.join().unwrap() {
+        assert_eq!(status, 200, "every beat counted: {body}");
+    }
+    assert_eq!(open_ids(&mut alice).len(), 1, "her order stays");
+    assert_eq!(metric(&service, "ladder_heartbeat_expiries_total"), "0");
+    // She stops: her order goes a timeout later.
+    wait_until_no_orders(&mut alice, Duration::from_secs(5));
 }
 
 #[test]

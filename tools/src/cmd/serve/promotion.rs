@@ -71,12 +71,8 @@ pub(super) fn lead(
 ) -> Result<(), String> {
     let begin_term = |internal: &mut Internal| -> Result<(), String> {
         match internal.run(Work::Command(Command::BeginTerm { term }))? {
+            // The sequencer gave the hub the term's start as it applied the record.
             Completion::Applied { seq, .. } => {
-                if let Some(hub) = hub {
-                    if seq > 0 && term > coordination.position.term.load(Ordering::Acquire) {
-                        hub.set_term_start(seq);
-                    }
-                }
                 coordination.position.term.fetch_max(term, Ordering::AcqRel);
                 // `serve --demo` on an empty journal (the term is its first record): the demo
                 // market, before any write.
