@@ -359,3 +359,52 @@ fn a_standby_takes_the_serving_flags_of_serve() {
         .collect();
     assert!(statuses.contains(&429), "{statuses:?}");
 }
+
+/// A primary asked to stop while its standby is frozen (connected, not acknowledging) with a
+/// write waiting for it stops all the same, a few seconds later: the write is answered as not
+/// confirmed by a standby, and it is in the primary's journal when it starts again.
+#[test]
+fn a_primary_stops_while_its_standby_is_frozen() {
+    let replication = free_port();
+    let mut primary = Service::start(&[
+        "--replication-listen",
+        &format!("127.0.0.1:{replication}"),
+        "--replicas",
+        "1",
+    ]);
+    let standby = start_standby(replication);
+    let mut alice = primary.trader_when_writable(0);
+    standby.signal("STOP");
+    let placing = {
+        let mut alice = primary.trader(0);
+        std::thread::spawn(move || {
+            alice
+                .place(yes(), Side::Buy, 4_000, 1, OrderType::Gtc)
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    primary.signal("TERM");
+    let stopping = Instant::now();
+    let status = primary.wait_exit(Duration::from_secs(15));
+    standby.signal("CONT");
+    let status = status.expect("the primary stopped with its standby frozen");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let answer = placing.join().unwrap();
+    assert_eq!(
+        (answer.status, &answer.json()["error"]),
+        (503, &json!(ladder_sequencer::REPLICA_LOST)),
+        "{}",
+        answer.body
+    );
+    // Applied on the primary: there after its restart.
+    drop(standby);
+    primary.restart();
+    let open = alice.send("GET", "/orders", None).unwrap();
+    assert_eq!(open.json()["count"], json!(1), "{}", open.body);
+}

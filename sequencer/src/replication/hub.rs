@@ -3,7 +3,7 @@
 //! acknowledged.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct ReplicationHub {
     changed: Condvar,
     refused_links: AtomicU64,
     term_start: AtomicU64,
+    /// Set as the run stops: a batch no longer waits for its standbys (see
+    /// [`ReplicationHub::stop_waiting`]).
+    stopping: AtomicBool,
 }
 
 impl ReplicationHub {
@@ -57,7 +60,17 @@ impl ReplicationHub {
             changed: Condvar::new(),
             refused_links: AtomicU64::new(0),
             term_start: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
         }
+    }
+
+    /// A stopping run waits no longer for its standbys: a batch they do not hold yet (a
+    /// standby frozen while connected) is answered as not confirmed (`replica lost`), so
+    /// that the stop ends. Its records stay in the primary's journal.
+    pub fn stop_waiting(&self) {
+        self.stopping.store(true, Ordering::Release);
+        let _state = self.lock();
+        self.changed.notify_all();
     }
 
     /// A connection to the replication port was closed unanswered: it did not prove it holds
@@ -212,7 +225,7 @@ impl ReplicationHub {
             if state.acks.values().filter(|&&a| a >= seq).count() >= required {
                 return true;
             }
-            if state.acks.len() < required {
+            if state.acks.len() < required || self.stopping.load(Ordering::Acquire) {
                 return false;
             }
             state = self
@@ -239,6 +252,23 @@ mod tests {
         hub.unregister(id);
         assert!(!hub.holds(4), "gone with its standby");
         assert!(ReplicationHub::new(0, 0).holds(9), "none required");
+    }
+
+    #[test]
+    fn a_stopping_run_waits_no_longer_for_a_standby_that_holds_nothing_new() {
+        let hub = std::sync::Arc::new(ReplicationHub::new(1, 0));
+        let id = hub.register(1);
+        hub.ack(id, 4);
+        let waiter = {
+            let hub = hub.clone();
+            std::thread::spawn(move || hub.wait_held(5))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!waiter.is_finished(), "connected: waited for");
+        hub.stop_waiting();
+        assert!(!waiter.join().unwrap(), "not held: answered as lost");
+        assert!(hub.wait_held(4), "what it holds is still held");
+        assert!(!hub.wait_held(6), "nothing more is waited for");
     }
 
     #[test]
