@@ -159,7 +159,7 @@ fn violation_close_code(error: &WsError) -> Option<(CloseCode, &'static str)> {
             CloseCode::Size,
             "message too big: inbound messages are limited to 64 KiB",
         )),
-        WsError::Utf8 => Some((CloseCode::Invalid, "text frame is not valid UTF-8")),
+        WsError::Utf8 => Some((CloseCode::Invalid, "message is not valid UTF-8")),
         WsError::Protocol(_) => Some((CloseCode::Protocol, "protocol violation")),
         _ => None,
     }
