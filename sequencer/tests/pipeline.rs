@@ -139,6 +139,122 @@ fn commands_are_sequenced_answered_and_recovered_after_a_restart() {
     assert_eq!(from_snapshot.state_hash(), engine.state_hash());
 }
 
+/// A sink whose deliveries wait while the test holds its gate (answers stalled: a disk
+/// that does not flush, a standby that does not acknowledge).
+struct GatedSink {
+    tx: Sender<Completion>,
+    gate: std::sync::Arc<std::sync::Mutex<()>>,
+}
+
+impl CompletionSink for GatedSink {
+    fn deliver(&mut self, completions: Vec<Completion>) {
+        let _open = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        for c in completions {
+            let _ = self.tx.send(c);
+        }
+    }
+}
+
+/// While answers stall, a key whose beat's answer has not reached its client is not
+/// expired: once answers flow again every running key gets a full timeout.
+#[test]
+fn a_key_whose_beat_answer_is_held_by_a_stall_does_not_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let (tx, rx) = unbounded();
+    let gate = std::sync::Arc::new(std::sync::Mutex::new(()));
+    let parts = SequencerParts {
+        engine: Engine::new(EngineLimits::default()),
+        journal,
+        sinks: vec![Box::new(GatedSink {
+            tx,
+            gate: gate.clone(),
+        })],
+        events: Vec::new(),
+        replication: None,
+        board: None,
+    };
+    let config = SequencerConfig {
+        durability: Durability::Sync,
+        heartbeat_timeout: Duration::from_millis(500),
+        ..SequencerConfig::default()
+    };
+    let (handle, submitters) = start(config, parts, 1).unwrap();
+    let submitter = &submitters[0];
+    let key_id = [9; 16];
+    let address = Address([1; 20]);
+    let submit = |token, work| {
+        let ticket = Ticket { sink: 0, token };
+        submitter.try_submit(Submission { ticket, work }).unwrap();
+    };
+    let heartbeat = |op| {
+        Work::Heartbeat(HeartbeatRequest {
+            key_id,
+            address,
+            op,
+        })
+    };
+    let beating = |completion| match completion {
+        Completion::Heartbeat {
+            answer: HeartbeatAnswer::Beating { heartbeat_id },
+            ..
+        } => heartbeat_id,
+        _ => panic!("expected a running heartbeat"),
+    };
+    submit(
+        1,
+        Work::Command(Command::CreateCountedApiKey {
+            spec: ApiKeySpec {
+                address,
+                signer: address,
+                key_id,
+                nonce: FixedBytes([0; 32]),
+                max_keys_per_address: 5,
+            },
+            creations_before: 0,
+        }),
+    );
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        Completion::Applied {
+            reply: Reply::Ok,
+            ..
+        }
+    ));
+    submit(2, heartbeat(HeartbeatOp::Start));
+    let id = beating(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+
+    // A beat on time whose answer is held for three timeouts.
+    let stalled = gate.lock().unwrap();
+    submit(3, heartbeat(HeartbeatOp::Beat(id)));
+    std::thread::sleep(Duration::from_millis(1_500));
+    drop(stalled);
+    let id = beating(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    // Its client beats again at once: still running.
+    std::thread::sleep(Duration::from_millis(100));
+    submit(4, heartbeat(HeartbeatOp::Beat(id)));
+    beating(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    assert_eq!(
+        handle
+            .stats
+            .heartbeat_expiries
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // It stops beating: it expires a timeout later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while handle
+        .stats
+        .heartbeat_expiries
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "never expired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    handle.stop().expect("the engine back");
+}
+
 /// A sequencer with a client sink and an internal one, short of the one standby it needs,
 /// to which each sink has sent one deposit (address 1 from the client, 2 from the runtime).
 fn client_and_runtime_deposits(

@@ -147,6 +147,12 @@ fn a_new_market_and_a_new_funded_trader_work_end_to_end() {
         let r = service.admin("POST", "/admin/deposits", Some(&body.to_string()));
         assert_eq!(error_text(&r, 400), want, "{amount}");
     }
+    // COLLATERAL in any case.
+    for asset in ["collateral", "Collateral", "cOLLATERAL"] {
+        let body = json!({ "address": "0x00000000000000000000000000000000000000aa", "asset": asset, "amount": "5" });
+        let r = service.admin("POST", "/admin/deposits", Some(&body.to_string()));
+        assert_eq!(r.status, 200, "{asset}: {}", r.body);
+    }
 
     let mut carol = new_trader(&service, 100_000_000);
     let mut dave = new_trader(&service, 0);

@@ -246,8 +246,9 @@ fn link(body: &Body, add: bool) -> Result<Command, String> {
 
 fn funds(body: &Body, deposit: bool) -> Result<Command, String> {
     let address = body.address("address")?;
+    // Any case, as `asset_type` of GET /balance-allowance.
     let asset = match body.text("asset")? {
-        "COLLATERAL" | "collateral" => Asset::Collateral,
+        collateral if collateral.eq_ignore_ascii_case("COLLATERAL") => Asset::Collateral,
         token => {
             Asset::Token(engine_token(&U256::from_dec_str(token).map_err(|e| {
                 format!("asset: expected COLLATERAL or a token id ({e})")
