@@ -190,22 +190,25 @@ impl HeartbeatTimers {
         due
     }
 
-    /// Gives every running key at least a full timeout from `now_ns`, its id unchanged: the
-    /// service answered no beat for a while (answers waited for a frozen standby or a
-    /// stalled disk), so a client could not beat in time.
-    pub fn extend_all(&mut self, now_ns: u64) {
-        let deadline_ns = now_ns.saturating_add(self.timeout_ns);
-        let late: Vec<(u64, [u8; 16])> = self
+    /// Pushes back, by `by_ns`, every deadline after `after_ns` (at most to a full timeout
+    /// from `now_ns`), ids unchanged: answers waited `by_ns` from `after_ns` (a frozen
+    /// standby, a stalled disk), and a client waiting for its beat's answer could not beat.
+    pub fn postpone(&mut self, after_ns: u64, by_ns: u64, now_ns: u64) {
+        let latest_ns = now_ns.saturating_add(self.timeout_ns);
+        let moved: Vec<(u64, [u8; 16])> = self
             .by_deadline
-            .iter()
-            .take_while(|(deadline, _)| *deadline < deadline_ns)
+            .range((after_ns.saturating_add(1), [0; 16])..)
             .copied()
             .collect();
-        for (old, key) in late {
+        for (old, key) in moved {
+            let new = old.saturating_add(by_ns).min(latest_ns).max(old);
+            if new == old {
+                continue;
+            }
             self.by_deadline.remove(&(old, key));
-            self.by_deadline.insert((deadline_ns, key));
+            self.by_deadline.insert((new, key));
             if let Some(running) = self.by_key.get_mut(&key) {
-                running.deadline_ns = deadline_ns;
+                running.deadline_ns = new;
             }
         }
     }
@@ -229,24 +232,27 @@ mod tests {
     const SECOND: u64 = 1_000_000_000;
 
     #[test]
-    fn after_a_stall_every_running_key_gets_a_full_timeout_and_keeps_its_id() {
+    fn a_stall_pushes_back_the_deadlines_after_its_start_by_its_length_at_most_to_a_timeout() {
         let mut timers = HeartbeatTimers::new(10 * SECOND, 1);
-        let a = timers.start([1; 16], Address([1; 20]), 0);
-        let _ = timers.start([2; 16], Address([2; 20]), 8 * SECOND);
-        // Answers stalled from 1 s to 15 s: both deadlines (10 s, 18 s) are moved to 25 s.
-        timers.extend_all(15 * SECOND);
-        assert!(timers.due(24 * SECOND).is_empty());
-        assert_eq!(timers.due(25 * SECOND).len(), 2);
+        let a = timers.start([1; 16], Address([1; 20]), 0); // due at 10 s
+        let _ = timers.start([2; 16], Address([2; 20]), 8 * SECOND); // due at 18 s
+        let _ = timers.start([3; 16], Address([3; 20]), 14 * SECOND); // due at 24 s
+                                                                      // Answers waited from 9 s to 15 s (6 s): pushed to 16 s, 24 s and, at most a
+                                                                      // timeout from 15 s, 25 s.
+        timers.postpone(9 * SECOND, 6 * SECOND, 15 * SECOND);
+        assert!(timers.due(16 * SECOND - 1).is_empty());
+        assert_eq!(timers.due(16 * SECOND).len(), 1);
+        assert_eq!(timers.due(24 * SECOND).len(), 2);
+        assert_eq!(timers.due(25 * SECOND).len(), 3);
         assert!(
-            timers.beat(&[1; 16], &a, 16 * SECOND).is_ok(),
+            timers.beat(&[1; 16], &a, 15 * SECOND).is_ok(),
             "the id stays"
         );
-        // A deadline already past the new one stays.
-        let _ = timers.start([3; 16], Address([3; 20]), 30 * SECOND);
-        timers.extend_all(20 * SECOND);
-        assert_eq!(timers.next_deadline_ns(), Some(30 * SECOND));
-        assert_eq!(timers.due(39 * SECOND).len(), 2);
-        assert_eq!(timers.due(40 * SECOND).len(), 3);
+        // A deadline before the stall's start stays.
+        let mut timers = HeartbeatTimers::new(10 * SECOND, 1);
+        let _ = timers.start([1; 16], Address([1; 20]), 0);
+        timers.postpone(10 * SECOND, 5 * SECOND, 15 * SECOND);
+        assert_eq!(timers.next_deadline_ns(), Some(10 * SECOND));
     }
 
     #[test]

@@ -44,6 +44,50 @@ pub const JOURNAL_FULL: &str = "journal full: no space left on device";
 /// Batches applied but not yet released before the sequencer waits for the committer.
 pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
 
+/// The shortest release that counts as answers stalled (see [`AnswerStalls`]).
+pub(crate) const ANSWER_STALL_MIN_NS: u64 = 100_000_000;
+
+/// Releases long enough to have kept answers from their clients (a standby's
+/// acknowledgement, the disk's flush, etcd's put): the heartbeat timers make up for them,
+/// since a client waiting for its beat's answer cannot beat again (API.md §16). Times are
+/// [`crate::seat::clock_ns`].
+#[derive(Debug, Default)]
+pub(crate) struct AnswerStalls {
+    /// When the release under way began (0: none is).
+    releasing_since_ns: AtomicU64,
+    /// Releases of [`ANSWER_STALL_MIN_NS`] or more not yet taken: (start, end).
+    ended: Mutex<Vec<(u64, u64)>>,
+}
+
+impl AnswerStalls {
+    /// How long the release under way has taken so far (0: none is under way).
+    pub(crate) fn under_way_ns(&self, now_ns: u64) -> u64 {
+        match self.releasing_since_ns.load(Ordering::Acquire) {
+            0 => 0,
+            since => now_ns.saturating_sub(since),
+        }
+    }
+
+    /// Takes the long releases that ended since the last call.
+    pub(crate) fn take_ended(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut *self.ended.lock())
+    }
+
+    fn begin(&self) -> u64 {
+        let start = crate::seat::clock_ns().max(1);
+        self.releasing_since_ns.store(start, Ordering::Release);
+        start
+    }
+
+    fn end(&self, start: u64) {
+        let end = crate::seat::clock_ns();
+        if end.saturating_sub(start) >= ANSWER_STALL_MIN_NS {
+            self.ended.lock().push((start, end));
+        }
+        self.releasing_since_ns.store(0, Ordering::Release);
+    }
+}
+
 /// One applied batch, waiting to be released.
 pub(crate) struct Release {
     /// What makes its records durable (`None`: nothing to flush).
@@ -77,6 +121,8 @@ pub(crate) struct Releaser {
     /// their release: consumers see them, in order, only once standbys hold them (API.md
     /// §19), before any later batch's.
     withheld: Vec<(u64, PublishedBatch)>,
+    /// Releases that kept answers waiting, for the heartbeat timers.
+    stalls: Arc<AnswerStalls>,
 }
 
 impl Releaser {
@@ -86,7 +132,7 @@ impl Releaser {
         replication: Option<Arc<ReplicationHub>>,
         board: Option<Arc<BookBoard>>,
         stats: Arc<SequencerStats>,
-        fence: Arc<AckFence>,
+        (fence, stalls): (Arc<AckFence>, Arc<AnswerStalls>),
     ) -> Releaser {
         Releaser {
             sinks,
@@ -96,6 +142,7 @@ impl Releaser {
             stats,
             fence,
             withheld: Vec::new(),
+            stalls,
         }
     }
 
@@ -136,6 +183,13 @@ impl Releaser {
     /// the process: nothing of the batch may be acknowledged, and the page cache may have
     /// dropped it.
     pub(crate) fn release(&mut self, batches: Vec<Release>) {
+        let start = self.stalls.begin();
+        self.release_timed(batches);
+        self.stalls.end(start);
+    }
+
+    /// [`Releaser::release`], timed by it.
+    fn release_timed(&mut self, batches: Vec<Release>) {
         let Some(last) = batches.last() else {
             return;
         };
@@ -272,9 +326,6 @@ pub(crate) enum Releases {
         releaser: Arc<Mutex<Releaser>>,
         /// Batches sent to the committer and not yet released.
         in_flight: Arc<AtomicUsize>,
-        /// When the committer last made progress (wall clock, ns): released a group, or was
-        /// handed a batch with nothing in hand.
-        progress_ns: Arc<AtomicU64>,
         sinks: usize,
     },
 }
@@ -289,10 +340,8 @@ impl Releases {
         let (tx, rx) = crate::bell::channel::<Release>(BATCHES_IN_FLIGHT_MAX);
         let releaser = Arc::new(Mutex::new(releaser));
         let in_flight = Arc::new(AtomicUsize::new(0));
-        let progress_ns = Arc::new(AtomicU64::new(0));
         let thread = {
-            let (releaser, in_flight, progress_ns) =
-                (releaser.clone(), in_flight.clone(), progress_ns.clone());
+            let (releaser, in_flight) = (releaser.clone(), in_flight.clone());
             std::thread::Builder::new()
                 .name("committer".into())
                 .spawn(move || {
@@ -301,7 +350,6 @@ impl Releases {
                         group.extend(rx.try_iter());
                         let count = group.len();
                         releaser.lock().release(group);
-                        progress_ns.store(crate::wall_clock_ns(), Ordering::Release);
                         in_flight.fetch_sub(count, Ordering::Release);
                     }
                 })?
@@ -311,25 +359,8 @@ impl Releases {
             thread: Some(thread),
             releaser,
             in_flight,
-            progress_ns,
             sinks,
         })
-    }
-
-    /// Since when (wall clock, ns) answers handed over have been waiting for the committer
-    /// without it releasing any (`None`: none waits). Released inline, nothing waits between
-    /// two sends.
-    pub(crate) fn waiting_since_ns(&self) -> Option<u64> {
-        match self {
-            Releases::Inline(_) => None,
-            Releases::Committer {
-                in_flight,
-                progress_ns,
-                ..
-            } => {
-                (in_flight.load(Ordering::Acquire) > 0).then(|| progress_ns.load(Ordering::Acquire))
-            }
-        }
     }
 
     /// Number of sinks.
@@ -350,7 +381,6 @@ impl Releases {
                 tx,
                 releaser,
                 in_flight,
-                progress_ns,
                 ..
             } => {
                 // Only the sequencer sends, so a committer with nothing in hand stays idle
@@ -360,9 +390,6 @@ impl Releases {
                     return;
                 }
                 if let Some(tx) = tx {
-                    if in_flight.load(Ordering::Acquire) == 0 {
-                        progress_ns.store(crate::wall_clock_ns(), Ordering::Release);
-                    }
                     in_flight.fetch_add(1, Ordering::AcqRel);
                     if tx.send(batch).is_err() {
                         tracing::error!("the committer thread is gone; stopping the service");

@@ -19,7 +19,10 @@ use crate::board::{
 use crate::codec::{CommandEncoder, RECORD_COMMAND_V1};
 use crate::heartbeats::{HeartbeatAnswer, HeartbeatOp, HeartbeatRequest, HeartbeatTimers};
 use crate::pin::{pin_current_thread, CorePin};
-use crate::release::{Release, Releaser, Releases, JOURNAL_FULL, REPLICA_UNAVAILABLE};
+use crate::release::{
+    AnswerStalls, Release, Releaser, Releases, ANSWER_STALL_MIN_NS, JOURNAL_FULL,
+    REPLICA_UNAVAILABLE,
+};
 use crate::replication::ReplicationHub;
 use crate::seat::{Round, Rounds, Seat};
 use crate::submission::{Completion, CompletionSink, Submission, Submitter, Ticket, Work};
@@ -356,6 +359,7 @@ pub fn start_with(
     let publishes = !parts.events.is_empty();
     let keeps_board = parts.board.is_some();
     let shipping = parts.replication.clone();
+    let stalls = Arc::new(AnswerStalls::default());
     let releases = Releases::new(
         Releaser::new(
             parts.sinks,
@@ -363,7 +367,7 @@ pub fn start_with(
             parts.replication,
             parts.board,
             stats.clone(),
-            config.ack_fence.clone(),
+            (config.ack_fence.clone(), stalls.clone()),
         ),
         pipelined,
     )?;
@@ -392,7 +396,7 @@ pub fn start_with(
         ),
         heartbeats_armed: false,
         timers_blocked_until: None,
-        heartbeats_held: false,
+        stalls,
     };
     writer.trades_seen = writer.engine.trade_count();
     writer.batch = Vec::with_capacity(writer.config.batch_max);
@@ -471,15 +475,9 @@ pub(crate) struct Writer {
     heartbeats_armed: bool,
     /// Timers are not fired before this (the journal had no room for them).
     timers_blocked_until: Option<Instant>,
-    /// Heartbeat expiries were due while answers stalled: once they flow again, every
-    /// running key gets a full timeout.
-    heartbeats_held: bool,
+    /// Releases that kept answers waiting, which the heartbeat timers make up for.
+    stalls: Arc<AnswerStalls>,
 }
-
-/// How long answers may wait for a release (a standby's acknowledgement, the disk's flush)
-/// before the service counts itself as not answering beats: every running heartbeat then
-/// gets a full timeout once answers flow again.
-const ANSWERS_STALL: Duration = Duration::from_millis(100);
 
 impl Rounds for Writer {
     fn round(&mut self) -> Round {
@@ -532,9 +530,16 @@ impl Rounds for Writer {
         round
     }
 
+    /// How long an idle sequencer sleeps: until its next timer, or until blocked timers may
+    /// be looked at again (a due timer that is blocked would otherwise wake it at once, again
+    /// and again), at most `idle_wait`.
     fn idle_wait(&self) -> Duration {
+        let blocked = self.timers_blocked_until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        });
         match self.next_deadline_ns() {
             Some(deadline) => Duration::from_nanos(deadline.saturating_sub(self.now_ns()))
+                .max(blocked)
                 .min(self.config.idle_wait),
             None => self.config.idle_wait,
         }
@@ -812,7 +817,6 @@ impl Writer {
             && self.rings.iter().all(|ring| ring.is_empty());
         let board = self.board_updates();
         self.events_room = published.event_count();
-        let sent = Instant::now();
         self.releases.send(
             Release {
                 ticket,
@@ -826,11 +830,10 @@ impl Writer {
             },
             nothing_waiting,
         );
-        // The sequencer waited (for a standby, or for a committer as far behind as it may
-        // be): no beat was answered meanwhile.
-        if sent.elapsed() >= ANSWERS_STALL {
-            self.heartbeats.extend_all(self.now_ns());
-        }
+        // A release that kept answers waiting (here, or on the committer) is made up for
+        // before a timer looks at the deadlines.
+        let now_ns = self.now_ns();
+        self.make_up_for_stalls(now_ns);
     }
 
     /// Snapshots of the books the batch changed, for the read side.
@@ -859,18 +862,34 @@ impl Writer {
         }
     }
 
+    /// How long a release must keep answers waiting for the heartbeat timers to make up for
+    /// it: a quarter of the heartbeat timeout (at least 100 ms). A shorter wait leaves a
+    /// client that beats well within its timeout the time for its next beat.
+    fn answers_stall_ns(&self) -> u64 {
+        (self.config.heartbeat_timeout.as_nanos() as u64 / 4).max(ANSWER_STALL_MIN_NS)
+    }
+
+    /// Pushes back the heartbeat deadlines by each long release that ended (see
+    /// [`HeartbeatTimers::postpone`]).
+    fn make_up_for_stalls(&mut self, now_ns: u64) {
+        let stall_ns = self.answers_stall_ns();
+        let clock_ns = crate::seat::clock_ns();
+        for (start, end) in self.stalls.take_ended() {
+            if end.saturating_sub(start) >= stall_ns {
+                // The stall began `clock_ns - start` ago, on the sequencer's clock.
+                let began_ns = now_ns.saturating_sub(clock_ns.saturating_sub(start));
+                self.heartbeats
+                    .postpone(began_ns, end.saturating_sub(start), now_ns);
+            }
+        }
+    }
+
     /// Journals the expiry of every heartbeat whose deadline has passed (each cancels its
     /// address's open orders); arms the running heartbeats first when this has just become
     /// the primary (start or promotion). The number of commands applied.
     fn expire_heartbeats(&mut self, now_ns: u64, published: &mut BatchEvents) -> u64 {
         self.arm_heartbeats(now_ns);
-        let answers_stalled = self
-            .releases
-            .waiting_since_ns()
-            .is_some_and(|since| now_ns.saturating_sub(since) >= ANSWERS_STALL.as_nanos() as u64);
-        if std::mem::take(&mut self.heartbeats_held) && !answers_stalled {
-            self.heartbeats.extend_all(now_ns);
-        }
+        self.make_up_for_stalls(now_ns);
         if self
             .heartbeats
             .next_deadline_ns()
@@ -878,10 +897,9 @@ impl Writer {
         {
             return 0;
         }
-        // A client whose last answer has not reached it could not beat since: no key
-        // expires while answers stall.
-        if answers_stalled {
-            self.heartbeats_held = true;
+        // A release under way for long (the committer waiting for a frozen standby or the
+        // disk) holds answers: no key expires before it ends and is made up for.
+        if self.stalls.under_way_ns(crate::seat::clock_ns()) >= self.answers_stall_ns() {
             self.block_timers();
             return 0;
         }

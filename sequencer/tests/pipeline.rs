@@ -156,9 +156,23 @@ impl CompletionSink for GatedSink {
 }
 
 /// While answers stall, a key whose beat's answer has not reached its client is not
-/// expired: once answers flow again every running key gets a full timeout.
+/// expired: once answers flow again its deadline is pushed back by the stall. The beat is
+/// released by the sequencer itself (it waits in the sink).
 #[test]
 fn a_key_whose_beat_answer_is_held_by_a_stall_does_not_expire() {
+    beat_held_by_a_stall(0);
+}
+
+/// The same with the beat behind a burst of writes: released by the committer thread while
+/// the sequencer goes on (and looks at the deadlines meanwhile).
+#[test]
+fn a_key_whose_beat_answer_the_committer_holds_does_not_expire() {
+    beat_held_by_a_stall(40);
+}
+
+/// A beat on time whose answer a stalled sink holds for three timeouts, behind `burst`
+/// deposits submitted with it.
+fn beat_held_by_a_stall(burst: u64) {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     let (tx, rx) = unbounded();
@@ -226,10 +240,18 @@ fn a_key_whose_beat_answer_is_held_by_a_stall_does_not_expire() {
 
     // A beat on time whose answer is held for three timeouts.
     let stalled = gate.lock().unwrap();
+    for n in 0..burst {
+        submit(100 + n, Work::Command(deposit(1)));
+    }
     submit(3, heartbeat(HeartbeatOp::Beat(id)));
     std::thread::sleep(Duration::from_millis(1_500));
     drop(stalled);
-    let id = beating(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    let id = loop {
+        match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+            Completion::Applied { .. } => continue,
+            beat => break beating(beat),
+        }
+    };
     // Its client beats again at once: still running.
     std::thread::sleep(Duration::from_millis(100));
     submit(4, heartbeat(HeartbeatOp::Beat(id)));

@@ -3,14 +3,21 @@
 //! acknowledged.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 struct HubState {
     written: u64,
     acks: HashMap<u64, u64>,
+    /// When a standby last acknowledged more than it held.
+    acked_more_at: Option<Instant>,
+    /// Set as the run stops: the longest a wait goes on without a standby acknowledging
+    /// more, and since when (see [`ReplicationHub::stop_waiting`]).
+    stopping: Option<(Instant, Duration)>,
+    /// Whether the log said a stopping run gave up on its standbys.
+    gave_up_told: bool,
     next_id: u64,
     /// Standbys still in their handshake: the last sequence each holds (retention keeps
     /// what they need next before they are registered).
@@ -42,9 +49,6 @@ pub struct ReplicationHub {
     changed: Condvar,
     refused_links: AtomicU64,
     term_start: AtomicU64,
-    /// Set as the run stops: a batch no longer waits for its standbys (see
-    /// [`ReplicationHub::stop_waiting`]).
-    stopping: AtomicBool,
 }
 
 impl ReplicationHub {
@@ -60,16 +64,17 @@ impl ReplicationHub {
             changed: Condvar::new(),
             refused_links: AtomicU64::new(0),
             term_start: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
         }
     }
 
-    /// A stopping run waits no longer for its standbys: a batch they do not hold yet (a
-    /// standby frozen while connected) is answered as not confirmed (`replica lost`), so
-    /// that the stop ends. Its records stay in the primary's journal.
-    pub fn stop_waiting(&self) {
-        self.stopping.store(true, Ordering::Release);
-        let _state = self.lock();
+    /// The run stops: from now on a wait for the standbys ends, not held, once none has
+    /// acknowledged more for `patience` (a standby frozen while connected would hold the
+    /// stop for ever). A standby that keeps acknowledging, however slowly, is waited for.
+    /// What it lacks is then answered as not confirmed (`replica lost`); its records stay in
+    /// the primary's journal.
+    pub fn stop_waiting(&self, patience: Duration) {
+        let mut state = self.lock();
+        state.stopping = Some((Instant::now(), patience));
         self.changed.notify_all();
     }
 
@@ -188,7 +193,10 @@ impl ReplicationHub {
     pub fn ack(&self, id: u64, seq: u64) {
         let mut state = self.lock();
         if let Some(acked) = state.acks.get_mut(&id) {
-            *acked = (*acked).max(seq);
+            if seq > *acked {
+                *acked = seq;
+                state.acked_more_at = Some(Instant::now());
+            }
         }
         self.changed.notify_all();
     }
@@ -225,7 +233,7 @@ impl ReplicationHub {
             if state.acks.values().filter(|&&a| a >= seq).count() >= required {
                 return true;
             }
-            if state.acks.len() < required || self.stopping.load(Ordering::Acquire) {
+            if state.acks.len() < required || gave_up_at_stop(&mut state) {
                 return false;
             }
             state = self
@@ -235,6 +243,23 @@ impl ReplicationHub {
                 .0;
         }
     }
+}
+
+/// Whether a stopping run's wait ends here: no standby acknowledged more for the stop's
+/// patience (counted from the stop, or from the last acknowledgement after it).
+fn gave_up_at_stop(state: &mut HubState) -> bool {
+    let Some((since, patience)) = state.stopping else {
+        return false;
+    };
+    let progress = state.acked_more_at.map_or(since, |at| at.max(since));
+    let gave_up = progress.elapsed() >= patience;
+    if gave_up && !std::mem::replace(&mut state.gave_up_told, true) {
+        tracing::warn!(
+            "stopping: no standby acknowledged more for {patience:?}; what they lack is \
+             answered replica lost"
+        );
+    }
+    gave_up
 }
 
 #[cfg(test)]
@@ -255,20 +280,26 @@ mod tests {
     }
 
     #[test]
-    fn a_stopping_run_waits_no_longer_for_a_standby_that_holds_nothing_new() {
+    fn a_stopping_run_waits_for_a_standby_while_it_acknowledges_more_and_no_longer() {
         let hub = std::sync::Arc::new(ReplicationHub::new(1, 0));
         let id = hub.register(1);
         hub.ack(id, 4);
+        hub.stop_waiting(Duration::from_millis(300));
         let waiter = {
             let hub = hub.clone();
-            std::thread::spawn(move || hub.wait_held(5))
+            std::thread::spawn(move || hub.wait_held(8))
         };
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(!waiter.is_finished(), "connected: waited for");
-        hub.stop_waiting();
+        // A slow standby that keeps acknowledging is waited for past the patience.
+        for seq in 5..=7 {
+            std::thread::sleep(Duration::from_millis(200));
+            hub.ack(id, seq);
+        }
+        assert!(!waiter.is_finished(), "still acknowledging: waited for");
+        // It stops acknowledging: the wait ends, not held.
+        let stopped = Instant::now();
         assert!(!waiter.join().unwrap(), "not held: answered as lost");
-        assert!(hub.wait_held(4), "what it holds is still held");
-        assert!(!hub.wait_held(6), "nothing more is waited for");
+        assert!(stopped.elapsed() >= Duration::from_millis(150));
+        assert!(hub.wait_held(7), "what it holds is still held");
     }
 
     #[test]

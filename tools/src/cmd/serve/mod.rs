@@ -492,7 +492,9 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
     if !matches!(end, LoopEnd::Stopped | LoopEnd::Failed(_)) {
         front.shared.changing_role.store(true, Ordering::Release);
     }
-    let stop_watch = runtime::limit_standbys_wait(hub.clone());
+    if let Some(hub) = &hub {
+        hub.stop_waiting(runtime::STOP_STANDBYS_PATIENCE);
+    }
     stop_gateway(&front.shared, front.threads);
     // A clean stop is no disconnect of a dead-man switch: its armings go, journaled once the
     // gateway loops take no more and before replication stops, so that a standby that takes
@@ -505,7 +507,6 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         let _ = thread.join();
     }
     shutdown(handle, historian, &data_dir, options.keep_snapshots);
-    drop(stop_watch);
     if let Some(s) = settlement_thread {
         s.join();
     }

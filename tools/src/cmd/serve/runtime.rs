@@ -12,7 +12,6 @@ use ladder_gateway::app::SnapshotTaken;
 use ladder_gateway::ServerShared;
 use ladder_history::Historian;
 use ladder_sequencer::bell::BellReceiver;
-use ladder_sequencer::replication::ReplicationHub;
 use ladder_sequencer::PublishedBatch;
 use ladder_settlement::{BuiltIn, PendingBatch, SettlementHandle, SettlementRing};
 
@@ -74,40 +73,11 @@ impl Forgetting {
     }
 }
 
-/// How long a stopping run waits, at most, for connected standbys to hold what it
-/// journaled (a standby frozen while connected would hold the stop for ever): past the
-/// close of the feeds ([`ladder_gateway::server`]'s 2 s) and the disarming's own wait.
-const STOP_STANDBYS_WAIT: Duration = Duration::from_secs(3);
-
-/// Bounds how long the stop that begins now waits for the standbys of `hub`: after
-/// [`STOP_STANDBYS_WAIT`], the batches they do not hold are answered `replica lost`. Dropping
-/// the returned sender (the stop ended) ends the watch.
-pub(super) fn limit_standbys_wait(
-    hub: Option<Arc<ReplicationHub>>,
-) -> Option<crossbeam_channel::Sender<()>> {
-    let hub = hub?;
-    let (ended, watch) = crossbeam_channel::bounded::<()>(0);
-    let spawned = std::thread::Builder::new()
-        .name("stop-watch".into())
-        .spawn(move || {
-            if let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                watch.recv_timeout(STOP_STANDBYS_WAIT)
-            {
-                tracing::warn!(
-                    "stopping: connected standbys hold nothing new; what they lack is answered \
-                     replica lost"
-                );
-                hub.stop_waiting();
-            }
-        });
-    match spawned {
-        Ok(_) => Some(ended),
-        Err(e) => {
-            tracing::warn!(error = %e, "no stop watch: the stop waits for the standbys");
-            None
-        }
-    }
-}
+/// How long a stopping run waits for connected standbys that acknowledge nothing more (a
+/// standby frozen while connected would hold the stop for ever): longer than the loops'
+/// wait for the events of their writes (2 s) and than the disarming's own wait (2 s), each
+/// counted again from the standbys' last acknowledgement.
+pub(super) const STOP_STANDBYS_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Stops accepting and drains what the gateway holds: its loops end once their requests are
 /// answered.
