@@ -318,13 +318,7 @@ fn a_user_connection_ends_when_its_key_is_deleted_and_its_orders_go_with_it() {
 
 #[test]
 fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_back() {
-    let replication = free_port();
-    let service = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-    ]);
+    let (service, replication) = start_replicated(&[]);
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, standby_dir.path());
     let mut alice = service.trader_when_writable(0);
@@ -365,15 +359,7 @@ fn a_disconnect_cancel_refused_for_want_of_a_standby_is_carried_out_once_one_is_
 
 #[test]
 fn beats_are_taken_while_a_standby_is_missing_so_a_live_makers_orders_stay() {
-    let replication = free_port();
-    let service = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-        "--heartbeat-timeout-ms",
-        "1000",
-    ]);
+    let (service, replication) = start_replicated(&["--heartbeat-timeout-ms", "1000"]);
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, standby_dir.path());
     let mut alice = service.trader_when_writable(0);
@@ -416,15 +402,7 @@ fn beats_are_taken_while_a_standby_is_missing_so_a_live_makers_orders_stay() {
 /// for it; every running heartbeat gets a full timeout once answers flow again.
 #[test]
 fn a_maker_beating_through_a_frozen_standby_keeps_its_orders() {
-    let replication = free_port();
-    let service = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-        "--heartbeat-timeout-ms",
-        "1000",
-    ]);
+    let (service, replication) = start_replicated(&["--heartbeat-timeout-ms", "1000"]);
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, standby_dir.path());
     let mut alice = service.trader_when_writable(0);

@@ -15,15 +15,7 @@ use support::*;
 
 #[test]
 fn a_promoted_standby_holds_every_acknowledged_order() {
-    let replication = free_port();
-    let mut primary = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-        "--settlement-delay-ms",
-        "600000",
-    ]);
+    let (mut primary, replication) = start_replicated(&["--settlement-delay-ms", "600000"]);
     let standby = start_standby(replication);
     // Writes are refused until the standby is connected; then keys can be made.
     let mut alice = primary.trader_when_writable(0);
@@ -301,13 +293,7 @@ fn a_standby_promotes_within_5_s_while_its_primary_is_frozen() {
 
 #[test]
 fn a_standby_stopped_and_continued_keeps_its_link_and_the_write_it_held_up_is_acknowledged() {
-    let replication = free_port();
-    let primary = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-    ]);
+    let (primary, replication) = start_replicated(&[]);
     let standby = start_standby(replication);
     let mut alice = primary.trader_when_writable(0);
     // Frozen as a debugger or a paused VM freezes it: its read of the stream, which has a
@@ -365,13 +351,7 @@ fn a_standby_takes_the_serving_flags_of_serve() {
 /// confirmed by a standby, and it is in the primary's journal when it starts again.
 #[test]
 fn a_primary_stops_while_its_standby_is_frozen() {
-    let replication = free_port();
-    let mut primary = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-    ]);
+    let (mut primary, replication) = start_replicated(&[]);
     let standby = start_standby(replication);
     let mut alice = primary.trader_when_writable(0);
     standby.signal("STOP");

@@ -1158,15 +1158,7 @@ fn a_stopping_service_hands_a_reading_client_its_whole_feed_before_the_close() {
 /// `/ws/user` connections, whichever loops serve them, before their close (API.md §16).
 #[test]
 fn a_stop_closes_the_feeds_after_the_events_of_a_write_another_loop_still_waits_on() {
-    let replication = free_port();
-    let mut service = Service::start(&[
-        "--replication-listen",
-        &format!("127.0.0.1:{replication}"),
-        "--replicas",
-        "1",
-        "--gateway-threads",
-        "4",
-    ]);
+    let (mut service, replication) = start_replicated(&["--gateway-threads", "4"]);
     let standby_dir = tempfile::tempdir().unwrap();
     let standby = start_standby_in(replication, standby_dir.path());
     let alice = service.trader_when_writable(0);

@@ -469,6 +469,16 @@ impl Drop for Standby {
     }
 }
 
+/// A primary that takes `--replicas 1` (and `extra_args`), and the replication port its
+/// standbys follow it on.
+pub fn start_replicated(extra_args: &[&str]) -> (Service, u16) {
+    let replication = free_port();
+    let listen = format!("127.0.0.1:{replication}");
+    let mut args = vec!["--replication-listen", listen.as_str(), "--replicas", "1"];
+    args.extend_from_slice(extra_args);
+    (Service::start(&args), replication)
+}
+
 /// Starts a standby following the primary's replication port, with its own data directory,
 /// and waits until it answers `GET /time`.
 pub fn start_standby(replication: u16) -> Standby {
