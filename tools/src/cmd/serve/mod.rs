@@ -418,6 +418,7 @@ fn run(options: RunOptions) -> Result<RunEnd, String> {
         completions: front.internal_answers,
         sink: producers.internal.sink,
         next: 0,
+        interrupt: None,
     };
     let settlement = SettlementStarter {
         chain: chain.as_ref(),

@@ -240,9 +240,21 @@ pub(super) struct Internal {
     pub(super) completions: Receiver<Completion>,
     pub(super) sink: u16,
     pub(super) next: u64,
+    /// While set (the supervisor's turns), a wait for an answer ends when this flag is
+    /// raised (SIGTERM): a sequencer that waits for a frozen standby must not keep the
+    /// supervisor from seeing the stop. The stop's own records wait (it is cleared then).
+    pub(super) interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
+/// How long the runtime waits for the sequencer's answer to its own work.
+const INTERNAL_ANSWER_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a wait for the sequencer's answer looks at its interrupt flag.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
+
 impl Internal {
+    /// Submits `work` and waits for its answer ([`INTERNAL_ANSWER_WAIT`] at most, less if
+    /// interrupted). An answer that comes after its wait ended is skipped by the next wait.
     pub(super) fn run(&mut self, work: Work) -> Result<Completion, String> {
         self.next += 1;
         let ticket = Ticket {
@@ -252,9 +264,32 @@ impl Internal {
         self.submitter
             .try_submit(Submission { ticket, work })
             .map_err(|_| "the sequencer is not taking work".to_string())?;
-        self.completions
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| "the sequencer did not answer".to_string())
+        let deadline = Instant::now() + INTERNAL_ANSWER_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("the sequencer did not answer".to_string());
+            }
+            match self.completions.recv_timeout(left.min(INTERRUPT_CHECK)) {
+                Ok(completion) if completion.ticket().token == ticket.token => {
+                    return Ok(completion)
+                }
+                // The answer to work whose wait ended earlier.
+                Ok(_) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if self
+                        .interrupt
+                        .as_ref()
+                        .is_some_and(|flag| flag.load(Ordering::Acquire))
+                    {
+                        return Err("stopping: not waiting for the sequencer's answer".into());
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err("the sequencer did not answer".to_string())
+                }
+            }
+        }
     }
 
     /// Creates the demo market and accounts (`--demo` on an empty journal); returns why the

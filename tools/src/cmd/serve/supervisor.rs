@@ -102,12 +102,14 @@ impl<'a> Supervisor<'a> {
     /// A supervisor of what the run started.
     pub(super) fn new(
         context: Context<'a>,
-        (internal, lost_switches): (Internal, LostSwitches),
+        (mut internal, lost_switches): (Internal, LostSwitches),
         roles: super::roles::RoleThreads,
         redemption_watch: Option<RedemptionWatch>,
         follow_target: Option<FollowTarget>,
         started_at_seq: u64,
     ) -> Supervisor<'a> {
+        // Its turns' waits for the sequencer end at SIGTERM (see `Internal::interrupt`).
+        internal.interrupt = Some(context.signals.stop.clone());
         Supervisor {
             context,
             internal,
@@ -125,7 +127,10 @@ impl<'a> Supervisor<'a> {
 
     /// The runtime's ring, for what the run does after the loop (a clean stop's records).
     pub(super) fn into_internal(self) -> Internal {
-        self.internal
+        let mut internal = self.internal;
+        // The stop's own records are waited for.
+        internal.interrupt = None;
+        internal
     }
 
     /// Runs until the node stops or must run again in another role.
