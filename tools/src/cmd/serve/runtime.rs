@@ -249,6 +249,9 @@ pub(super) struct Internal {
 /// How long the runtime waits for the sequencer's answer to its own work.
 const INTERNAL_ANSWER_WAIT: Duration = Duration::from_secs(30);
 
+/// Why the runtime's own work was not waited for: the node stops.
+const STOPPING: &str = "stopping: not waiting for the sequencer";
+
 /// How often a wait for the sequencer's answer looks at its interrupt flag.
 const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
 
@@ -256,6 +259,10 @@ impl Internal {
     /// Submits `work` and waits for its answer ([`INTERNAL_ANSWER_WAIT`] at most, less if
     /// interrupted). An answer that comes after its wait ended is skipped by the next wait.
     pub(super) fn run(&mut self, work: Work) -> Result<Completion, String> {
+        // Nothing new is queued in front of the stop's own records.
+        if self.interrupted() {
+            return Err(STOPPING.into());
+        }
         self.next += 1;
         let ticket = Ticket {
             sink: self.sink,
@@ -277,12 +284,8 @@ impl Internal {
                 // The answer to work whose wait ended earlier.
                 Ok(_) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    if self
-                        .interrupt
-                        .as_ref()
-                        .is_some_and(|flag| flag.load(Ordering::Acquire))
-                    {
-                        return Err("stopping: not waiting for the sequencer's answer".into());
+                    if self.interrupted() {
+                        return Err(STOPPING.into());
                     }
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
@@ -290,6 +293,13 @@ impl Internal {
                 }
             }
         }
+    }
+
+    /// Whether the stop was asked for while the supervisor runs (see `interrupt`).
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Acquire))
     }
 
     /// Creates the demo market and accounts (`--demo` on an empty journal); returns why the
