@@ -11,9 +11,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use helpers::*;
-use ladder_client::{unix_now_s, OrderSpec, Trader};
+use ladder_client::{OrderSpec, Trader};
 use ladder_protocol::wire::OrderType;
-use ladder_protocol::{L2Secret, Side};
+use ladder_protocol::Side;
 use serde_json::{json, Value};
 use support::*;
 use tungstenite::{connect, Message, WebSocket};
@@ -41,24 +41,6 @@ fn wait_until_no_orders(trader: &mut Trader, within: Duration) {
 
 fn user_ws(service: &Service, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
     user_ws_at(&service.url, trader, cancel_on_disconnect)
-}
-
-fn user_ws_at(base_url: &str, trader: &Trader, cancel_on_disconnect: bool) -> Ws {
-    let url = format!("{}/ws/user", base_url.replace("http://", "ws://"));
-    let (mut ws, _) = connect(url).unwrap();
-    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    }
-    let creds = trader.credentials.as_ref().unwrap();
-    let ts = unix_now_s().to_string();
-    let signature = L2Secret::from_base64(&creds.secret)
-        .unwrap()
-        .sign(&ts, "GET", "/ws/user", b"");
-    let subscribe = json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(),
-        "passphrase": creds.passphrase, "timestamp": ts, "signature": signature },
-        "markets": [], "cancel_on_disconnect": cancel_on_disconnect });
-    ws.send(Message::text(subscribe.to_string())).unwrap();
-    ws
 }
 
 /// The `order` events of type CANCELLATION read from `ws` until `n` arrived (5 s at most).

@@ -403,18 +403,7 @@ fn dead_man_feed(
     service: &Service,
     trader: &Trader,
 ) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>> {
-    let url = format!("{}/ws/user", service.url.replace("http://", "ws://"));
-    let (mut ws, _) = tungstenite::connect(url).unwrap();
-    let creds = trader.credentials.as_ref().unwrap();
-    let ts = ladder_client::unix_now_s().to_string();
-    let signature = ladder_protocol::L2Secret::from_base64(&creds.secret)
-        .unwrap()
-        .sign(&ts, "GET", "/ws/user", b"");
-    let subscribe = json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(),
-        "passphrase": creds.passphrase, "timestamp": ts, "signature": signature },
-        "markets": [], "cancel_on_disconnect": true });
-    ws.send(tungstenite::Message::text(subscribe.to_string()))
-        .unwrap();
+    let mut ws = user_ws_at(&service.url, trader, true);
     // Subscribed (and armed) once the answer to a later PING comes.
     ws.send(tungstenite::Message::text("PING")).unwrap();
     while ws.read().unwrap() != tungstenite::Message::text("PONG") {}

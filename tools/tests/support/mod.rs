@@ -593,3 +593,28 @@ pub fn replayed_state_hash(data_dir: &Path, at: Option<u64>, context: &str) -> S
         .unwrap_or_default()
         .to_string()
 }
+
+/// A `/ws/user` connection of `trader` to the service at `base_url`, subscribed to every
+/// market (`cancel_on_disconnect` arms it as a dead-man switch), with a 5 s read timeout.
+pub fn user_ws_at(
+    base_url: &str,
+    trader: &Trader,
+    cancel_on_disconnect: bool,
+) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>> {
+    let url = format!("{}/ws/user", base_url.replace("http://", "ws://"));
+    let (mut ws, _) = tungstenite::connect(url).unwrap();
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    let creds = trader.credentials.as_ref().unwrap();
+    let ts = ladder_client::unix_now_s().to_string();
+    let signature = ladder_protocol::L2Secret::from_base64(&creds.secret)
+        .unwrap()
+        .sign(&ts, "GET", "/ws/user", b"");
+    let subscribe = serde_json::json!({ "type": "user", "auth": { "apiKey": creds.api_key.to_string(),
+        "passphrase": creds.passphrase, "timestamp": ts, "signature": signature },
+        "markets": [], "cancel_on_disconnect": cancel_on_disconnect });
+    ws.send(tungstenite::Message::text(subscribe.to_string()))
+        .unwrap();
+    ws
+}
