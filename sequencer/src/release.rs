@@ -8,7 +8,7 @@
 //! answered or published earlier than before). With `async` durability and no standbys there
 //! is nothing to wait for, and the sequencer releases the batch itself.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -57,6 +57,8 @@ pub(crate) struct AnswerStalls {
     releasing_since_ns: AtomicU64,
     /// Releases of [`ANSWER_STALL_MIN_NS`] or more not yet taken: (start, end).
     ended: Mutex<Vec<(u64, u64)>>,
+    /// Whether `ended` holds any: the sequencer looks after every batch without locking.
+    any_ended: AtomicBool,
 }
 
 impl AnswerStalls {
@@ -70,6 +72,9 @@ impl AnswerStalls {
 
     /// Takes the long releases that ended since the last call.
     pub(crate) fn take_ended(&self) -> Vec<(u64, u64)> {
+        if !self.any_ended.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut *self.ended.lock())
     }
 
@@ -83,6 +88,7 @@ impl AnswerStalls {
         let end = crate::seat::clock_ns();
         if end.saturating_sub(start) >= ANSWER_STALL_MIN_NS {
             self.ended.lock().push((start, end));
+            self.any_ended.store(true, Ordering::Release);
         }
         self.releasing_since_ns.store(0, Ordering::Release);
     }
