@@ -360,9 +360,11 @@ fn a_primary_stops_while_its_standby_is_frozen() {
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     let _dead_man = dead_man_feed(&primary, &alice);
+    // Its credentials before the freeze: asking for them is a write the standby would hold.
+    let placer = primary.trader(0);
     standby.signal("STOP");
     let placing = {
-        let mut alice = primary.trader(0);
+        let mut alice = placer;
         std::thread::spawn(move || {
             alice
                 .place(yes(), Side::Buy, 4_000, 1, OrderType::Gtc)
